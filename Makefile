@@ -1,0 +1,40 @@
+# bub-mcp: `make run` starts the server with zero configuration; `make test`
+# runs every check CI runs. Only Go is needed; the end-to-end suites install
+# their own Node packages (see e2e/setup.sh).
+
+GO          ?= go
+BIN         ?= bin/bub-mcp
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BENCHTIME   ?= 1s
+PKGS        := ./...
+
+.PHONY: all build run test fmt-check vet lint unit bench e2e clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/bub-mcp
+
+run: build
+	./$(BIN) serve $(ARGS)
+
+test: fmt-check vet lint unit
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+lint:
+	$(GO) run $(STATICCHECK) $(PKGS)
+
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,145 @@
+// Package cli is the bub-mcp command line: cmd/bub-mcp is a blank import of
+// the builtin tools plus Main. A binary with extra plugins (the conformance
+// fixtures, a company's own tools) is the same two lines with one more blank
+// import, so the wiring is shared, never copied.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Command is one subcommand: data, as in cmd/go.
+type Command struct {
+	Name  string
+	Usage string // after "bub-mcp NAME"
+	Short string
+	// Run executes the command with its own flag set already parsed.
+	Run func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error
+	// Flags declares the command's flags on fs before parsing.
+	Flags func(fs *flag.FlagSet)
+}
+
+// Env is what a command may touch: its streams and environment variables.
+// Tests fill it in; Main uses the process's.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+	Logger *slog.Logger
+}
+
+// ExitError carries an exit status without printing anything more.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// usageError marks a bad invocation: exit status 2, as flag and cmd/go use.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+var commands = map[string]*Command{}
+
+// register adds a command; called from init() in this package's files.
+func register(c *Command) {
+	if _, dup := commands[c.Name]; dup {
+		panic("cli: command registered twice: " + c.Name)
+	}
+	commands[c.Name] = c
+}
+
+// Main runs the command line and returns the process exit status.
+func Main(ctx context.Context, args []string) int {
+	env := &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	return Run(ctx, env, args)
+}
+
+// Run is Main with explicit streams, for tests.
+func Run(ctx context.Context, env *Env, args []string) int {
+	if env.Logger == nil {
+		env.Logger = newLogger(env)
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(env.Stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(env.Stderr, "bub-mcp: unknown command %q\nRun 'bub-mcp help' for usage.\n", args[0])
+		return 2
+	}
+	fs := flag.NewFlagSet("bub-mcp "+cmd.Name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, "usage: bub-mcp %s %s\n\n%s\n", cmd.Name, cmd.Usage, cmd.Short)
+		fs.PrintDefaults()
+	}
+	if cmd.Flags != nil {
+		cmd.Flags(fs)
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	err := cmd.Run(ctx, env, fs, fs.Args())
+	var exit *ExitError
+	var usage *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.Code
+	case errors.As(err, &usage):
+		fmt.Fprintf(env.Stderr, "bub-mcp %s: %s\n", cmd.Name, usage.msg)
+		fs.Usage()
+		return 2
+	default:
+		fmt.Fprintf(env.Stderr, "bub-mcp %s: %v\n", cmd.Name, err)
+		return 1
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "bub-mcp serves Bub's tools to MCP clients and runs an agent against them.\n\nUsage:\n\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  bub-mcp %-8s %s\n", n, commands[n].Short)
+	}
+	fmt.Fprintf(w, "\nRun 'bub-mcp COMMAND -h' for a command's flags.\n")
+}
+
+// newLogger writes text logs to stderr: in stdio mode stdout carries the
+// protocol only. BUB_VERBOSE=1 (or BUB_LOG_LEVEL=debug) shows per-call logs.
+func newLogger(env *Env) *slog.Logger {
+	level := slog.LevelInfo
+	switch strings.ToLower(env.Getenv("BUB_LOG_LEVEL")) {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn", "warning":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	if v := env.Getenv("BUB_VERBOSE"); v != "" && v != "0" && v != "false" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+}

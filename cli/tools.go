@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/bubbuild/bub-mcp/registry"
+)
+
+func init() {
+	register(&Command{
+		Name:  "tools",
+		Usage: "[--json]",
+		Short: "list every registered tool (check that a plugin registered)",
+		Flags: func(fs *flag.FlagSet) { fs.Bool("json", false, "print JSON: names, flags, input and output schemas") },
+		Run:   runTools,
+	})
+}
+
+// toolInfo is the JSON form of `bub-mcp tools --json`.
+type toolInfo struct {
+	Name         string               `json:"name"`
+	ModelName    string               `json:"model_name"`
+	Description  string               `json:"description"`
+	Preserve     bool                 `json:"preserve"`
+	AgentUse     bool                 `json:"agent_use"`
+	Annotations  registry.Annotations `json:"annotations"`
+	InputSchema  json.RawMessage      `json:"input_schema"`
+	OutputSchema json.RawMessage      `json:"output_schema,omitempty"`
+}
+
+func runTools(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+	if len(args) > 0 {
+		return &usageError{"unexpected arguments"}
+	}
+	tools := registry.Default.Tools()
+	if fs.Lookup("json").Value.(flag.Getter).Get().(bool) {
+		out := make([]toolInfo, len(tools))
+		for i, t := range tools {
+			out[i] = toolInfo{t.Name, t.ModelName(), t.Description, t.Preserve, t.AgentUse(), t.Annotations, t.InputSchema, t.OutputSchema}
+		}
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(out)
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tMODEL NAME\tPRESERVE\tAGENT USE\tDESCRIPTION")
+	for _, t := range tools {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\n", t.Name, t.ModelName(), t.Preserve, t.AgentUse(), firstLine(t.Description))
+	}
+	return tw.Flush()
+}
+
+func firstLine(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

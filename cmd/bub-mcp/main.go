@@ -1,0 +1,19 @@
+// Command bub-mcp serves Bub's tool system to MCP clients (stdio and
+// streamable HTTP) and runs an agent loop against the same tools.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/bubbuild/bub-mcp/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}

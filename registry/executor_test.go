@@ -1,0 +1,538 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func newExec(t testing.TB, opts *ExecutorOptions, tools ...*Tool) *Executor {
+	t.Helper()
+	r := New()
+	for _, tool := range tools {
+		r.MustRegister(tool)
+	}
+	if opts == nil {
+		opts = &ExecutorOptions{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return NewExecutor(r, opts)
+}
+
+func errText(e *Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.Error()
+}
+
+func TestValidation(t *testing.T) {
+	e := newExec(t, nil, orderTool(t))
+	tests := []struct {
+		name    string
+		args    string
+		lax     bool
+		wantErr bool
+		wantLoc string
+		want    string
+	}{
+		{"ok with defaults", `{"order_id":"A1","amount":2}`, false, false, "", `{"id":"A1","status":"fast/x"}`},
+		{"missing required", `{"amount":2}`, false, true, "", ""},
+		{"wrong type", `{"order_id":"A1","amount":"2"}`, false, true, "/amount", ""},
+		{"lax coerces", `{"order_id":"A1","amount":"2.5","count":"3","verbose":"true"}`, true, false, "", `{"id":"A1","status":"fast/xxx"}`},
+		{"lax keeps bad strings", `{"order_id":"A1","amount":"two"}`, true, true, "/amount", ""},
+		{"enum", `{"order_id":"A1","amount":1,"mode":"warp"}`, false, true, "/mode", ""},
+		{"minimum", `{"order_id":"A1","amount":1,"count":0}`, false, true, "/count", ""},
+		{"maximum", `{"order_id":"A1","amount":1,"count":11}`, false, true, "/count", ""},
+		{"exclusive minimum", `{"order_id":"A1","amount":0}`, false, true, "/amount", ""},
+		{"pattern", `{"order_id":"a1","amount":1}`, false, true, "/order_id", ""},
+		{"max items", `{"order_id":"A1","amount":1,"tags":["a","b","c","d"]}`, false, true, "/tags", ""},
+		{"unknown property", `{"order_id":"A1","amount":1,"bogus":1}`, false, true, "", ""},
+		{"nested required", `{"order_id":"A1","amount":1,"item":{}}`, false, true, "/item", ""},
+		{"not an object", `[1,2]`, false, true, "", ""},
+		{"not json", `{"order_id":`, false, true, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := e.Call(context.Background(), Call{Tool: "orders_get", Args: json.RawMessage(tt.args), Lax: tt.lax})
+			if tt.wantErr {
+				if res.Err == nil {
+					t.Fatalf("Call(%s) succeeded with %q; want invalid_input", tt.args, res.Text)
+				}
+				if res.Err.Kind != KindInvalidInput || res.Err.Message != "Tool 'orders.get' argument validation failed." {
+					t.Errorf("err = %v; want invalid_input validation message", res.Err)
+				}
+				errs, _ := res.Err.Details["errors"].([]any)
+				if len(errs) == 0 {
+					t.Fatalf("no validator details in %v", res.Err.Details)
+				}
+				found := false
+				for _, x := range errs {
+					m := x.(map[string]any)
+					if m["loc"] == tt.wantLoc && m["msg"] != "" {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("details %v lack an error at %q", errs, tt.wantLoc)
+				}
+				return
+			}
+			if res.Err != nil {
+				t.Fatalf("Call(%s) err = %v", tt.args, res.Err)
+			}
+			if diff := cmp.Diff(tt.want, res.Text); diff != "" {
+				t.Errorf("text (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRender(t *testing.T) {
+	type out struct {
+		Text string `json:"text"`
+	}
+	structured := func(ctx context.Context, tc *ToolContext, in struct{}) (out, error) { return out{"<a & b> ü"}, nil }
+	tests := []struct {
+		name string
+		opts []Option
+		raw  bool
+		want string
+		val  any
+	}{
+		{"json without html escaping", nil, false, `{"text":"<a & b> ü"}`, out{"<a & b> ü"}},
+		{"renderer", []Option{WithRenderer(func(o out) string { return "rendered: " + o.Text })}, false, "rendered: <a & b> ü", out{"<a & b> ü"}},
+		{"raw keeps the value", []Option{WithRenderer(func(o out) string { return "unused" })}, true, "", out{"<a & b> ü"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tool, err := NewTool("r", "", structured, tt.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := newExec(t, &ExecutorOptions{Raw: tt.raw}, tool).Call(context.Background(), Call{Tool: "r"})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if res.Text != tt.want {
+				t.Errorf("Text = %q; want %q", res.Text, tt.want)
+			}
+			if diff := cmp.Diff(tt.val, res.Value); diff != "" {
+				t.Errorf("Value (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, c := range []struct {
+		v    any
+		want string
+	}{{"plain", "plain"}, {nil, "null"}, {42, "42"}, {map[string]any{"k": []int{1}}, `{"k":[1]}`}, {Contents{{Type: "text", Text: "a"}, {Type: "image", MIMEType: "image/png", Data: []byte{1, 2}}}, "a\n[image: image/png, 2 bytes]"}} {
+		if got, err := Render(nil, c.v); err != nil || got != c.want {
+			t.Errorf("Render(%v) = %q, %v; want %q", c.v, got, err, c.want)
+		}
+	}
+}
+
+func TestHandlerFailures(t *testing.T) {
+	boom, _ := NewTool("boom", "", func(ctx context.Context, tc *ToolContext, in struct {
+		Mode string `json:"mode"`
+	}) (string, error) {
+		switch in.Mode {
+		case "panic":
+			panic("kaboom")
+		case "error":
+			return "", errors.New("disk on fire")
+		case "typed":
+			return "", NewError(KindNotFound, "order not found", map[string]any{"id": "A1"})
+		}
+		return "fine", nil
+	})
+	e := newExec(t, nil, boom)
+	tests := []struct {
+		mode, want, detail string
+	}{
+		{"panic", "[tool] Tool 'boom' execution failed.", "panic: kaboom"},
+		{"error", "[tool] Tool 'boom' execution failed.", "disk on fire"},
+		{"typed", "[not_found] order not found", ""},
+	}
+	for _, tt := range tests {
+		res := e.Call(context.Background(), Call{Tool: "boom", Args: json.RawMessage(`{"mode":"` + tt.mode + `"}`)})
+		if got := errText(res.Err); got != tt.want {
+			t.Errorf("mode %s: err = %q; want %q", tt.mode, got, tt.want)
+		}
+		if tt.detail != "" && res.Err.Details["error"] != tt.detail {
+			t.Errorf("mode %s: details = %v; want error %q", tt.mode, res.Err.Details, tt.detail)
+		}
+		if res.Output() != res.Err.JSON() {
+			t.Errorf("Output() = %q; want the error JSON", res.Output())
+		}
+	}
+}
+
+// recorder collects which hooks ran, in order.
+type recorder struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (r *recorder) add(s string) { r.mu.Lock(); r.log = append(r.log, s); r.mu.Unlock() }
+
+func TestHooks(t *testing.T) {
+	type hookSpec struct {
+		name   string
+		before func(*ToolCall) Decision
+		after  func(*ToolCall, *Result)
+	}
+	tests := []struct {
+		name     string
+		hooks    []hookSpec // registration order
+		args     string
+		wantText string
+		wantErr  string
+		wantLog  []string
+	}{
+		{
+			name:     "LIFO order, all proceed",
+			hooks:    []hookSpec{{name: "builtin"}, {name: "plugin"}},
+			args:     `{"message":"hi"}`,
+			wantText: "Echo: hi",
+			wantLog:  []string{"before plugin", "before builtin", "after plugin Echo: hi", "after builtin Echo: hi"},
+		},
+		{
+			name: "rewrite arguments for later hooks and the handler",
+			hooks: []hookSpec{{name: "builtin"}, {name: "rewriter", before: func(c *ToolCall) Decision {
+				return ProceedWith(json.RawMessage(`{"message":"rewritten"}`))
+			}}},
+			args:     `{"message":"hi"}`,
+			wantText: "Echo: rewritten",
+			wantLog:  []string{"before rewriter", "before builtin {\"message\":\"rewritten\"}", "after rewriter Echo: rewritten", "after builtin Echo: rewritten"},
+		},
+		{
+			name:    "deny with default message stops the chain",
+			hooks:   []hookSpec{{name: "builtin"}, {name: "policy", before: func(*ToolCall) Decision { return Deny("") }}},
+			args:    `{"message":"hi"}`,
+			wantErr: "[tool] Tool 'test.echo' call denied by policy hook.",
+			wantLog: []string{"before policy", "after policy err", "after builtin err"},
+		},
+		{
+			name:    "deny with message",
+			hooks:   []hookSpec{{name: "policy", before: func(*ToolCall) Decision { return Deny("not on Sundays") }}},
+			args:    `{"message":"hi"}`,
+			wantErr: "[tool] not on Sundays",
+			wantLog: []string{"before policy", "after policy err"},
+		},
+		{
+			name:     "replace skips the handler and validation",
+			hooks:    []hookSpec{{name: "builtin"}, {name: "cache", before: func(*ToolCall) Decision { return Replace("cached") }}},
+			args:     `{}`,
+			wantText: "cached",
+			wantLog:  []string{"before cache", "after cache cached", "after builtin cached"},
+		},
+		{
+			name: "after hook changes what the model sees",
+			hooks: []hookSpec{{name: "redact", after: func(c *ToolCall, r *Result) {
+				r.Text = strings.ReplaceAll(r.Text, "secret", "***")
+			}}},
+			args:     `{"message":"secret"}`,
+			wantText: "Echo: ***",
+			wantLog:  []string{"before redact", "after redact Echo: ***"},
+		},
+		{
+			name: "panicking hooks are skipped",
+			hooks: []hookSpec{
+				{name: "builtin"},
+				{name: "bad", before: func(*ToolCall) Decision { panic("before") }, after: func(*ToolCall, *Result) { panic("after") }},
+			},
+			args:     `{"message":"hi"}`,
+			wantText: "Echo: hi",
+			wantLog:  []string{"before bad", "before builtin", "after builtin Echo: hi"},
+		},
+		{
+			name:    "validation errors reach after hooks",
+			hooks:   []hookSpec{{name: "builtin"}},
+			args:    `{"message":""}`,
+			wantErr: "[invalid_input] Tool 'test.echo' argument validation failed.",
+			wantLog: []string{"before builtin", "after builtin err"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			r := New()
+			r.MustRegister(echoTool(t))
+			for _, h := range tt.hooks {
+				r.AddHooks(Hooks{
+					Name: h.name,
+					Before: func(ctx context.Context, c *ToolCall) Decision {
+						if string(c.Args) != tt.args { // show rewritten arguments
+							rec.add("before " + h.name + " " + string(c.Args))
+						} else {
+							rec.add("before " + h.name)
+						}
+						if c.Name != "test_echo" {
+							t.Errorf("hook saw name %q; want model name test_echo", c.Name)
+						}
+						if h.before != nil {
+							return h.before(c)
+						}
+						return Proceed()
+					},
+					After: func(ctx context.Context, c *ToolCall, res *Result) {
+						if h.after != nil {
+							h.after(c, res)
+						}
+						if res.Err != nil {
+							rec.add("after " + h.name + " err")
+						} else if res.Text == "" {
+							rec.add("after " + h.name)
+						} else {
+							rec.add("after " + h.name + " " + res.Text)
+						}
+					},
+				})
+			}
+			e := NewExecutor(r, &ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
+			res := e.Call(context.Background(), Call{Tool: "test.echo", Args: json.RawMessage(tt.args)})
+			if got := errText(res.Err); got != tt.wantErr {
+				t.Errorf("err = %q; want %q", got, tt.wantErr)
+			}
+			if res.Text != tt.wantText {
+				t.Errorf("text = %q; want %q", res.Text, tt.wantText)
+			}
+			if diff := cmp.Diff(tt.wantLog, rec.log); diff != "" {
+				t.Errorf("hook log (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHooksSeeCodeModeAndExtraHooksRunFirst(t *testing.T) {
+	rec := &recorder{}
+	r := New()
+	r.MustRegister(echoTool(t))
+	r.AddHooks(Hooks{Name: "registry", Before: func(ctx context.Context, c *ToolCall) Decision {
+		rec.add(fmt.Sprintf("registry code_mode=%v", c.Context.CodeMode))
+		return Proceed()
+	}})
+	e := NewExecutor(r, &ExecutorOptions{Raw: true, Logger: slog.New(slog.DiscardHandler), Hooks: []Hooks{{Name: "extra", Before: func(ctx context.Context, c *ToolCall) Decision {
+		rec.add("extra")
+		return Proceed()
+	}}}})
+	res := e.Call(context.Background(), Call{Tool: "test_echo", Args: json.RawMessage(`{"message":"x"}`), Context: &ToolContext{CodeMode: true}})
+	if res.Err != nil || res.Value != "Echo: x" || res.Text != "" {
+		t.Errorf("raw call = %+v", res)
+	}
+	if diff := cmp.Diff([]string{"extra", "registry code_mode=true"}, rec.log); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestCancellation(t *testing.T) {
+	started := make(chan struct{})
+	slow, _ := NewTool("slow", "", func(ctx context.Context, tc *ToolContext, in struct{}) (string, error) {
+		close(started)
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	afterRan := atomic.Bool{}
+	r := New()
+	r.MustRegister(slow)
+	r.AddHooks(Hooks{After: func(context.Context, *ToolCall, *Result) { afterRan.Store(true) }})
+	e := NewExecutor(r, &ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	res := e.Call(ctx, Call{Tool: "slow"})
+	if res.Err == nil || !errors.Is(res.Err, context.Canceled) || res.Err.Message != "Tool 'slow' call was cancelled." {
+		t.Errorf("err = %v; want cancellation", res.Err)
+	}
+	if afterRan.Load() {
+		t.Error("after hook ran for a cancelled call")
+	}
+}
+
+func TestCallManyOrderAndLimit(t *testing.T) {
+	var inFlight, peak atomic.Int64
+	gate := make(chan struct{})
+	work, _ := NewTool("work", "", func(ctx context.Context, tc *ToolContext, in struct {
+		N int `json:"n"`
+	}) (int, error) {
+		n := inFlight.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		<-gate
+		inFlight.Add(-1)
+		return in.N * 10, nil
+	})
+	for _, limit := range []int{1, 3, 0} {
+		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
+			peak.Store(0)
+			gate = make(chan struct{})
+			e := newExec(t, &ExecutorOptions{MaxConcurrency: limit}, work)
+			calls := make([]Call, 8)
+			for i := range calls {
+				calls[i] = Call{Tool: "work", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+			}
+			want := 8
+			if limit > 0 {
+				want = limit
+			}
+			done := make(chan []Result)
+			go func() { done <- e.CallMany(context.Background(), calls) }()
+			// Wait until the limit is reached, then check it is never exceeded.
+			deadline := time.After(10 * time.Second)
+			for inFlight.Load() < int64(want) {
+				select {
+				case <-deadline:
+					t.Fatalf("only %d calls started; want %d", inFlight.Load(), want)
+				default:
+					time.Sleep(time.Millisecond)
+				}
+			}
+			close(gate)
+			results := <-done
+			if got := peak.Load(); got != int64(want) {
+				t.Errorf("peak concurrency = %d; want %d", got, want)
+			}
+			for i, r := range results {
+				if r.Err != nil || r.Text != fmt.Sprint(i*10) {
+					t.Errorf("result %d = %q, %v; want %d", i, r.Text, r.Err, i*10)
+				}
+			}
+		})
+	}
+}
+
+// captureHandler records log records for assertions.
+type captureHandler struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *captureHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.recs = append(h.recs, r)
+	h.mu.Unlock()
+	return nil
+}
+func (h *captureHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *captureHandler) WithGroup(string) slog.Handler      { return h }
+
+func TestTimingLog(t *testing.T) {
+	h := &captureHandler{}
+	e := newExec(t, &ExecutorOptions{Logger: slog.New(h)}, echoTool(t))
+	long := strings.Repeat("y", 150)
+	e.Call(context.Background(), Call{Tool: "test.echo", Args: json.RawMessage(`{"message":"` + long + `"}`)})
+	e.Call(context.Background(), Call{Tool: "test.echo", Args: json.RawMessage(`{"message":""}`)})
+	var got []string
+	for _, r := range h.recs {
+		line := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key != "elapsed_time" {
+				line += " " + a.Key + "=" + a.Value.String()
+			} else if a.Value.Duration() <= 0 {
+				line += " elapsed_time=0"
+			}
+			return true
+		})
+		got = append(got, line)
+	}
+	want := []string{
+		`tool.call.start name=test.echo args={ message="` + strings.Repeat("y", 99) + `... }`,
+		"tool.call.success name=test.echo",
+		`tool.call.start name=test.echo args={ message="" }`,
+		"tool.call.error name=test.echo error=[invalid_input] Tool 'test.echo' argument validation failed.",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
+	}
+}
+
+type memSpiller struct{ stored []string }
+
+func (m *memSpiller) Spill(ctx context.Context, tc *ToolContext, tool, text string) (string, error) {
+	m.stored = append(m.stored, text)
+	return fmt.Sprintf("[spilled %d chars of %s]", len(text), tool), nil
+}
+
+func TestSpillHook(t *testing.T) {
+	big, _ := NewTool("big", "", func(ctx context.Context, tc *ToolContext, in struct {
+		N    int  `json:"n"`
+		Fail bool `json:"fail,omitempty"`
+	}) (string, error) {
+		if in.Fail {
+			return "", errors.New(strings.Repeat("e", in.N))
+		}
+		return strings.Repeat("x", in.N), nil
+	})
+	spillRead, _ := NewTool("spill.read", "", func(ctx context.Context, tc *ToolContext, in struct{}) (string, error) {
+		return strings.Repeat("z", 500), nil
+	})
+	tests := []struct {
+		name      string
+		tool      string
+		args      string
+		threshold int
+		codeMode  bool
+		want      string
+	}{
+		{"below", "big", `{"n":399}`, 100, false, strings.Repeat("x", 399)},
+		{"at threshold*4", "big", `{"n":400}`, 100, false, "[spilled 400 chars of big]"},
+		{"disabled", "big", `{"n":5000}`, 0, false, strings.Repeat("x", 5000)},
+		{"code mode never spills", "big", `{"n":5000}`, 100, true, strings.Repeat("x", 5000)},
+		{"spill.read never spills", "spill.read", `{}`, 100, false, strings.Repeat("z", 500)},
+		{"failures spill too", "big", `{"n":500,"fail":true}`, 100, false, `{"kind":"tool","message":"[spilled 579 chars of big]"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := New()
+			r.MustRegister(big)
+			r.MustRegister(spillRead)
+			r.AddHooks(SpillHook(tt.threshold, &memSpiller{}, slog.New(slog.DiscardHandler)))
+			e := NewExecutor(r, &ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
+			res := e.Call(context.Background(), Call{Tool: tt.tool, Args: json.RawMessage(tt.args), Context: &ToolContext{CodeMode: tt.codeMode}})
+			if got := res.Output(); got != tt.want {
+				t.Errorf("Output() = %.80q; want %.80q", got, tt.want)
+			}
+		})
+	}
+}
+
+func BenchmarkExecutorCall(b *testing.B) {
+	e := newExec(b, nil, echoTool(b))
+	call := Call{Tool: "test.echo", Args: json.RawMessage(`{"message":"hello"}`), Context: &ToolContext{SessionID: "s"}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		res := e.Call(ctx, call)
+		if res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+}
+
+func BenchmarkExecutorCallStructured(b *testing.B) {
+	e := newExec(b, nil, orderTool(b))
+	call := Call{Tool: "orders_get", Args: json.RawMessage(`{"order_id":"A1","amount":2,"mode":"slow","count":2}`)}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := e.Call(ctx, call); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+}

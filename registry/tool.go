@@ -1,0 +1,182 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+)
+
+// Handler runs a tool. args is a JSON object that already passed the input
+// schema. The returned value is the structured result; a non-nil error makes
+// the call fail with kind "tool" unless the error is (or wraps) an *Error.
+type Handler func(ctx context.Context, tc *ToolContext, args json.RawMessage) (any, error)
+
+// Renderer turns a tool's structured result into the text a model reads.
+type Renderer func(v any) (string, error)
+
+// Annotations are the behaviour hints MCP clients use to decide how much to
+// trust a call. They are always sent explicitly, because a missing hint means
+// "destructive, open-world" to clients.
+type Annotations struct {
+	Title       string
+	ReadOnly    bool
+	Destructive bool
+	Idempotent  bool
+	OpenWorld   bool
+}
+
+// Tool is one callable unit. Build it with NewTool (typed, schemas reflected)
+// or NewRawTool (schemas given), then register it.
+type Tool struct {
+	// Name is the runtime name, dotted namespaces allowed ("fs.read").
+	Name string
+	// Description is shown to models; it should say when to use the tool.
+	Description string
+	// InputSchema is a JSON Schema whose root has type "object".
+	InputSchema json.RawMessage
+	// OutputSchema describes the structured result; nil when unknown.
+	OutputSchema json.RawMessage
+	// Handler does the work.
+	Handler Handler
+	// Renderer turns the structured result into model text; nil renders
+	// strings as-is and everything else as JSON.
+	Renderer Renderer
+	// Preserve keeps the tool directly callable in code mode (and out of
+	// the code-mode stub): bash, fs.*, spill.read, run_code.
+	Preserve bool
+	// CommandOnly hides the tool from models; only humans call it, through
+	// comma commands or `bub-mcp call`. Bub's agent_use=False.
+	CommandOnly bool
+	// Annotations are MCP behaviour hints.
+	Annotations Annotations
+
+	validator *validator
+}
+
+// ModelName is the name models see: dots become underscores.
+func (t *Tool) ModelName() string { return ModelName(t.Name) }
+
+// AgentUse reports whether models may see and call the tool.
+func (t *Tool) AgentUse() bool { return !t.CommandOnly }
+
+// CodeUse reports whether the tool is reachable from run_code in code mode:
+// visible to agents and not preserved as a direct tool.
+func (t *Tool) CodeUse() bool { return !t.CommandOnly && !t.Preserve }
+
+// ModelName converts a runtime name into the model-facing one.
+func ModelName(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+var modelNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// checkName rejects names models cannot call: the model name must match
+// ^[a-zA-Z0-9_-]{1,64}$, the pattern every major model API enforces.
+func checkName(name string) error {
+	if name == "" {
+		return fmt.Errorf("registry: empty tool name")
+	}
+	if mn := ModelName(name); !modelNameRE.MatchString(mn) {
+		return fmt.Errorf("registry: tool name %q: model name %q must match ^[a-zA-Z0-9_-]{1,64}$", name, mn)
+	}
+	return nil
+}
+
+// Option adjusts a tool under construction.
+type Option func(*Tool)
+
+// WithPreserve marks the tool as directly callable in code mode.
+func WithPreserve() Option { return func(t *Tool) { t.Preserve = true } }
+
+// WithCommandOnly hides the tool from models (Bub's agent_use=False).
+func WithCommandOnly() Option { return func(t *Tool) { t.CommandOnly = true } }
+
+// WithAnnotations sets the MCP behaviour hints.
+func WithAnnotations(a Annotations) Option { return func(t *Tool) { t.Annotations = a } }
+
+// WithRenderer renders the tool's result with f. A value of another type
+// (a hook may replace the result) falls back to the default rendering.
+func WithRenderer[Out any](f func(Out) string) Option {
+	return func(t *Tool) {
+		t.Renderer = func(v any) (string, error) {
+			if o, ok := v.(Out); ok {
+				return f(o), nil
+			}
+			return defaultRender(v)
+		}
+	}
+}
+
+// WithOutputSchema overrides the output schema (for raw tools or when the
+// reflected one is not precise enough).
+func WithOutputSchema(schema json.RawMessage) Option {
+	return func(t *Tool) { t.OutputSchema = schema }
+}
+
+// NewTool builds a tool from a typed function. In must be a struct (its
+// fields are the arguments); both schemas are reflected once, here. Field
+// descriptions and constraints come from `jsonschema` struct tags.
+func NewTool[In, Out any](name, description string, fn func(ctx context.Context, tc *ToolContext, in In) (Out, error), opts ...Option) (*Tool, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("registry: tool %q: nil handler", name)
+	}
+	inType := reflect.TypeFor[In]()
+	if inType.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("registry: tool %q: input type %s is not a struct", name, inType)
+	}
+	in, err := ReflectSchema(inType)
+	if err != nil {
+		return nil, fmt.Errorf("registry: tool %q input: %w", name, err)
+	}
+	var out json.RawMessage
+	if outType := reflect.TypeFor[Out](); outType.Kind() != reflect.Interface {
+		if out, err = ReflectSchema(outType); err != nil {
+			return nil, fmt.Errorf("registry: tool %q output: %w", name, err)
+		}
+	}
+	h := func(ctx context.Context, tc *ToolContext, args json.RawMessage) (any, error) {
+		var v In
+		if len(args) > 0 {
+			if err := json.Unmarshal(args, &v); err != nil {
+				return nil, &Error{Kind: KindInvalidInput, Message: fmt.Sprintf("Tool '%s' argument validation failed.", name),
+					Details: map[string]any{"errors": []any{map[string]any{"loc": "", "msg": err.Error()}}}, Cause: err}
+			}
+		}
+		return fn(ctx, tc, v)
+	}
+	return NewRawTool(name, description, in, h, append([]Option{WithOutputSchema(out)}, opts...)...)
+}
+
+// MustNewTool is NewTool for init(): a bad type is a programmer's mistake.
+func MustNewTool[In, Out any](name, description string, fn func(ctx context.Context, tc *ToolContext, in In) (Out, error), opts ...Option) *Tool {
+	t, err := NewTool(name, description, fn, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// NewRawTool builds a tool from a hand-written input schema, for tools whose
+// shape is only known at run time (upstream MCP servers, fixtures).
+func NewRawTool(name, description string, inputSchema json.RawMessage, h Handler, opts ...Option) (*Tool, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("registry: tool %q: nil handler", name)
+	}
+	if len(inputSchema) == 0 {
+		inputSchema = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	t := &Tool{Name: name, Description: description, InputSchema: inputSchema, Handler: h}
+	for _, o := range opts {
+		o(t)
+	}
+	v, err := compileValidator(name, inputSchema)
+	if err != nil {
+		return nil, err
+	}
+	t.validator = v
+	return t, nil
+}

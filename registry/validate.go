@@ -1,0 +1,220 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// validator checks arguments against a tool's input schema. It is compiled
+// once per tool; validating is then allocation-light.
+type validator struct {
+	tool     string
+	schema   *jsonschema.Schema
+	props    map[string][]string // top-level property → JSON types, for lax coercion
+	defaults map[string]any      // top-level property → default, applied when absent
+}
+
+func compileValidator(tool string, raw json.RawMessage) (*validator, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("registry: tool %q: input schema is not JSON: %w", tool, err)
+	}
+	root, ok := doc.(map[string]any)
+	if !ok || root["type"] != "object" {
+		return nil, fmt.Errorf("registry: tool %q: input schema root must have \"type\": \"object\"", tool)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	url := "mem:///tools/" + tool + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("registry: tool %q: %w", tool, err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("registry: tool %q: input schema: %w", tool, err)
+	}
+	v := &validator{tool: tool, schema: s}
+	props, _ := root["properties"].(map[string]any)
+	for name, p := range props {
+		pm, ok := p.(map[string]any)
+		if !ok {
+			continue
+		}
+		if types := schemaTypes(pm); len(types) > 0 {
+			if v.props == nil {
+				v.props = map[string][]string{}
+			}
+			v.props[name] = types
+		}
+		if d, ok := pm["default"]; ok {
+			if v.defaults == nil {
+				v.defaults = map[string]any{}
+			}
+			v.defaults[name] = normalizeNumbers(d)
+		}
+	}
+	return v, nil
+}
+
+// schemaTypes lists the JSON types a property schema allows, looking through
+// "type" arrays and anyOf/oneOf branches.
+func schemaTypes(p map[string]any) []string {
+	var out []string
+	switch t := p["type"].(type) {
+	case string:
+		out = append(out, t)
+	case []any:
+		for _, x := range t {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		branches, _ := p[k].([]any)
+		for _, b := range branches {
+			if bm, ok := b.(map[string]any); ok {
+				out = append(out, schemaTypes(bm)...)
+			}
+		}
+	}
+	return out
+}
+
+// normalizeNumbers turns the json.Number values jsonschema.UnmarshalJSON
+// produces into float64, the form encoding/json gives handlers' maps.
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalizeNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = normalizeNumbers(e)
+		}
+	}
+	return v
+}
+
+// check validates raw arguments and returns the arguments the handler
+// should get: defaults filled in and, with lax set, strings coerced to the
+// declared scalar types ("5"→5, "true"→true). The raw bytes are returned
+// unchanged when nothing had to be added, which is the common case.
+func (v *validator) check(raw json.RawMessage, lax bool) (json.RawMessage, *Error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, v.fail([]any{map[string]any{"loc": "", "msg": "arguments are not valid JSON: " + err.Error()}}, err)
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, v.fail([]any{map[string]any{"loc": "", "msg": "arguments must be a JSON object"}}, nil)
+	}
+	changed := false
+	if lax {
+		for k, val := range obj {
+			if s, ok := val.(string); ok {
+				if c, ok := coerce(s, v.props[k]); ok {
+					obj[k] = c
+					changed = true
+				}
+			}
+		}
+	}
+	for k, d := range v.defaults {
+		if _, ok := obj[k]; !ok {
+			obj[k] = d
+			changed = true
+		}
+	}
+	if err := v.schema.Validate(obj); err != nil {
+		return nil, v.fail(validationDetails(err), err)
+	}
+	if !changed {
+		return raw, nil
+	}
+	b, err := marshalNoEscape(obj)
+	if err != nil {
+		return nil, v.fail([]any{map[string]any{"loc": "", "msg": err.Error()}}, err)
+	}
+	return b, nil
+}
+
+func (v *validator) fail(errs []any, cause error) *Error {
+	return &Error{Kind: KindInvalidInput, Message: fmt.Sprintf("Tool '%s' argument validation failed.", v.tool),
+		Details: map[string]any{"errors": errs}, Cause: cause}
+}
+
+// validationDetails flattens the validator's output into [{loc, msg}] pairs,
+// the shape models handle best when correcting a call.
+func validationDetails(err error) []any {
+	ve, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return []any{map[string]any{"loc": "", "msg": err.Error()}}
+	}
+	out := []any{}
+	var walk func(u *jsonschema.OutputUnit)
+	walk = func(u *jsonschema.OutputUnit) {
+		if u.Error != nil && len(u.Errors) == 0 {
+			out = append(out, map[string]any{"loc": u.InstanceLocation, "msg": u.Error.String()})
+		}
+		for i := range u.Errors {
+			walk(&u.Errors[i])
+		}
+	}
+	walk(ve.BasicOutput())
+	if len(out) == 0 {
+		out = append(out, map[string]any{"loc": "", "msg": strings.TrimSpace(ve.Error())})
+	}
+	return out
+}
+
+// coerce converts a human-typed string to the first declared type it fits.
+// Strings stay strings when the schema allows them.
+func coerce(s string, types []string) (any, bool) {
+	for _, t := range types {
+		if t == "string" {
+			return nil, false
+		}
+	}
+	for _, t := range types {
+		switch t {
+		case "integer":
+			if n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil {
+				return float64(n), true
+			}
+		case "number":
+			if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+				return f, true
+			}
+		case "boolean":
+			switch strings.ToLower(strings.TrimSpace(s)) {
+			case "true", "1", "yes", "on":
+				return true, true
+			case "false", "0", "no", "off":
+				return false, true
+			}
+		case "null":
+			if strings.EqualFold(strings.TrimSpace(s), "null") || strings.EqualFold(strings.TrimSpace(s), "none") {
+				return nil, true
+			}
+		case "array", "object":
+			var x any
+			if err := json.Unmarshal([]byte(s), &x); err == nil {
+				return x, true
+			}
+		}
+	}
+	return nil, false
+}
