@@ -1,0 +1,41 @@
+package environment
+
+import (
+	"os/exec"
+	"testing"
+)
+
+// BenchmarkSpawnTrue measures Spawn+Wait of a shell command, to compare
+// with BenchmarkExecBashTrue: the environment should add little to the
+// cost of fork and exec.
+func BenchmarkSpawnTrue(b *testing.B) {
+	e, err := NewLocal(&LocalOptions{Workspace: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := e.Spawn(ctx, Spec{Command: "true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if code, err := p.Wait(); code != 0 || err != nil {
+			b.Fatalf("Wait() = %d, %v", code, err)
+		}
+	}
+}
+
+// BenchmarkExecBashTrue is the baseline: os/exec running bash -c true.
+func BenchmarkExecBashTrue(b *testing.B) {
+	dir := b.TempDir()
+	b.ReportAllocs()
+	for b.Loop() {
+		cmd := exec.Command("bash", "-c", "true")
+		cmd.Dir = dir
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

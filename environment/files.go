@@ -1,0 +1,275 @@
+package environment
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+)
+
+// binarySniffLen is how much of a file is searched for a NUL byte, the
+// usual sign of a binary file (as git and grep do).
+const binarySniffLen = 8 << 10
+
+// maxSymlinkHops matches the kernel's limit before ELOOP.
+const maxSymlinkHops = 40
+
+// ResolvePath expands "~", joins relative paths to the workspace and
+// cleans the result. When the environment is confined, a path whose real
+// location (after "..", and symlinks in its existing part) is outside the
+// workspace and AllowPaths fails with an error wrapping
+// ErrOutsideWorkspace. The returned path is the cleaned one, not the
+// symlink-resolved one, so messages show what the caller asked for.
+//
+// Confinement is checked when ResolvePath runs; a symlink swapped in
+// afterwards is not caught. It protects against mistakes, not attackers.
+func (e *LocalEnvironment) ResolvePath(p string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Errorf("environment: path %q contains a NUL byte", p)
+	}
+	x, err := expandHome(p)
+	if err != nil {
+		return "", err
+	}
+	if filepath.IsAbs(x) {
+		x = filepath.Clean(x)
+	} else {
+		x = filepath.Join(e.workspace, x)
+	}
+	if e.confine {
+		real, err := realPath(x)
+		if err != nil {
+			return "", fmt.Errorf("environment: resolve %q: %w", p, err)
+		}
+		if !e.allowed(real) {
+			return "", &wrapError{
+				msg: fmt.Sprintf("environment: path %q resolves outside the workspace %s", p, e.workspace),
+				err: ErrOutsideWorkspace,
+			}
+		}
+	}
+	return x, nil
+}
+
+// allowed reports whether the symlink-free path real lies in one of the
+// confinement roots.
+func (e *LocalEnvironment) allowed(real string) bool {
+	for _, root := range e.realRoots {
+		if root == "/" || real == root || strings.HasPrefix(real, root+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// expandHome expands a leading "~" or "~user" as a POSIX shell (and
+// Python's expanduser) does. An unknown user leaves the path unchanged.
+func expandHome(p string) (string, error) {
+	if p == "" || p[0] != '~' {
+		return p, nil
+	}
+	name, rest, _ := strings.Cut(p[1:], "/")
+	var home string
+	if name == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("environment: expand %q: %w", p, err)
+		}
+		home = h
+	} else {
+		u, err := user.Lookup(name)
+		if err != nil || u.HomeDir == "" {
+			return p, nil
+		}
+		home = u.HomeDir
+	}
+	return filepath.Join(home, rest), nil
+}
+
+// realPath resolves every symlink in the absolute, clean path p the way
+// the kernel would when opening it. Once a component does not exist, the
+// rest is taken lexically, so paths about to be created can be checked
+// too; a dangling symlink is followed to its (missing) target, so it
+// cannot smuggle a write outside.
+func realPath(p string) (string, error) {
+	rest := strings.Split(p, "/")
+	resolved := "/"
+	hops := 0
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			// resolved has no symlinks left, so ".." is its parent.
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			// Missing, not a directory, or not searchable: the kernel
+			// could not go further either, so nothing below can be
+			// reached through a symlink.
+			return filepath.Join(append([]string{next}, rest...)...), nil
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			resolved = next
+			continue
+		}
+		hops++
+		if hops > maxSymlinkHops {
+			return "", fmt.Errorf("%s: %w", p, syscall.ELOOP)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return resolved, nil
+}
+
+// ReadText reads a UTF-8 text file. The errors say what is wrong in
+// words a model can act on: the file is missing (wraps fs.ErrNotExist), a
+// directory (ErrIsDir), binary (ErrBinary: a NUL byte in the first 8 KiB
+// or invalid UTF-8) or larger than LocalOptions.MaxReadBytes
+// (ErrTooLarge). Line endings are left as they are.
+func (e *LocalEnvironment) ReadText(ctx context.Context, p string) (string, error) {
+	if err := checkCtx(ctx); err != nil {
+		return "", err
+	}
+	path, err := e.ResolvePath(p)
+	if err != nil {
+		return "", err
+	}
+	// Stat before Open: opening a FIFO would block until a writer comes.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fileError(path, err)
+	}
+	if fi.IsDir() {
+		return "", isDirError(path)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("environment: %s is not a regular file", path)
+	}
+	if e.maxRead > 0 && fi.Size() > e.maxRead {
+		return "", tooLargeError(path, fmt.Sprintf("%d bytes", fi.Size()), e.maxRead)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fileError(path, err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if e.maxRead > 0 {
+		// Files under /proc report size 0; the cap must hold anyway.
+		r = io.LimitReader(f, e.maxRead+1)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return "", fmt.Errorf("environment: read %s: %w", path, err)
+	}
+	if e.maxRead > 0 && int64(len(data)) > e.maxRead {
+		return "", tooLargeError(path, fmt.Sprintf("more than %d bytes", e.maxRead), e.maxRead)
+	}
+	if i := bytes.IndexByte(data[:min(len(data), binarySniffLen)], 0); i >= 0 {
+		return "", &wrapError{
+			msg: fmt.Sprintf("environment: %s is a binary file (NUL byte at offset %d), not text", path, i),
+			err: ErrBinary,
+		}
+	}
+	if i := invalidUTF8(data); i >= 0 {
+		return "", &wrapError{
+			msg: fmt.Sprintf("environment: %s is a binary file (invalid UTF-8 at offset %d), not text", path, i),
+			err: ErrBinary,
+		}
+	}
+	return string(data), nil
+}
+
+// WriteText writes content to the file, creating it and any missing
+// parent directories, and replacing what was there. An existing file keeps
+// its permissions.
+func (e *LocalEnvironment) WriteText(ctx context.Context, p, content string) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	path, err := e.ResolvePath(p)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("environment: create parent directories of %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		if errors.Is(err, syscall.EISDIR) {
+			return isDirError(path)
+		}
+		return fmt.Errorf("environment: %w", err)
+	}
+	return nil
+}
+
+// fileError rewords the common failures of Stat and Open.
+func fileError(path string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &wrapError{msg: "environment: no such file: " + path, err: err}
+	case errors.Is(err, syscall.ENOTDIR):
+		return &wrapError{msg: "environment: no such file: " + path + " (a parent is not a directory)", err: err}
+	}
+	return fmt.Errorf("environment: %w", err)
+}
+
+func isDirError(path string) error {
+	return &wrapError{msg: "environment: " + path + " is a directory", err: ErrIsDir}
+}
+
+func tooLargeError(path, size string, limit int64) error {
+	return &wrapError{
+		msg: fmt.Sprintf("environment: %s is too large to read (%s; the limit is %d bytes)", path, size, limit),
+		err: ErrTooLarge,
+	}
+}
+
+// invalidUTF8 returns the offset of the first byte that is not valid
+// UTF-8, or -1.
+func invalidUTF8(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// checkCtx rejects a nil context, which would otherwise panic deep inside
+// a call, and one that is already done.
+func checkCtx(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("environment: nil context")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("environment: %w", err)
+	}
+	return nil
+}
