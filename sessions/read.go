@@ -1,0 +1,275 @@
+package sessions
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Entries returns every entry of the tape, oldest first, including those
+// AppendAsync has not written yet.
+func (t *Tape) Entries() []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return entriesOf(t.records)
+}
+
+func entriesOf(rs []record) []Entry {
+	out := make([]Entry, len(rs))
+	for i, r := range rs {
+		out[i] = r.Entry
+	}
+	return out
+}
+
+// SinceLastAnchor returns the entries strictly after the last anchor (all
+// of them when there is none): the part of the tape a new turn builds on.
+func (t *Tape) SinceLastAnchor() []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return entriesOf(t.records[t.last+1:])
+}
+
+// ContextEntries returns what Bub feeds the model as history: the entries
+// after the last anchor, minus those marked with meta "context": false
+// (spill bookkeeping, sidecar lifecycle events and the like).
+func (t *Tape) ContextEntries() []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Entry
+	for _, r := range t.records[t.last+1:] {
+		if c, ok := r.Meta["context"].(bool); ok && !c {
+			continue
+		}
+		out = append(out, r.Entry)
+	}
+	return out
+}
+
+// Anchor is a named point on the tape (a handoff, the session start) with
+// the state recorded there.
+type Anchor struct {
+	ID    int
+	Name  string
+	State map[string]any
+	Date  string
+}
+
+// DefaultAnchorLimit is how many anchors tape.anchors lists by default.
+const DefaultAnchorLimit = 20
+
+// Anchors returns the last limit anchors, oldest first (limit <= 0 means
+// DefaultAnchorLimit). An anchor without a name is reported as "-", and one
+// without state gets an empty map, as Bub does.
+func (t *Tape) Anchors(limit int) []Anchor {
+	if limit <= 0 {
+		limit = DefaultAnchorLimit
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Anchor
+	for i := len(t.records) - 1; i >= 0 && len(out) < limit; i-- {
+		r := t.records[i]
+		if r.Kind != KindAnchor {
+			continue
+		}
+		a := Anchor{ID: r.ID, Name: "-", State: map[string]any{}, Date: r.Date}
+		if v, ok := r.Payload["name"]; ok && v != nil {
+			a.Name = fmt.Sprint(v)
+		}
+		if st, ok := r.Payload["state"].(map[string]any); ok {
+			a.State = st
+		}
+		out = append(out, a)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// Info summarises a tape for tape.info, mainly so the model can judge how
+// close it is to its context limit. Optional values are nil when unknown.
+type Info struct {
+	Name                   string
+	Entries                int
+	Anchors                int
+	LastAnchor             string // "" when the tape has no named anchor
+	EntriesSinceLastAnchor int
+	// LastTokenUsage is total_tokens of the latest "run" event with usage.
+	LastTokenUsage *int
+	// LastTokenCacheHitRate is cached/prompt tokens of that same run.
+	LastTokenCacheHitRate *float64
+}
+
+// String renders Info exactly as Bub's tape.info tool does, with "None"
+// for unknown values and the hit rate as a percentage ("37.50%").
+func (i Info) String() string {
+	none := func(s string, ok bool) string {
+		if !ok {
+			return "None"
+		}
+		return s
+	}
+	usage, rate := "", ""
+	if i.LastTokenUsage != nil {
+		usage = strconv.Itoa(*i.LastTokenUsage)
+	}
+	if i.LastTokenCacheHitRate != nil {
+		rate = strconv.FormatFloat(*i.LastTokenCacheHitRate*100, 'f', 2, 64) + "%"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\n", i.Name)
+	fmt.Fprintf(&b, "entries: %d\n", i.Entries)
+	fmt.Fprintf(&b, "anchors: %d\n", i.Anchors)
+	fmt.Fprintf(&b, "last_anchor: %s\n", none(i.LastAnchor, i.LastAnchor != ""))
+	fmt.Fprintf(&b, "entries_since_last_anchor: %d\n", i.EntriesSinceLastAnchor)
+	fmt.Fprintf(&b, "last_token_usage: %s\n", none(usage, i.LastTokenUsage != nil))
+	fmt.Fprintf(&b, "last_token_cache_hit_rate: %s", none(rate, i.LastTokenCacheHitRate != nil))
+	return b.String()
+}
+
+// Info computes the tape summary. Token figures come from the newest
+// "run" event whose data.usage has an integer total_tokens (older runs
+// without usage are skipped). The cache hit rate is cached/prompt tokens
+// of that run: prompt tokens from prompt_tokens (else input_tokens), cached
+// tokens from prompt_tokens_details / input_tokens_details (cached_tokens
+// or cache_read_input_tokens), else a top-level cached_tokens or
+// cache_read_input_tokens; nil unless both are known and prompt > 0.
+func (t *Tape) Info() Info {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	info := Info{
+		Name:                   t.name,
+		Entries:                len(t.records),
+		Anchors:                t.anchors,
+		EntriesSinceLastAnchor: len(t.records) - t.last - 1,
+	}
+	if t.last >= 0 {
+		if v, ok := t.records[t.last].Payload["name"]; ok && v != nil {
+			info.LastAnchor = fmt.Sprint(v)
+		}
+	}
+	for i := len(t.records) - 1; i >= 0; i-- {
+		r := t.records[i]
+		if r.Kind != KindEvent || r.Payload["name"] != "run" {
+			continue
+		}
+		data, _ := r.Payload["data"].(map[string]any)
+		usage, _ := data["usage"].(map[string]any)
+		total, ok := asInt(usage["total_tokens"])
+		if !ok {
+			continue
+		}
+		info.LastTokenUsage = &total
+		if rate, ok := cacheHitRate(usage); ok {
+			info.LastTokenCacheHitRate = &rate
+		}
+		break
+	}
+	return info
+}
+
+func cacheHitRate(usage map[string]any) (float64, bool) {
+	prompt, ok := asInt(usage["prompt_tokens"])
+	if !ok {
+		prompt, ok = asInt(usage["input_tokens"])
+	}
+	if !ok || prompt <= 0 {
+		return 0, false
+	}
+	cached, found := 0, false
+	for _, key := range []string{"prompt_tokens_details", "input_tokens_details"} {
+		if details, ok := usage[key].(map[string]any); ok {
+			for _, k := range []string{"cached_tokens", "cache_read_input_tokens"} {
+				if c, ok := asInt(details[k]); ok && !found {
+					cached, found = c, true
+				}
+			}
+		}
+	}
+	for _, k := range []string{"cached_tokens", "cache_read_input_tokens"} {
+		if c, ok := asInt(usage[k]); ok && !found {
+			cached, found = c, true
+		}
+	}
+	if !found {
+		return 0, false
+	}
+	return float64(cached) / float64(prompt), true
+}
+
+// Settings are the per-session switches a human sets with comma commands
+// (,code_mode / ,model / ,reasoning_effort). They are replayed from the
+// tape's latest *_switch events, so they survive restarts; zero values
+// mean "not set, use the profile default".
+type Settings struct {
+	CodeMode        *bool
+	Model           string
+	ReasoningEffort string
+}
+
+// Switch event names, one per setting; the event's data holds the value
+// under the setting's key (e.g. {"code_mode": true}).
+const (
+	EventCodeModeSwitch        = "code_mode_switch"
+	EventModelSwitch           = "model_switch"
+	EventReasoningEffortSwitch = "reasoning_effort_switch"
+)
+
+// apply folds one event payload into the settings with the rules of Bub's
+// load_session_settings: only events whose data has the key count, and a
+// null or "" value clears the setting. Values of the wrong type are
+// ignored.
+func (s *Settings) apply(payload map[string]any) {
+	name, _ := payload["name"].(string)
+	var key string
+	switch name {
+	case EventCodeModeSwitch:
+		key = "code_mode"
+	case EventModelSwitch:
+		key = "model"
+	case EventReasoningEffortSwitch:
+		key = "reasoning_effort"
+	default:
+		return
+	}
+	data, _ := payload["data"].(map[string]any)
+	v, ok := data[key]
+	if !ok {
+		return
+	}
+	unset := v == nil || v == ""
+	switch key {
+	case "code_mode":
+		if unset {
+			s.CodeMode = nil
+		} else if b, ok := v.(bool); ok {
+			s.CodeMode = &b
+		}
+	case "model":
+		if unset {
+			s.Model = ""
+		} else if m, ok := v.(string); ok {
+			s.Model = m
+		}
+	case "reasoning_effort":
+		if unset {
+			s.ReasoningEffort = ""
+		} else if r, ok := v.(string); ok {
+			s.ReasoningEffort = r
+		}
+	}
+}
+
+// currentSettings returns a copy that shares nothing with the tape.
+func (t *Tape) currentSettings() Settings {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.settings
+	if s.CodeMode != nil {
+		b := *s.CodeMode
+		s.CodeMode = &b
+	}
+	return s
+}

@@ -1,0 +1,425 @@
+package sessions
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Spill limits, as in Bub's spill sidecar.
+const (
+	// SpillChunkBytes is the most UTF-8 bytes one stored chunk holds; a
+	// chunk never splits a character.
+	SpillChunkBytes = 16384
+	// MaxSpillReadChunks caps the chunks one ReadSpill returns.
+	MaxSpillReadChunks = 4
+	// SpillPreviewChars is the most characters of a spilled result shown
+	// inline next to the reference.
+	SpillPreviewChars = 600
+	// SpillSidecar names the sidecar tape (<tape>__sidecar__spill).
+	SpillSidecar = "spill"
+)
+
+// Errors of ReadSpill. The cursor, count and sidecar messages are what
+// Bub's spill.read returns to the model, so they are kept verbatim —
+// punctuation included, without the package prefix — for tools to pass on.
+var (
+	//lint:ignore ST1005 Bub's exact message to the model
+	ErrSpillCursor = errors.New("`cursor` must be >= 0.")
+	//lint:ignore ST1005 Bub's exact message to the model
+	ErrSpillCount = errors.New("`count` must be >= 1.")
+	// ErrNoSpill matches (errors.Is) the *SpillError for an unknown handle.
+	ErrNoSpill = errors.New("sessions: no spilled tool result")
+	// ErrIncompleteSpill matches the *SpillError for a manifest whose
+	// chunks are missing or malformed.
+	ErrIncompleteSpill = errors.New("sessions: incomplete spilled tool result")
+	// ErrNoSpillSidecar is the text spill.read gives when it runs without a
+	// session (no *Session in its context).
+	//lint:ignore ST1005 Bub's exact message to the model
+	ErrNoSpillSidecar = errors.New("spill sidecar unavailable in this context.")
+)
+
+// SpillError reports a spill that cannot be read. Its message is the exact
+// text Bub's spill.read returns to the model, e.g.
+// "[no spilled tool result for handle 'abc']".
+type SpillError struct {
+	Handle string
+	Err    error  // ErrNoSpill or ErrIncompleteSpill
+	Detail string // for ErrIncompleteSpill: what is wrong
+}
+
+// Error returns the model-facing text, so a tool can pass it on verbatim.
+func (e *SpillError) Error() string {
+	if errors.Is(e.Err, ErrNoSpill) {
+		return "[no spilled tool result for handle " + pyRepr(e.Handle) + "]"
+	}
+	return "[incomplete spilled tool result: " + e.Detail + "]"
+}
+
+// Unwrap lets errors.Is match ErrNoSpill / ErrIncompleteSpill.
+func (e *SpillError) Unwrap() error { return e.Err }
+
+func incomplete(h, detail string) error {
+	return &SpillError{Handle: h, Err: ErrIncompleteSpill, Detail: detail}
+}
+
+// SpillRef describes a stored spill; FormatSpillReference turns it into
+// the text the model sees in place of the full result.
+type SpillRef struct {
+	Handle string
+	Bytes  int // UTF-8 bytes
+	Chunks int
+	Chars  int // characters (runes)
+	Lines  int // newlines + 1
+}
+
+// Spill stores text, a tool result too large for the model's context, in
+// the session's spill sidecar: 16 KiB UTF-8-safe chunks, each behind an
+// anchor spill/<h>/chunk/<i> as a tool_result, then an anchor
+// spill/<h>/manifest and a spill.manifest event — all in one fsynced write.
+// The main tape gets a spill.write event (context=false). The handle is a
+// random uuid4 in hex. Invalid UTF-8 is replaced by U+FFFD first, so what
+// is read back is exactly what was counted.
+//
+// If storing fails, a spill.write event with status "error" is recorded
+// and the error returned along with the ref (handle and size known so
+// far); show the model FormatSpillFailure(text) then. A temp/ session keeps
+// the spill in memory.
+func (s *Session) Spill(tool, text string) (SpillRef, error) {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	ref := SpillRef{
+		Handle: newHandle(),
+		Bytes:  len(text),
+		Chars:  utf8.RuneCountInString(text),
+		Lines:  strings.Count(text, "\n") + 1,
+	}
+	chunks := utf8Chunks(text, SpillChunkBytes)
+	ref.Chunks = len(chunks)
+
+	err := s.storeSpill(ref, tool, chunks)
+	data := map[string]any{"status": "ok", "handle": ref.Handle, "bytes": ref.Bytes, "chunks": ref.Chunks, "tool": tool}
+	if err != nil {
+		data = map[string]any{"status": "error", "handle": ref.Handle, "bytes": ref.Bytes, "tool": tool, "error": err.Error()}
+	}
+	if _, werr := s.tape.AppendAsync(KindEvent, eventPayload("spill.write", data), map[string]any{"context": false}); werr != nil {
+		s.store.log.Warn("sessions: recording spill.write failed", "tape", s.tape.name, "error", werr)
+	}
+	return ref, err
+}
+
+func (s *Session) storeSpill(ref SpillRef, tool string, chunks []string) error {
+	side, err := s.spillTape()
+	if err != nil {
+		return err
+	}
+	h := ref.Handle
+	ds := make([]draft, 0, 2*len(chunks)+2)
+	for i, c := range chunks {
+		a, err := makeDraft(KindAnchor, map[string]any{"name": chunkAnchor(h, i)}, nil)
+		if err != nil {
+			return err
+		}
+		d, err := makeDraft(KindToolResult, map[string]any{"results": []string{c}}, map[string]any{"spill_handle": h, "spill_chunk": i})
+		if err != nil {
+			return err
+		}
+		ds = append(ds, a, d)
+	}
+	a, err := makeDraft(KindAnchor, map[string]any{"name": manifestAnchor(h)}, nil)
+	if err != nil {
+		return err
+	}
+	m, err := makeDraft(KindEvent, eventPayload("spill.manifest", map[string]any{
+		"handle": h, "chunks": ref.Chunks, "bytes": ref.Bytes, "chars": ref.Chars, "lines": ref.Lines, "tool": tool,
+	}), map[string]any{"spill_handle": h})
+	if err != nil {
+		return err
+	}
+	ds = append(ds, a, m)
+	_, err = side.appendDrafts(ds, true)
+	return err
+}
+
+func chunkAnchor(h string, i int) string { return "spill/" + h + "/chunk/" + strconv.Itoa(i) }
+func manifestAnchor(h string) string     { return "spill/" + h + "/manifest" }
+
+func isSpillChunk(e Entry) bool {
+	if e.Kind != KindToolResult {
+		return false
+	}
+	_, ok := e.Meta["spill_handle"].(string)
+	return ok
+}
+
+// newHandle returns a random (version 4) UUID as 32 hex digits, like
+// Python's uuid.uuid4().hex.
+func newHandle() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return hex.EncodeToString(b[:])
+}
+
+// utf8Chunks cuts s into pieces of at most size bytes, moving each cut
+// back to a character boundary.
+func utf8Chunks(s string, size int) []string {
+	var out []string
+	for start := 0; start < len(s); {
+		end := min(start+size, len(s))
+		for end < len(s) && end > start && !utf8.RuneStart(s[end]) {
+			end--
+		}
+		if end == start { // only possible with size < 4; never split below that
+			end = min(start+size, len(s))
+		}
+		out = append(out, s[start:end])
+		start = end
+	}
+	return out
+}
+
+// SpillPage is one bounded read of a spill.
+type SpillPage struct {
+	Handle string
+	Bytes  int // the whole spill's size
+	Chunks int // the whole spill's chunk count
+	// First and Last are the chunk indices returned, -1 when none.
+	First, Last int
+	// NextCursor continues the read: pass it as cursor with the same
+	// from_end to get the following (or, from the end, preceding) chunks.
+	NextCursor int
+	// Complete reports that this page reaches the end of the spill in the
+	// reading direction.
+	Complete bool
+	Content  string
+}
+
+// String renders the page exactly as Bub's spill.read does.
+func (p SpillPage) String() string {
+	shown := "none"
+	if p.First >= 0 {
+		shown = strconv.Itoa(p.First) + "-" + strconv.Itoa(p.Last)
+	}
+	return fmt.Sprintf("[spilled tool result: %s bytes, %s chunks]\nchunks: %s\nnext_cursor: %d\ncomplete: %t\ncontent:\n%s",
+		commas(p.Bytes), commas(p.Chunks), shown, p.NextCursor, p.Complete, p.Content)
+}
+
+// ReadSpill returns up to count chunks (capped at MaxSpillReadChunks) of
+// the spill with the given handle, starting at cursor, counted from the
+// start or, with fromEnd, from the end (so cursor=0, fromEnd=true is the
+// tail). Errors: ErrSpillCursor / ErrSpillCount for bad bounds, a
+// *SpillError matching ErrNoSpill for an unknown handle or
+// ErrIncompleteSpill for missing or malformed chunks.
+func (s *Session) ReadSpill(handle string, cursor, count int, fromEnd bool) (SpillPage, error) {
+	if cursor < 0 {
+		return SpillPage{}, ErrSpillCursor
+	}
+	if count < 1 {
+		return SpillPage{}, ErrSpillCount
+	}
+	count = min(count, MaxSpillReadChunks)
+	s.life.RLock()
+	defer s.life.RUnlock()
+	side, err := s.spillTape()
+	if err != nil {
+		return SpillPage{}, err
+	}
+	return side.readSpill(handle, cursor, count, fromEnd)
+}
+
+func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, error) {
+	noSpill := &SpillError{Handle: h, Err: ErrNoSpill}
+	t.mu.Lock()
+	var man *record
+	if i, ok := t.anchorAt[manifestAnchor(h)]; ok {
+		for j := i + 1; j < len(t.records); j++ {
+			if t.records[j].Kind == KindEvent {
+				r := t.records[j]
+				man = &r
+				break
+			}
+		}
+	}
+	t.mu.Unlock()
+	if man == nil || man.Payload["name"] != "spill.manifest" {
+		return SpillPage{}, noSpill
+	}
+	data, _ := man.Payload["data"].(map[string]any)
+	if data["handle"] != h {
+		return SpillPage{}, noSpill
+	}
+	var nums [4]int
+	for i, k := range []string{"chunks", "bytes", "chars", "lines"} {
+		n, ok := asInt(data[k])
+		if !ok || n < 0 {
+			return SpillPage{}, noSpill
+		}
+		nums[i] = n
+	}
+	chunks, size := nums[0], nums[1]
+
+	var start, stop, next int
+	var complete bool
+	if fromEnd {
+		stop = max(0, chunks-cursor)
+		start = max(0, stop-count)
+		next = cursor + (stop - start)
+		complete = start == 0
+	} else {
+		start = min(cursor, chunks)
+		stop = min(start+count, chunks)
+		next = stop
+		complete = stop == chunks
+	}
+	page := SpillPage{Handle: h, Bytes: size, Chunks: chunks, First: -1, Last: -1, NextCursor: next, Complete: complete}
+	if start == stop {
+		page.Complete = true
+		return page, nil
+	}
+
+	t.mu.Lock()
+	ci, ok := t.anchorAt[chunkAnchor(h, start)]
+	var recs []record
+	if ok {
+		for j := ci + 1; j < len(t.records) && len(recs) < stop-start; j++ {
+			if t.records[j].Kind == KindToolResult {
+				recs = append(recs, t.records[j])
+			}
+		}
+	}
+	t.mu.Unlock()
+	if !ok {
+		return SpillPage{}, incomplete(h, fmt.Sprintf("missing chunk %d for handle %s", start, pyRepr(h)))
+	}
+	if len(recs) != stop-start {
+		return SpillPage{}, incomplete(h, "missing chunks for handle "+pyRepr(h))
+	}
+	var b strings.Builder
+	for k, r := range recs {
+		idx := start + k
+		invalid := incomplete(h, fmt.Sprintf("invalid chunk %d for handle %s", idx, pyRepr(h)))
+		if rh, _ := r.Meta["spill_handle"].(string); rh != h {
+			return SpillPage{}, invalid
+		}
+		if n, ok := asInt(r.Meta["spill_chunk"]); !ok || n != idx {
+			return SpillPage{}, invalid
+		}
+		p, err := t.readPayload(r)
+		if err != nil {
+			return SpillPage{}, err
+		}
+		results, _ := p["results"].([]any)
+		if len(results) != 1 {
+			return SpillPage{}, invalid
+		}
+		c, ok := results[0].(string)
+		if !ok {
+			return SpillPage{}, invalid
+		}
+		b.WriteString(c)
+	}
+	page.First, page.Last, page.Content = start, stop-1, b.String()
+	return page, nil
+}
+
+// FormatSpillReference is the text the model sees instead of a spilled
+// result: where it went, how to read it back, and a preview.
+func FormatSpillReference(ref SpillRef, text string) string {
+	return "[tool output spilled: " + commas(ref.Bytes) + " bytes in " + commas(ref.Chunks) +
+		" chunks; handle: " + ref.Handle + "]\n" +
+		"[read with: spill_read(handle=" + pyRepr(ref.Handle) + ", cursor=0, count=1, from_end=False)]\n" +
+		spillPreview(text)
+}
+
+// FormatSpillFailure is the text the model sees when a large result could
+// not be spilled: its size and a preview, instead of the whole result.
+func FormatSpillFailure(text string) string {
+	return "[tool output truncated: " + commas(len(strings.ToValidUTF8(text, "\uFFFD"))) +
+		" bytes; spill storage failed]\n" + spillPreview(text)
+}
+
+// spillPreview keeps text up to SpillPreviewChars characters, else its
+// first and last 300 with the number of characters left out.
+func spillPreview(text string) string {
+	n := utf8.RuneCountInString(text)
+	if n <= SpillPreviewChars {
+		return text
+	}
+	head := SpillPreviewChars / 2
+	tail := SpillPreviewChars - head
+	hi, ti := 0, len(text)
+	for range head {
+		_, w := utf8.DecodeRuneInString(text[hi:])
+		hi += w
+	}
+	for range tail {
+		_, w := utf8.DecodeLastRuneInString(text[:ti])
+		ti -= w
+	}
+	return text[:hi] + "\n...[" + commas(n-SpillPreviewChars) + " chars omitted]...\n" + text[ti:]
+}
+
+// commas formats n with thousands separators, like Python's "{:,}".
+func commas(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// pyRepr quotes s the way Python's repr(str) does, since Bub's messages
+// embed handles with !r.
+func pyRepr(s string) string {
+	q := byte('\'')
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == rune(q):
+			b.WriteByte('\\')
+			b.WriteByte(q)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case !unicode.IsPrint(r) && r != ' ':
+			switch {
+			case r < 0x100:
+				fmt.Fprintf(&b, `\x%02x`, r)
+			case r < 0x10000:
+				fmt.Fprintf(&b, `\u%04x`, r)
+			default:
+				fmt.Fprintf(&b, `\U%08x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
+}

@@ -1,0 +1,618 @@
+package sessions
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Tape is one append-only log: a session's main tape or its spill sidecar.
+// It keeps its entries in memory (read once from disk on open) and appends
+// to the file; see the package documentation for what each append path
+// promises. All methods are safe for concurrent use; concurrent writers are
+// serialised and get distinct, increasing ids.
+type Tape struct {
+	name  string
+	path  string // "" keeps the tape in memory only (temp/ sessions)
+	store *Store
+	// evict drops spill chunk payloads from memory once they are on disk;
+	// ReadSpill reads them back by offset. Only the spill sidecar sets it.
+	evict bool
+
+	// wmu serialises file writes so lines reach the file in id order. Lock
+	// order: wmu, then mu. Fields below are guarded by wmu.
+	wmu         sync.Mutex
+	f           *os.File
+	size        int64
+	needNewline bool // the file does not end in '\n' (torn line)
+	failing     bool // the last write failed; log once until one succeeds
+
+	mu       sync.Mutex
+	closed   bool
+	records  []record
+	nextID   int
+	pending  []pendingLine
+	anchorAt map[string]int // anchor name -> index of its last record
+	anchors  int
+	last     int // index of the last anchor, -1 if none
+	settings Settings
+}
+
+type record struct {
+	Entry
+	off int64 // file offset of the line, -1 until written
+	n   int   // line length without the newline
+}
+
+type pendingLine struct {
+	line []byte
+	idx  int // index into records
+}
+
+// draft is an entry before it has an id: its kind, its encoded objects
+// and their in-memory form.
+type draft struct {
+	kind    string
+	payload []byte
+	meta    []byte
+	p, m    map[string]any
+}
+
+func newTape(s *Store, name, path string, evict bool) *Tape {
+	return &Tape{name: name, path: path, store: s, evict: evict, nextID: 1, last: -1, anchorAt: map[string]int{}}
+}
+
+// Name is the tape's name, the file name without ".jsonl".
+func (t *Tape) Name() string { return t.name }
+
+// Path is the tape's file, or "" for a memory-only (temp/) tape.
+func (t *Tape) Path() string { return t.path }
+
+func makeDraft(kind string, payload, meta map[string]any) (draft, error) {
+	if kind == "" {
+		return draft{}, errors.New("sessions: empty entry kind")
+	}
+	pb, p, err := encodeObject(payload)
+	if err != nil {
+		return draft{}, fmt.Errorf("sessions: encode %s payload: %w", kind, err)
+	}
+	mb, m, err := encodeObject(meta)
+	if err != nil {
+		return draft{}, fmt.Errorf("sessions: encode %s meta: %w", kind, err)
+	}
+	return draft{kind: kind, payload: pb, meta: mb, p: p, m: m}, nil
+}
+
+// Append records an entry and writes it to the file with one write(2)
+// before returning, so it survives a crash of this process; anchors,
+// handoffs and *_switch events are also fsynced (see the package doc). Any
+// entries still queued by AppendAsync go out in the same write, ahead of
+// this one. If the write fails the entry stays visible in memory and queued,
+// the next commit retries it, and the error tells the caller it is not yet
+// on disk.
+func (t *Tape) Append(kind string, payload, meta map[string]any) (Entry, error) {
+	d, err := makeDraft(kind, payload, meta)
+	if err != nil {
+		return Entry{}, err
+	}
+	es, err := t.appendDrafts([]draft{d}, false)
+	if len(es) == 0 {
+		return Entry{}, err
+	}
+	return es[0], err
+}
+
+// AppendEvent appends {"name": name, "data": data} as an "event" entry
+// through Append. A nil data is recorded as {}.
+func (t *Tape) AppendEvent(name string, data, meta map[string]any) (Entry, error) {
+	return t.Append(KindEvent, eventPayload(name, data), meta)
+}
+
+func eventPayload(name string, data map[string]any) map[string]any {
+	if data == nil {
+		data = map[string]any{}
+	}
+	return map[string]any{"name": name, "data": data}
+}
+
+// AppendAsync records an entry for the audit trail without touching the
+// disk: the id is assigned now (and is visible to readers at once) and the
+// line is written by the next group commit, at most
+// [Options.CommitInterval] later. A crash before that commit loses it. The
+// only errors are encoding failures and ErrClosed.
+func (t *Tape) AppendAsync(kind string, payload, meta map[string]any) (Entry, error) {
+	d, err := makeDraft(kind, payload, meta)
+	if err != nil {
+		return Entry{}, err
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return Entry{}, ErrClosed
+	}
+	e, line := t.recordLocked(d)
+	first := false
+	if t.path != "" {
+		first = len(t.pending) == 0
+		t.pending = append(t.pending, pendingLine{line: line, idx: len(t.records) - 1})
+	}
+	t.mu.Unlock()
+	if first {
+		t.store.markDirty(t)
+	}
+	return e, nil
+}
+
+// appendDrafts records drafts in order and writes them, plus anything
+// queued, in a single write. It fsyncs when forceSync is set or any draft
+// needs it under the durability policy.
+func (t *Tape) appendDrafts(ds []draft, forceSync bool) ([]Entry, error) {
+	if t.path == "" {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.closed {
+			return nil, ErrClosed
+		}
+		es := make([]Entry, len(ds))
+		for i, d := range ds {
+			es[i], _ = t.recordLocked(d)
+		}
+		return es, nil
+	}
+
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, ErrClosed
+	}
+	batch := t.pending
+	t.pending = nil
+	es := make([]Entry, len(ds))
+	sync := forceSync
+	for i, d := range ds {
+		var line []byte
+		es[i], line = t.recordLocked(d)
+		batch = append(batch, pendingLine{line: line, idx: len(t.records) - 1})
+		sync = sync || needsSync(es[i])
+	}
+	t.mu.Unlock()
+
+	if err := t.writeLocked(batch); err != nil {
+		return es, err
+	}
+	if sync {
+		if err := t.f.Sync(); err != nil {
+			return es, fmt.Errorf("sessions: fsync tape %s: %w", t.name, err)
+		}
+	}
+	return es, nil
+}
+
+// needsSync is the fsync policy: entries that decide what later turns see
+// (anchors, handoffs, settings switches) are made durable at once.
+func needsSync(e Entry) bool {
+	switch e.Kind {
+	case KindAnchor:
+		return true
+	case KindEvent:
+		name, _ := e.Payload["name"].(string)
+		return name == "handoff" || strings.HasSuffix(name, "_switch")
+	}
+	return false
+}
+
+// recordLocked assigns the next id and date, keeps the entry in memory and
+// returns it with its encoded line. t.mu must be held.
+func (t *Tape) recordLocked(d draft) (Entry, []byte) {
+	e := Entry{
+		ID:      t.nextID,
+		Kind:    d.kind,
+		Payload: d.p,
+		Meta:    d.m,
+		Date:    time.Now().UTC().Format(time.RFC3339Nano),
+	}
+	t.nextID++
+	line := appendLine(make([]byte, 0, len(d.payload)+len(d.meta)+96), e.ID, e.Kind, d.payload, d.meta, e.Date)
+	t.addLocked(record{Entry: e, off: -1, n: len(line) - 1})
+	return e, line
+}
+
+// addLocked appends a record and updates the derived state (anchor index,
+// settings). t.mu must be held.
+func (t *Tape) addLocked(r record) {
+	t.records = append(t.records, r)
+	idx := len(t.records) - 1
+	switch r.Kind {
+	case KindAnchor:
+		t.anchors++
+		t.last = idx
+		name, _ := r.Payload["name"].(string)
+		t.anchorAt[name] = idx
+	case KindEvent:
+		t.settings.apply(r.Payload)
+	}
+	if r.ID >= t.nextID {
+		t.nextID = r.ID + 1
+	}
+}
+
+// ensureFileLocked opens the tape file for appending, creating it (0600)
+// and fsyncing its directory on first use so the new name survives a
+// crash. t.wmu must be held.
+func (t *Tape) ensureFileLocked() error {
+	if t.f != nil {
+		return nil
+	}
+	dir := filepath.Dir(t.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("sessions: create tapes directory: %w", err)
+	}
+	_, statErr := os.Stat(t.path)
+	f, err := os.OpenFile(t.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		syncDir(dir)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
+	}
+	t.size = st.Size()
+	t.needNewline = false
+	if t.size > 0 {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], t.size-1); err == nil && last[0] != '\n' {
+			t.needNewline = true
+		}
+	}
+	t.f = f
+	return nil
+}
+
+// syncDir fsyncs a directory so entries created or renamed in it are
+// durable. Failures are ignored: some filesystems cannot sync directories.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// writeLocked writes batch with a single write(2). On failure the lines not
+// fully written are queued again (ahead of newer ones) for the next commit;
+// a partly written line is rewritten whole on a fresh line, the fragment
+// being skipped as torn when the tape is next read. t.wmu must be held.
+func (t *Tape) writeLocked(batch []pendingLine) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	err := t.ensureFileLocked()
+	var n int
+	prefix := 0
+	if err == nil {
+		size := 0
+		for _, p := range batch {
+			size += len(p.line)
+		}
+		buf := make([]byte, 0, size+1)
+		if t.needNewline {
+			buf = append(buf, '\n')
+			prefix = 1
+		}
+		for _, p := range batch {
+			buf = append(buf, p.line...)
+		}
+		n, err = t.f.Write(buf)
+	}
+	base := t.size + int64(prefix)
+	t.size += int64(n)
+	if prefix == 1 && n >= 1 {
+		t.needNewline = false
+	}
+
+	// Work out which lines made it to the file.
+	written := len(batch)
+	if err != nil {
+		written = 0
+		got := max(n-prefix, 0)
+		for _, p := range batch {
+			if got < len(p.line) {
+				break
+			}
+			got -= len(p.line)
+			written++
+		}
+		if got > 0 {
+			t.needNewline = true
+		}
+	}
+
+	t.mu.Lock()
+	off := base
+	for _, p := range batch[:written] {
+		if p.idx < len(t.records) {
+			r := &t.records[p.idx]
+			r.off = off
+			if t.evict && isSpillChunk(r.Entry) {
+				r.Payload = nil
+			}
+		}
+		off += int64(len(p.line))
+	}
+	if err != nil {
+		rest := append([]pendingLine(nil), batch[written:]...)
+		t.pending = append(rest, t.pending...)
+	}
+	t.mu.Unlock()
+
+	if err != nil {
+		if !t.failing {
+			t.store.log.Warn("sessions: tape write failed; entries stay queued", "tape", t.name, "error", err)
+		}
+		t.failing = true
+		t.store.markDirty(t)
+		return fmt.Errorf("sessions: write tape %s: %w", t.name, err)
+	}
+	if t.failing {
+		t.store.log.Info("sessions: tape writes recovered", "tape", t.name)
+		t.failing = false
+	}
+	return nil
+}
+
+// commit writes queued entries; called by the group-commit goroutine.
+// Errors are logged by writeLocked and retried on the next commit.
+func (t *Tape) commit(sync bool) {
+	if t.path == "" {
+		return
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.Lock()
+	batch := t.pending
+	t.pending = nil
+	t.mu.Unlock()
+	if err := t.writeLocked(batch); err != nil || !sync || t.f == nil {
+		return
+	}
+	if err := t.f.Sync(); err != nil {
+		t.store.log.Warn("sessions: tape fsync failed", "tape", t.name, "error", err)
+	}
+}
+
+// Flush writes every entry queued by AppendAsync and fsyncs the file, for
+// callers that need the audit trail durable now (before handing a tape to
+// another process, say). It is a no-op for memory-only tapes.
+func (t *Tape) Flush() error {
+	if t.path == "" {
+		return nil
+	}
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.Lock()
+	batch := t.pending
+	t.pending = nil
+	t.mu.Unlock()
+	if err := t.writeLocked(batch); err != nil {
+		return err
+	}
+	if t.f == nil {
+		return nil
+	}
+	if err := t.f.Sync(); err != nil {
+		return fmt.Errorf("sessions: fsync tape %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// close flushes and closes the file; later appends fail with ErrClosed.
+func (t *Tape) close() error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	batch := t.pending
+	t.pending = nil
+	t.mu.Unlock()
+	if t.path == "" {
+		return nil
+	}
+	err := t.writeLocked(batch)
+	if t.f != nil {
+		if serr := t.f.Sync(); serr != nil && err == nil {
+			err = fmt.Errorf("sessions: fsync tape %s: %w", t.name, serr)
+		}
+		if cerr := t.f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("sessions: close tape %s: %w", t.name, cerr)
+		}
+		t.f = nil
+	}
+	return err
+}
+
+// load reads the tape file, if any. Lines that do not parse are skipped
+// with a warning — a torn last line after a crash is expected, never an
+// error — and ids continue after the highest good one.
+func (t *Tape) load() error {
+	if t.path == "" {
+		return nil
+	}
+	f, err := os.Open(t.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	var off int64
+	lineNo := 0
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for {
+		line, rerr := r.ReadBytes('\n')
+		if len(line) > 0 {
+			lineNo++
+			complete := line[len(line)-1] == '\n'
+			body := line
+			if complete {
+				body = line[:len(line)-1]
+			}
+			e, perr := parseLine(body)
+			switch {
+			case perr == nil:
+				rec := record{Entry: e, off: off, n: len(body)}
+				if t.evict && isSpillChunk(e) {
+					rec.Payload = nil
+				}
+				t.addLocked(rec)
+			case errors.Is(perr, errBlankLine):
+			case !complete:
+				t.store.log.Warn("sessions: skipping torn last tape line", "tape", t.path, "line", lineNo, "error", perr)
+			default:
+				t.store.log.Warn("sessions: skipping invalid tape line", "tape", t.path, "line", lineNo, "error", perr)
+			}
+			off += int64(len(line))
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("sessions: read tape %s: %w", t.name, rerr)
+		}
+	}
+	return nil
+}
+
+// readPayload returns a record's payload, reading it back from the file
+// when it was evicted from memory.
+func (t *Tape) readPayload(r record) (map[string]any, error) {
+	if r.Payload != nil {
+		return r.Payload, nil
+	}
+	if r.off < 0 || t.path == "" {
+		return nil, fmt.Errorf("sessions: entry %d of tape %s is not on disk", r.ID, t.name)
+	}
+	f, err := os.Open(t.path)
+	if err != nil {
+		return nil, fmt.Errorf("sessions: open tape %s: %w", t.name, err)
+	}
+	defer f.Close()
+	buf := make([]byte, r.n)
+	if _, err := f.ReadAt(buf, r.off); err != nil {
+		return nil, fmt.Errorf("sessions: read entry %d of tape %s: %w", r.ID, t.name, err)
+	}
+	e, err := parseLine(buf)
+	if err != nil {
+		return nil, err
+	}
+	if e.ID != r.ID {
+		return nil, fmt.Errorf("sessions: entry %d of tape %s moved on disk", r.ID, t.name)
+	}
+	return e.Payload, nil
+}
+
+// reset empties the tape, first moving its file to an archive named
+// <file>.<stamp>.bak when stamp is set. mustArchive makes an archive even
+// when no file exists yet (the main tape always reports one). It returns
+// the archive path, "" when none was made. On an archive failure nothing is
+// reset.
+func (t *Tape) reset(stamp string, mustArchive bool) (string, error) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return "", ErrClosed
+	}
+	batch := t.pending
+	t.pending = nil
+	t.mu.Unlock()
+
+	var archived string
+	if t.path != "" {
+		if err := t.writeLocked(batch); err != nil && stamp != "" {
+			return "", err
+		}
+		if t.f != nil {
+			_ = t.f.Sync()
+			t.f.Close()
+			t.f = nil
+		}
+		if stamp != "" {
+			var err error
+			if archived, err = archiveFile(t.path, stamp, mustArchive); err != nil {
+				return "", fmt.Errorf("sessions: archive tape %s: %w", t.name, err)
+			}
+		} else if err := os.Remove(t.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("sessions: reset tape %s: %w", t.name, err)
+		}
+		syncDir(filepath.Dir(t.path))
+		t.size, t.needNewline = 0, false
+	}
+
+	t.mu.Lock()
+	t.records = nil
+	t.pending = nil
+	t.nextID = 1
+	t.anchorAt = map[string]int{}
+	t.anchors = 0
+	t.last = -1
+	t.settings = Settings{}
+	t.mu.Unlock()
+	return archived, nil
+}
+
+// archiveFile renames path to path.<stamp>.bak, never overwriting an
+// existing archive (a second reset within the same second gets
+// path.<stamp>-2.bak). With no file to move it creates an empty archive
+// when mustArchive is set, else returns "".
+func archiveFile(path, stamp string, mustArchive bool) (string, error) {
+	_, err := os.Stat(path)
+	missing := errors.Is(err, fs.ErrNotExist)
+	if missing && !mustArchive {
+		return "", nil
+	}
+	for i := 1; i < 1000; i++ {
+		dst := path + "." + stamp + ".bak"
+		if i > 1 {
+			dst = path + "." + stamp + "-" + strconv.Itoa(i) + ".bak"
+		}
+		if _, err := os.Lstat(dst); err == nil {
+			continue
+		}
+		if missing {
+			f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			if err != nil {
+				return "", err
+			}
+			return dst, f.Close()
+		}
+		if err := os.Rename(path, dst); err != nil {
+			return "", err
+		}
+		return dst, nil
+	}
+	return "", errors.New("too many archives with the same timestamp")
+}
