@@ -1,0 +1,340 @@
+# bub-mcp code-mode child: runs model-written Python whose
+# `await tools.<name>(**kwargs)` calls are forwarded to the Go host.
+# Standard library only; Python >= 3.8. The protocol is described in the
+# Go package documentation (package runner).
+import os
+import sys
+
+
+def _take_stdio():
+    # Move the protocol off fds 0 and 1 before any user code runs: the host's
+    # pipes live on private, non-inheritable fds; fd 0 becomes /dev/null and
+    # fd 1 a pipe that a thread forwards as "output" messages. Whatever writes
+    # to fd 1 (print, os.write(1, ...), subprocesses) is output, never protocol.
+    pin = os.dup(0)
+    pout = os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    r, w = os.pipe()
+    os.dup2(w, 1)
+    os.close(w)
+    os.set_blocking(r, False)
+    return pin, pout, r
+
+
+_PIN, _POUT, _OUT_R = _take_stdio()
+
+import ast  # noqa: E402
+import asyncio  # noqa: E402
+import builtins  # noqa: E402
+import codecs  # noqa: E402
+import inspect  # noqa: E402
+import json  # noqa: E402
+import keyword  # noqa: E402
+import linecache  # noqa: E402
+import re  # noqa: E402
+import select  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+import types  # noqa: E402
+
+try:
+    sys.stdout.reconfigure(encoding="utf-8")
+except Exception:
+    pass
+
+_forked = False
+
+
+def _mark_forked():
+    # A process forked by the code shares the protocol descriptors; it must
+    # never speak on them.
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_mark_forked)
+
+_FLUSH_CHARS = 8192
+_FLUSH_SECONDS = 0.2
+
+_send_lock = threading.Lock()
+
+
+def _send_line(data):
+    data = data.encode("utf-8")
+    with _send_lock:
+        view = memoryview(data)
+        while view:
+            n = os.write(_POUT, view)
+            view = view[n:]
+
+
+def _send(obj):
+    _send_line(json.dumps(obj) + "\n")
+
+
+# ---- output forwarding ------------------------------------------------------
+
+_out_lock = threading.Lock()
+_out_buf = []
+_out_len = 0
+_out_eof = False
+_out_last = 0.0
+_decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+
+def _emit_locked():
+    global _out_len, _out_last
+    if _out_buf:
+        data = "".join(_out_buf)
+        del _out_buf[:]
+        _out_len = 0
+        _send({"type": "output", "data": data})
+    _out_last = time.monotonic()
+
+
+def _drain_locked(final=False):
+    # Reads whatever fd 1 holds right now; never blocks (the pipe is
+    # non-blocking). The caller holds _out_lock.
+    global _out_len, _out_eof
+    while not _out_eof:
+        try:
+            chunk = os.read(_OUT_R, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            _out_eof = True
+            break
+        text = _decoder.decode(chunk)
+        if text:
+            _out_buf.append(text)
+            _out_len += len(text)
+            if _out_len >= _FLUSH_CHARS:
+                _emit_locked()
+    if final:
+        text = _decoder.decode(b"", True)
+        if text:
+            _out_buf.append(text)
+            _out_len += len(text)
+
+
+def _flush_output(final=False):
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    with _out_lock:
+        _drain_locked(final)
+        _emit_locked()
+
+
+def _forward_output():
+    while True:
+        with _out_lock:
+            if _out_eof:
+                return
+            timeout = None
+            if _out_buf:
+                timeout = max(0.0, _out_last + _FLUSH_SECONDS - time.monotonic())
+        try:
+            select.select([_OUT_R], [], [], timeout)
+        except (OSError, ValueError):
+            return
+        with _out_lock:
+            _drain_locked()
+            if _out_buf and time.monotonic() - _out_last >= _FLUSH_SECONDS:
+                _emit_locked()
+
+
+# ---- tool calls -------------------------------------------------------------
+
+
+class BubError(Exception):
+    """A failed tool call; str() is the host's message, e.g. "[tool] not allowed"."""
+
+
+class _Tools(types.SimpleNamespace):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError("unknown tool %r" % (name,))
+
+
+_pending = {}
+_pending_lock = threading.Lock()
+_next_id = 0
+
+
+def _identifier(name):
+    ident = re.sub(r"\W", "_", name) or "_"
+    if ident[0].isdigit() or keyword.iskeyword(ident):
+        ident = "_" + ident
+    return ident
+
+
+def _make_tool(ident, name):
+    quoted = json.dumps(name)
+
+    async def tool(*args, **kwargs):
+        global _next_id
+        if args:
+            raise TypeError("tools.%s() accepts keyword arguments only" % ident)
+        if _forked:
+            raise RuntimeError("tools.%s() cannot be called from a forked process" % ident)
+        try:
+            arguments = json.dumps(kwargs, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                "tools.%s() arguments are not JSON serializable: %s" % (ident, exc)
+            ) from None
+        future = asyncio.get_running_loop().create_future()
+        with _pending_lock:
+            call_id = _next_id
+            _next_id += 1
+            _pending[call_id] = future
+        try:
+            _flush_output()
+            _send_line(
+                '{"type": "call", "id": %d, "name": %s, "arguments": %s}\n'
+                % (call_id, quoted, arguments)
+            )
+            return await future
+        finally:
+            with _pending_lock:
+                _pending.pop(call_id, None)
+
+    tool.__name__ = ident
+    tool.__qualname__ = "tools." + ident
+    return tool
+
+
+def _resolve(future, ok, value):
+    if future.done():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(BubError(value))
+
+
+def _read_replies(pin):
+    while True:
+        line = pin.readline()
+        if not line:
+            # The host is gone; nobody will ever answer or collect output.
+            os._exit(1)
+        try:
+            msg = json.loads(line.decode("utf-8", "replace"))
+            kind = msg.get("type")
+            call_id = msg.get("id")
+        except Exception:
+            continue
+        with _pending_lock:
+            future = _pending.get(call_id)
+        if future is None:
+            continue
+        if kind == "result":
+            args = (future, True, msg.get("value"))
+        elif kind == "error":
+            args = (future, False, str(msg.get("message", "")))
+        else:
+            continue
+        try:
+            future.get_loop().call_soon_threadsafe(_resolve, *args)
+        except RuntimeError:
+            pass  # the loop is closed: the code finished without awaiting
+
+
+# ---- running the code -------------------------------------------------------
+
+
+def _describe(exc):
+    try:
+        return "%s: %s" % (type(exc).__name__, exc)
+    except BaseException:
+        return "%s: <unprintable %s object>" % (type(exc).__name__, type(exc).__name__)
+
+
+def _format_traceback(exc, filename):
+    try:
+        return _format_frames(exc, filename)
+    except BaseException:
+        return _describe(exc) + "\n"
+
+
+def _format_frames(exc, filename):
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename
+    ]
+    lines = []
+    if frames:
+        lines.append("Traceback (most recent call last):\n")
+        lines.extend(traceback.format_list(frames))
+    lines.extend(traceback.format_exception_only(type(exc), exc))
+    return "".join(lines)
+
+
+def _run(msg, pin):
+    code = msg.get("code", "")
+    filename = msg.get("filename") or "<run_code>"
+    tools = _Tools()
+    for name in msg.get("tools") or ():
+        ident = _identifier(name)
+        fn = _make_tool(ident, name)
+        setattr(tools, ident, fn)
+        if name != ident:
+            setattr(tools, name, fn)
+    namespace = {"__name__": "__run_code__", "__builtins__": builtins, "tools": tools}
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+
+    threading.Thread(target=_read_replies, args=(pin,), daemon=True).start()
+    try:
+        compiled = compile(
+            code, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
+        )
+        if compiled.co_flags & inspect.CO_COROUTINE:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(eval(compiled, namespace))
+        else:
+            exec(compiled, namespace)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt included
+        if _forked:
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+        _flush_output(final=True)
+        _send(
+            {
+                "type": "failed",
+                "error": _describe(exc),
+                "traceback": _format_traceback(exc, filename),
+            }
+        )
+    else:
+        if _forked:
+            sys.stdout.flush()
+            os._exit(0)
+        _flush_output(final=True)
+        _send({"type": "done"})
+
+
+def _main():
+    threading.Thread(target=_forward_output, daemon=True).start()
+    pin = os.fdopen(_PIN, "rb")
+    _send({"type": "ready"})
+    line = pin.readline()
+    if not line:
+        os._exit(0)
+    msg = json.loads(line.decode("utf-8", "replace"))
+    try:
+        _run(msg, pin)
+    finally:
+        os._exit(0)
+
+
+_main()

@@ -1,0 +1,124 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+)
+
+// Message types.
+const (
+	msgRun    = "run"    // host → child: the code to run
+	msgResult = "result" // host → child: a tool call's value
+	msgError  = "error"  // host → child: a tool call's failure
+	msgReady  = "ready"  // child → host: imports done, waiting for run
+	msgCall   = "call"   // child → host: a tool call
+	msgOutput = "output" // child → host: text written to stdout
+	msgDone   = "done"   // child → host: the code finished
+	msgFailed = "failed" // child → host: the code raised
+)
+
+// message is any child → host message; fields a type does not use are zero.
+type message struct {
+	Type      string          `json:"type"`
+	ID        int64           `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Data      string          `json:"data"`
+	Error     string          `json:"error"`
+	Traceback string          `json:"traceback"`
+}
+
+// parseMessage decodes one line from the child's protocol stream. A line
+// that is not a JSON object with a type is text, like Bub's host treats
+// non-JSON stdout lines; its newline is restored.
+func parseMessage(line []byte) message {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil || m.Type == "" {
+		return message{Type: msgOutput, Data: string(line) + "\n"}
+	}
+	return m
+}
+
+// lineReader reads newline-terminated lines of any length.
+type lineReader struct {
+	br  *bufio.Reader
+	buf []byte
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// next returns the next line including its newline; the slice is valid
+// until the following call. At the end of the input it returns the
+// unterminated rest (possibly empty) with the reader's error.
+func (lr *lineReader) next() ([]byte, error) {
+	line, err := lr.br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	lr.buf = append(lr.buf[:0], line...)
+	for {
+		line, err = lr.br.ReadSlice('\n')
+		lr.buf = append(lr.buf, line...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return lr.buf, err
+		}
+	}
+}
+
+type runMessage struct {
+	Type     string   `json:"type"`
+	Code     string   `json:"code"`
+	Filename string   `json:"filename"`
+	Tools    []string `json:"tools"`
+}
+
+type errorMessage struct {
+	Type    string `json:"type"`
+	ID      int64  `json:"id"`
+	Message string `json:"message"`
+}
+
+// encodeRun returns the run message line.
+func encodeRun(code, filename string, tools []string) []byte {
+	if tools == nil {
+		tools = []string{}
+	}
+	b, err := json.Marshal(runMessage{Type: msgRun, Code: code, Filename: filename, Tools: tools})
+	if err != nil {
+		panic(err) // strings always marshal
+	}
+	return append(b, '\n')
+}
+
+// encodeError returns an error reply line.
+func encodeError(id int64, msg string) []byte {
+	b, err := json.Marshal(errorMessage{Type: msgError, ID: id, Message: msg})
+	if err != nil {
+		panic(err) // strings always marshal
+	}
+	return append(b, '\n')
+}
+
+// encodeResult returns a result reply line, with value compacted onto it;
+// empty means null. It fails if value is not valid JSON.
+func encodeResult(id int64, value json.RawMessage) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(value) + 48)
+	buf.WriteString(`{"type":"result","id":`)
+	buf.Write(strconv.AppendInt(nil, id, 10))
+	buf.WriteString(`,"value":`)
+	if len(bytes.TrimSpace(value)) == 0 {
+		buf.WriteString("null")
+	} else if err := json.Compact(&buf, value); err != nil {
+		return nil, err
+	}
+	buf.WriteString("}\n")
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,625 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+//go:embed child.py
+var childSource string
+
+// Defaults for the zero values of Request.
+const (
+	DefaultMaxCalls  = 1000
+	DefaultMaxOutput = 1 << 20
+)
+
+const (
+	stopWait      = 3 * time.Second        // for the process to die after SIGKILL
+	exitWait      = 1 * time.Second        // for a process whose stdout ended to exit by itself
+	drainWait     = 500 * time.Millisecond // for output already sent when the run is stopped
+	stderrWait    = 500 * time.Millisecond // for stderr to reach EOF after a crash
+	refillDelay   = 100 * time.Millisecond // into a run, to start the next interpreter
+	maxStderr     = 64 << 10               // bytes of stderr kept
+	msgBufferSize = 16
+)
+
+// errTimedOut is the cause of the context Run derives for Request.Timeout.
+var errTimedOut = errors.New("runner: timeout")
+
+// Options configure a Runner. The zero value runs "python3" on this machine
+// without pre-starting.
+type Options struct {
+	// Python is the interpreter to start; "" means "python3".
+	Python string
+	// Start starts the interpreter; nil means LocalStart("", nil).
+	Start StartFunc
+	// Prestart keeps one interpreter started, past its imports and waiting
+	// for code, so that Run pays no start-up. After Run takes it, the next
+	// one is started in the background as soon as the run ends or has
+	// lasted 100 ms, so that short runs do not share the CPU with its
+	// start-up. Close kills it.
+	Prestart bool
+}
+
+// A Runner runs Python code, each run in a fresh interpreter. It is safe
+// for concurrent use.
+type Runner struct {
+	python   string
+	start    StartFunc
+	prestart bool
+
+	mu        sync.Mutex
+	spare     *child        // a pre-started interpreter, if any
+	refilling chan struct{} // closed when the background start in flight ends
+	closed    bool
+	done      chan struct{} // closed by Close
+	wg        sync.WaitGroup
+}
+
+// New returns a Runner; opts may be nil. With Prestart it starts the first
+// interpreter in the background.
+func New(opts *Options) *Runner {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Python == "" {
+		o.Python = "python3"
+	}
+	if o.Start == nil {
+		o.Start = LocalStart("", nil)
+	}
+	r := &Runner{python: o.Python, start: o.Start, prestart: o.Prestart, done: make(chan struct{})}
+	if r.prestart {
+		r.mu.Lock()
+		r.refillLocked()
+		r.mu.Unlock()
+	}
+	return r
+}
+
+// Close kills the pre-started interpreter and waits for a background start
+// in flight. Runs in progress are not affected; later ones fail with
+// ErrClosed.
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	close(r.done)
+	c := r.spare
+	r.spare = nil
+	r.mu.Unlock()
+	if c != nil {
+		c.stop()
+	}
+	r.wg.Wait()
+	return nil
+}
+
+// A Request is code to run and the tools it may call.
+type Request struct {
+	// Code is Python source; top-level await is allowed.
+	Code string
+	// Tools are the names callable as tools.<name>(...). A name that is
+	// not a Python identifier is also reachable as its identifier form
+	// (non-word characters become "_"; a leading digit or a keyword gets
+	// a "_" prefix), which is how Bub's stub names it.
+	Tools []string
+	// Call serves one tool call; calls run concurrently, each on its own
+	// goroutine, and ctx ends when Run returns. args is a JSON object.
+	// The result must be JSON; an error's text is raised inside the code
+	// as BubError (Bub's "[kind] message" form is expected). Run does not
+	// return before every Call it started has returned.
+	Call func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)
+	// Output, if not nil, receives stdout text as it arrives, in order,
+	// on Run's goroutine, before Run returns.
+	Output func(chunk string)
+	// MaxCalls limits tool calls per run; later calls raise inside the
+	// code. Zero means DefaultMaxCalls.
+	MaxCalls int
+	// MaxOutput is how many bytes of output Run keeps; past it, the
+	// beginning is dropped and replaced by a line
+	// "[... N bytes of output omitted ...]". Zero means DefaultMaxOutput.
+	MaxOutput int
+	// Timeout, if positive, limits the run; Run then fails with a
+	// *TimeoutError that names it. A deadline on Run's context works too.
+	Timeout time.Duration
+}
+
+// Run runs req.Code in a fresh interpreter and returns what it wrote to
+// stdout. The output is returned on failure too, and is also in the
+// error, which is a *CodeError, *TimeoutError, *CanceledError or
+// *CrashError, or (failing to start) another error. Whatever happens, Run
+// kills the interpreter's process group before it returns.
+func (r *Runner) Run(ctx context.Context, req Request) (string, error) {
+	started := time.Now()
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, req.Timeout, errTimedOut)
+		defer cancel()
+	}
+	s := &session{req: req, out: tailBuffer{max: req.MaxOutput}, tools: make(map[string]bool, len(req.Tools))}
+	if s.out.max <= 0 {
+		s.out.max = DefaultMaxOutput
+	}
+	if s.req.MaxCalls <= 0 {
+		s.req.MaxCalls = DefaultMaxCalls
+	}
+	for _, name := range req.Tools {
+		s.tools[name] = true
+	}
+
+	c, err := r.take(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", stopError(ctx, req.Timeout, started, "")
+		}
+		return "", err
+	}
+	s.c = c
+	callCtx, cancelCalls := context.WithCancel(ctx)
+	var refill *time.Timer
+	if r.prestart {
+		// Start the next interpreter once this run is done or has lasted
+		// refillDelay.
+		refill = time.AfterFunc(refillDelay, r.refill)
+	}
+	defer func() {
+		c.stop()
+		cancelCalls()
+		s.calls.Wait()
+		if refill != nil {
+			refill.Stop()
+			r.refill()
+		}
+	}()
+
+	if err := c.write(encodeRun(req.Code, newFilename(), req.Tools)); err != nil {
+		return s.crashed()
+	}
+	exited := c.exited
+	var grace <-chan time.Time
+	for {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				return s.crashed()
+			}
+			switch m.Type {
+			case msgOutput:
+				s.output(m.Data)
+			case msgCall:
+				s.call(callCtx, m)
+			case msgDone:
+				c.stop()
+				out := s.out.String()
+				return out, nil
+			case msgFailed:
+				c.stop()
+				out := s.out.String()
+				return out, newCodeError(m, out)
+			}
+		case <-exited:
+			// Gone without a final message, or the message is still in the
+			// pipe: kill what it left so that stdout reaches EOF.
+			exited = nil
+			c.proc.Signal(true)
+			grace = time.After(stopWait)
+		case <-grace:
+			return s.crashed()
+		case <-ctx.Done():
+			c.proc.Signal(true)
+			s.drain()
+			c.stop()
+			out := s.out.String()
+			return out, stopError(ctx, req.Timeout, started, out)
+		}
+	}
+}
+
+// stopError is Run's error for a done ctx.
+func stopError(ctx context.Context, timeout time.Duration, started time.Time, output string) error {
+	if errors.Is(context.Cause(ctx), errTimedOut) {
+		return &TimeoutError{Timeout: timeout, Output: output}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		d := timeout
+		if dl, ok := ctx.Deadline(); ok {
+			d = dl.Sub(started).Round(time.Millisecond)
+		}
+		return &TimeoutError{Timeout: d, Output: output}
+	}
+	return &CanceledError{Err: ctx.Err(), Output: output}
+}
+
+func newFilename() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return "<run_code-" + hex.EncodeToString(b[:]) + ">"
+}
+
+// session is the state of one Run.
+type session struct {
+	req    Request
+	c      *child
+	out    tailBuffer
+	tools  map[string]bool
+	ncalls int
+	calls  sync.WaitGroup
+}
+
+func (s *session) output(data string) {
+	if data == "" {
+		return
+	}
+	if s.req.Output != nil {
+		s.req.Output(data)
+	}
+	s.out.WriteString(data)
+}
+
+// call serves a call message on a new goroutine.
+func (s *session) call(ctx context.Context, m message) {
+	s.ncalls++
+	var fail string
+	switch {
+	case s.ncalls > s.req.MaxCalls:
+		fail = fmt.Sprintf("[tool] too many tool calls: the limit is %d per run", s.req.MaxCalls)
+	case !s.tools[m.Name]:
+		fail = fmt.Sprintf("[tool] unknown tool %q", m.Name)
+	case s.req.Call == nil:
+		fail = "[tool] no tools are available"
+	}
+	args := m.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	s.calls.Add(1)
+	go func() {
+		defer s.calls.Done()
+		if fail != "" {
+			s.c.write(encodeError(m.ID, fail))
+			return
+		}
+		value, err := s.invoke(ctx, m.Name, args)
+		var line []byte
+		if err == nil {
+			line, err = encodeResult(m.ID, value)
+			if err != nil {
+				err = fmt.Errorf("tool result is not JSON serializable: %w", err)
+			}
+		}
+		if err != nil {
+			line = encodeError(m.ID, err.Error())
+		}
+		s.c.write(line)
+	}()
+}
+
+// invoke calls req.Call, turning a panic into an error.
+func (s *session) invoke(ctx context.Context, name string, args json.RawMessage) (value json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("[tool] tool %q panicked: %v", name, p)
+		}
+	}()
+	return s.req.Call(ctx, name, args)
+}
+
+// drain collects output the child sent before it was killed.
+func (s *session) drain() {
+	timer := time.NewTimer(drainWait)
+	defer timer.Stop()
+	for {
+		select {
+		case m, ok := <-s.c.msgs:
+			if !ok {
+				return
+			}
+			if m.Type == msgOutput {
+				s.output(m.Data)
+			}
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// crashed reports a child whose stdout ended without a final message.
+func (s *session) crashed() (string, error) {
+	c := s.c
+	select {
+	case <-c.exited:
+	case <-time.After(exitWait):
+	}
+	c.stop()
+	code := -1
+	select {
+	case <-c.exited:
+		code = c.code
+	default:
+	}
+	select {
+	case <-c.stderrDone:
+	case <-time.After(stderrWait):
+	}
+	out := s.out.String()
+	return out, &CrashError{Code: code, Stderr: c.stderr.String(), Output: out}
+}
+
+// take returns a started interpreter: the pre-started one if there is one.
+func (r *Runner) take(ctx context.Context) (*child, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if !r.prestart {
+		return r.spawn(ctx)
+	}
+	waited := false
+	for {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return nil, ErrClosed
+		}
+		c, pending := r.spare, r.refilling
+		r.spare = nil
+		r.mu.Unlock()
+		switch {
+		case c != nil:
+			select {
+			case <-c.exited: // died while waiting
+				c.stop()
+				continue
+			default:
+				return c, nil
+			}
+		case waited || pending == nil:
+			return r.spawn(ctx)
+		}
+		select {
+		case <-pending:
+			waited = true
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// refill starts an interpreter in the background to become the spare,
+// unless one is there or on its way.
+func (r *Runner) refill() {
+	r.mu.Lock()
+	r.refillLocked()
+	r.mu.Unlock()
+}
+
+// refillLocked starts an interpreter in the background to become the
+// spare, unless one is there or on its way. r.mu is held.
+func (r *Runner) refillLocked() {
+	if r.closed || r.spare != nil || r.refilling != nil {
+		return
+	}
+	done := make(chan struct{})
+	r.refilling = done
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		c, err := r.spawn(context.Background())
+		if err == nil {
+			select {
+			case <-c.ready:
+			case <-r.done:
+			}
+		}
+		r.mu.Lock()
+		r.refilling = nil
+		close(done)
+		if err == nil && !r.closed && r.spare == nil {
+			r.spare, c = c, nil
+		}
+		r.mu.Unlock()
+		if c != nil {
+			c.stop()
+		}
+	}()
+}
+
+// waitSpare waits until a pre-started interpreter is ready (for tests and
+// benchmarks).
+func (r *Runner) waitSpare(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		spare, pending := r.spare, r.refilling
+		if spare == nil && pending == nil {
+			r.refillLocked()
+			pending = r.refilling
+		}
+		r.mu.Unlock()
+		if spare != nil {
+			return nil
+		}
+		if pending == nil {
+			return ErrClosed
+		}
+		select {
+		case <-pending:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// child is a started interpreter.
+type child struct {
+	proc       Process
+	msgs       chan message  // protocol messages; closed at EOF
+	ready      chan struct{} // closed at "ready" or EOF
+	exited     chan struct{} // closed when Wait returns; then code is set
+	code       int
+	stderr     lockedTail
+	stderrDone chan struct{}
+	quit       chan struct{} // closed by stop: messages are discarded
+	writeMu    sync.Mutex
+	stopOnce   sync.Once
+}
+
+func (r *Runner) spawn(ctx context.Context) (*child, error) {
+	p, err := r.start(ctx, []string{r.python, "-u", "-c", childSource})
+	if err != nil {
+		return nil, fmt.Errorf("runner: start %s: %w", r.python, err)
+	}
+	c := &child{
+		proc:       p,
+		msgs:       make(chan message, msgBufferSize),
+		ready:      make(chan struct{}),
+		exited:     make(chan struct{}),
+		stderr:     lockedTail{t: tailBuffer{max: maxStderr}},
+		stderrDone: make(chan struct{}),
+		quit:       make(chan struct{}),
+	}
+	go c.readStdout()
+	go c.readStderr()
+	go func() {
+		c.code, _ = p.Wait()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+func (c *child) readStdout() {
+	defer close(c.msgs)
+	ready := false
+	defer func() {
+		if !ready {
+			close(c.ready)
+		}
+	}()
+	lr := newLineReader(c.proc.Stdout())
+	for {
+		line, err := lr.next()
+		if len(line) > 0 {
+			m := parseMessage(line)
+			if m.Type == msgReady && !ready {
+				ready = true
+				close(c.ready)
+			} else {
+				select {
+				case c.msgs <- m:
+				case <-c.quit:
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *child) readStderr() {
+	defer close(c.stderrDone)
+	buf := make([]byte, 32<<10)
+	r := c.proc.Stderr()
+	for {
+		n, err := r.Read(buf)
+		c.stderr.Write(buf[:n])
+		if err != nil {
+			return
+		}
+	}
+}
+
+// write sends one protocol line.
+func (c *child) write(line []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	return c.proc.WriteStdin(line)
+}
+
+// stop kills the process group and waits up to stopWait for the process.
+func (c *child) stop() {
+	c.stopOnce.Do(func() {
+		close(c.quit)
+		c.proc.Signal(true)
+		c.proc.CloseStdin()
+		timer := time.NewTimer(stopWait)
+		defer timer.Stop()
+		select {
+		case <-c.exited:
+		case <-timer.C:
+		}
+	})
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max     int
+	buf     []byte
+	dropped int
+}
+
+func (t *tailBuffer) WriteString(s string) {
+	t.buf = append(t.buf, s...)
+	t.trim(2 * t.max)
+}
+
+func (t *tailBuffer) Write(p []byte) {
+	t.buf = append(t.buf, p...)
+	t.trim(2 * t.max)
+}
+
+// trim keeps the last max bytes once more than limit are held.
+func (t *tailBuffer) trim(limit int) {
+	if len(t.buf) <= limit {
+		return
+	}
+	cut := len(t.buf) - t.max
+	// Do not keep half a character.
+	for i := 0; i < utf8.UTFMax && cut < len(t.buf) && !utf8.RuneStart(t.buf[cut]); i++ {
+		cut++
+	}
+	t.dropped += cut
+	t.buf = append(t.buf[:0], t.buf[cut:]...)
+}
+
+// String returns the kept bytes, after a line saying how many were dropped.
+func (t *tailBuffer) String() string {
+	t.trim(t.max)
+	if t.dropped == 0 {
+		return string(t.buf)
+	}
+	return fmt.Sprintf("[... %d bytes of output omitted ...]\n", t.dropped) + string(t.buf)
+}
+
+// lockedTail is a tailBuffer safe for concurrent use.
+type lockedTail struct {
+	mu sync.Mutex
+	t  tailBuffer
+}
+
+func (l *lockedTail) Write(p []byte) {
+	l.mu.Lock()
+	l.t.Write(p)
+	l.mu.Unlock()
+}
+
+func (l *lockedTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t.String()
+}
