@@ -115,7 +115,9 @@ type ExecutorOptions struct {
 	// MaxConcurrency bounds CallMany; zero or less means unbounded, Bub's
 	// default. Bub calls it max_tool_concurrency.
 	MaxConcurrency int
-	// Hooks run in addition to the registry's, and before them.
+	// Hooks are the host's builtin hooks (spill, audit). They count as
+	// registered before the registry's, so they run after them, as Bub's
+	// builtin plugin does.
 	Hooks []Hooks
 	// Logger receives the per-call timing records; nil means slog.Default().
 	Logger *slog.Logger
@@ -139,7 +141,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	if opts != nil {
 		o = *opts
 	}
-	all := append(reg.Hooks(), o.Hooks...)
+	all := append(append([]Hooks(nil), o.Hooks...), reg.Hooks()...)
 	hooks := make([]Hooks, 0, len(all))
 	for i := len(all) - 1; i >= 0; i-- {
 		hooks = append(hooks, all[i])

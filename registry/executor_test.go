@@ -316,7 +316,7 @@ func TestHooks(t *testing.T) {
 	}
 }
 
-func TestHooksSeeCodeModeAndExtraHooksRunFirst(t *testing.T) {
+func TestHooksSeeCodeModeAndBuiltinHooksRunLast(t *testing.T) {
 	rec := &recorder{}
 	r := New()
 	r.MustRegister(echoTool(t))
@@ -332,7 +332,7 @@ func TestHooksSeeCodeModeAndExtraHooksRunFirst(t *testing.T) {
 	if res.Err != nil || res.Value != "Echo: x" || res.Text != "" {
 		t.Errorf("raw call = %+v", res)
 	}
-	if diff := cmp.Diff([]string{"extra", "registry code_mode=true"}, rec.log); diff != "" {
+	if diff := cmp.Diff([]string{"registry code_mode=true", "extra"}, rec.log); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
