@@ -1,0 +1,392 @@
+// Package config loads bub.toml. Every key is documented in
+// bub.toml.example at the repository root. A bad file is refused whole with
+// one error naming the file, the line and the key: the server never starts
+// half-configured.
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/bubbuild/bub-mcp/providers"
+)
+
+// DefaultProfile is the profile used when none is named.
+const DefaultProfile = "default"
+
+// Config is a loaded, validated configuration.
+type Config struct {
+	// Path is the file it came from; empty for the zero configuration.
+	Path     string
+	Server   Server
+	Tools    Tools
+	CodeMode CodeMode
+	Web      Web
+	Agent    Agent
+	// Profiles by name; always has DefaultProfile.
+	Profiles map[string]*Profile
+	Auth     Auth
+}
+
+// Server holds transport settings.
+type Server struct {
+	// SessionIdleTTL expires idle 2025-protocol HTTP sessions.
+	SessionIdleTTL Duration `toml:"session_idle_ttl"`
+	// ShutdownGrace is how long in-flight calls may finish on shutdown
+	// before they are cancelled.
+	ShutdownGrace Duration `toml:"shutdown_grace"`
+	// AllowedHosts extends the Host/Origin allow-list of loopback binds.
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// AuditCommitInterval is the tape group-commit interval for the audit
+	// trail: what a crash can lose at most.
+	AuditCommitInterval Duration `toml:"audit_commit_interval"`
+}
+
+// Tools holds executor settings.
+type Tools struct {
+	// MaxConcurrency bounds a batch of calls (Bub's max_tool_concurrency);
+	// 0 means unbounded.
+	MaxConcurrency int `toml:"max_concurrency"`
+	// SpillThreshold: outputs of at least 4× this many characters spill
+	// (BUB_SPILL_THRESHOLD); 0 disables.
+	SpillThreshold *int `toml:"spill_threshold"`
+}
+
+// CodeMode holds run_code settings.
+type CodeMode struct {
+	Python            string `toml:"python"`
+	MaxTimeoutSeconds int    `toml:"max_timeout_seconds"`
+	MaxCalls          int    `toml:"max_calls"`
+}
+
+// Web holds web.fetch settings.
+type Web struct {
+	AllowLoopback bool  `toml:"allow_loopback"`
+	MaxBytes      int64 `toml:"max_bytes"`
+}
+
+// Agent holds the built-in agent's model settings.
+type Agent struct {
+	Model          string `toml:"model"`
+	APIBase        string `toml:"api_base"`
+	APIKeyEnv      string `toml:"api_key_env"`
+	MaxSteps       int    `toml:"max_steps"`
+	MaxTokens      int    `toml:"max_tokens"`
+	TimeoutSeconds int    `toml:"timeout_seconds"`
+}
+
+// Profile is a named tool scope with its environment.
+type Profile struct {
+	Name string `toml:"-"`
+	// Tools are allow globs over runtime names; empty means all.
+	Tools []string `toml:"tools"`
+	// Deny globs win over Tools.
+	Deny []string `toml:"deny"`
+	// Workspace is the directory tools work in; relative paths resolve
+	// against the config file's directory; empty means the current one.
+	Workspace string `toml:"workspace"`
+	// Confine refuses paths outside the workspace.
+	Confine bool `toml:"confine"`
+	// Session is the Bub session whose tape and settings the profile uses;
+	// empty means "mcp:<profile>".
+	Session string `toml:"session"`
+	// CodeMode is the default of the session's code_mode switch.
+	CodeMode bool `toml:"code_mode"`
+	// Agent offers agent_run to MCP clients when a model is configured.
+	Agent bool `toml:"agent"`
+}
+
+// Scope is the profile's tool scope.
+func (p *Profile) Scope() providers.Scope { return providers.Scope{Allow: p.Tools, Deny: p.Deny} }
+
+// SessionKey is the Bub session id the profile uses.
+func (p *Profile) SessionKey() string {
+	if p.Session != "" {
+		return p.Session
+	}
+	return "mcp:" + p.Name
+}
+
+// Auth holds bearer tokens.
+type Auth struct {
+	Tokens []Token `toml:"tokens"`
+}
+
+// Token maps a bearer token to a profile. Only the token's SHA-256 is
+// stored; Env names a variable holding the token itself (for containers).
+type Token struct {
+	Name    string `toml:"name"`
+	SHA256  string `toml:"sha256"`
+	Env     string `toml:"env"`
+	Profile string `toml:"profile"`
+}
+
+// Duration is a time.Duration written as "30s" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("not a duration (want e.g. \"30s\"): %q", b)
+	}
+	if v < 0 {
+		return fmt.Errorf("negative duration %q", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration back.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Default is the zero configuration: one profile with every tool, working
+// in the current directory.
+func Default() *Config {
+	c := &Config{}
+	c.fill("")
+	return c
+}
+
+// fill applies defaults for everything the file left out.
+func (c *Config) fill(dir string) {
+	if c.Server.SessionIdleTTL.Duration == 0 {
+		c.Server.SessionIdleTTL.Duration = 30 * time.Minute
+	}
+	if c.Server.ShutdownGrace.Duration == 0 {
+		c.Server.ShutdownGrace.Duration = 10 * time.Second
+	}
+	if c.Server.AuditCommitInterval.Duration == 0 {
+		c.Server.AuditCommitInterval.Duration = 50 * time.Millisecond
+	}
+	if c.CodeMode.Python == "" {
+		c.CodeMode.Python = "python3"
+	}
+	if c.CodeMode.MaxTimeoutSeconds == 0 {
+		c.CodeMode.MaxTimeoutSeconds = 600
+	}
+	if c.CodeMode.MaxCalls == 0 {
+		c.CodeMode.MaxCalls = 1000
+	}
+	if c.Web.MaxBytes == 0 {
+		c.Web.MaxBytes = 5 << 20
+	}
+	if c.Agent.MaxSteps == 0 {
+		c.Agent.MaxSteps = 50
+	}
+	if c.Agent.MaxTokens == 0 {
+		c.Agent.MaxTokens = 16384
+	}
+	if c.Agent.TimeoutSeconds == 0 {
+		c.Agent.TimeoutSeconds = 120
+	}
+	if c.Profiles == nil {
+		c.Profiles = map[string]*Profile{}
+	}
+	if _, ok := c.Profiles[DefaultProfile]; !ok {
+		c.Profiles[DefaultProfile] = &Profile{}
+	}
+	for name, p := range c.Profiles {
+		p.Name = name
+		if p.Workspace != "" {
+			p.Workspace = expandHome(p.Workspace)
+			if !filepath.IsAbs(p.Workspace) && dir != "" {
+				p.Workspace = filepath.Join(dir, p.Workspace)
+			}
+		}
+	}
+}
+
+// ProfileNames returns the profile names, sorted.
+func (c *Config) ProfileNames() []string {
+	out := make([]string, 0, len(c.Profiles))
+	for n := range c.Profiles {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Load reads and validates a file. getenv resolves token env references.
+func Load(path string, getenv func(string) string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, string(src), getenv)
+}
+
+var (
+	profileNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	hexRE         = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// decodeErrRE matches the toml package's type errors, which carry the
+	// line and key only in their text.
+	decodeErrRE = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
+)
+
+// Parse validates TOML source; name is used in error messages.
+func Parse(name, src string, getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := &Config{Path: name}
+	md, err := toml.Decode(src, c)
+	if err != nil {
+		var pe toml.ParseError
+		if ppe := (*toml.ParseError)(nil); errors.As(err, &ppe) {
+			pe = *ppe
+		}
+		if errors.As(err, &pe) || pe.Message != "" {
+			key := pe.LastKey
+			if key == "" {
+				key = "(syntax)"
+			}
+			return nil, fmt.Errorf("config: %s:%d: %s: %s", name, pe.Position.Line, key, pe.Message)
+		}
+		if m := decodeErrRE.FindStringSubmatch(err.Error()); m != nil {
+			return nil, fmt.Errorf("config: %s:%s: %s: %s", name, m[1], m[2], m[3])
+		}
+		return nil, fmt.Errorf("config: %s: %v", name, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		k := und[0]
+		return nil, fmt.Errorf("config: %s:%d: %s: unknown key (see bub.toml.example)", name, lineOf(src, k), k.String())
+	}
+	fail := func(msg string, key ...string) error {
+		return fmt.Errorf("config: %s:%d: %s: %s", name, lineOf(src, key), strings.Join(key, "."), msg)
+	}
+	if c.Tools.MaxConcurrency < 0 {
+		return nil, fail("must be >= 0", "tools", "max_concurrency")
+	}
+	if c.Tools.SpillThreshold != nil && *c.Tools.SpillThreshold < 0 {
+		return nil, fail("must be >= 0", "tools", "spill_threshold")
+	}
+	if c.CodeMode.MaxTimeoutSeconds < 0 {
+		return nil, fail("must be >= 0", "codemode", "max_timeout_seconds")
+	}
+	if c.CodeMode.MaxCalls < 0 {
+		return nil, fail("must be >= 0", "codemode", "max_calls")
+	}
+	for pname, p := range c.Profiles {
+		if !profileNameRE.MatchString(pname) {
+			return nil, fail("profile names must match ^[a-zA-Z0-9_-]{1,64}$", "profiles", pname)
+		}
+		if err := providers.CheckGlobs(p.Tools); err != nil {
+			return nil, fail(err.Error(), "profiles", pname, "tools")
+		}
+		if err := providers.CheckGlobs(p.Deny); err != nil {
+			return nil, fail(err.Error(), "profiles", pname, "deny")
+		}
+	}
+	dir := ""
+	if name != "" {
+		if abs, err := filepath.Abs(name); err == nil {
+			dir = filepath.Dir(abs)
+		}
+	}
+	c.fill(dir)
+	for i := range c.Auth.Tokens {
+		t := &c.Auth.Tokens[i]
+		if t.Name == "" {
+			t.Name = fmt.Sprintf("token%d", i+1)
+		}
+		if t.Profile == "" {
+			t.Profile = DefaultProfile
+		}
+		if _, ok := c.Profiles[t.Profile]; !ok {
+			return nil, fail(fmt.Sprintf("unknown profile %q (defined: %s)", t.Profile, strings.Join(c.ProfileNames(), ", ")), "auth", "tokens", "profile")
+		}
+		switch {
+		case t.SHA256 != "" && t.Env != "":
+			return nil, fail("set sha256 or env, not both", "auth", "tokens", "sha256")
+		case t.SHA256 != "":
+			t.SHA256 = strings.ToLower(t.SHA256)
+			if !hexRE.MatchString(t.SHA256) {
+				return nil, fail("must be the token's SHA-256 as 64 hex digits (never the token itself): printf %s TOKEN | sha256sum", "auth", "tokens", "sha256")
+			}
+		case t.Env != "":
+			v := getenv(t.Env)
+			if v == "" {
+				return nil, fail(fmt.Sprintf("environment variable %s is empty or unset", t.Env), "auth", "tokens", "env")
+			}
+			t.SHA256 = HashToken(v)
+		default:
+			return nil, fail("a token needs sha256 or env", "auth", "tokens", "sha256")
+		}
+	}
+	return c, nil
+}
+
+// HashToken is the hex SHA-256 of a bearer token, as stored in bub.toml.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// lineOf finds the line that defines a key path (table headers and
+// dotted keys), so semantic errors can name a line as syntax errors do.
+// It returns 0 when the key cannot be found (defaults, env).
+func lineOf(src string, key []string) int {
+	if len(key) == 0 {
+		return 0
+	}
+	table := ""
+	best := 0
+	for i, raw := range strings.Split(src, "\n") {
+		line := strings.TrimSpace(raw)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "[") {
+			h := strings.Trim(strings.SplitN(line, "#", 2)[0], "[] \t")
+			table = normalizeKey(h)
+			if table == strings.Join(key, ".") && best == 0 {
+				best = i + 1
+			}
+			continue
+		}
+		eq := strings.Index(line, "=")
+		if eq < 0 {
+			continue
+		}
+		k := normalizeKey(line[:eq])
+		full := k
+		if table != "" {
+			full = table + "." + k
+		}
+		want := strings.Join(key, ".")
+		if full == want {
+			return i + 1
+		}
+		if best == 0 && strings.HasPrefix(want, full+".") {
+			best = i + 1
+		}
+	}
+	return best
+}
+
+func normalizeKey(k string) string {
+	parts := strings.Split(k, ".")
+	for i, p := range parts {
+		parts[i] = strings.Trim(strings.TrimSpace(p), `"'`)
+	}
+	return strings.Join(parts, ".")
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, p[1:])
+		}
+	}
+	return p
+}
