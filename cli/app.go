@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/host"
+	"github.com/bubbuild/bub-mcp/sessions"
+)
+
+// Version is reported to MCP clients; set with -ldflags "-X".
+var Version = "dev"
+
+// common are the flags every command that runs tools shares.
+type common struct {
+	config    string
+	profile   string
+	workspace string
+	session   string
+}
+
+func (c *common) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", "", "bub.toml to load (default $BUB_CONFIG, else $BUB_HOME/bub.toml if present)")
+	fs.StringVar(&c.profile, "profile", "", "profile to use (default $BUB_PROFILE, else \"default\")")
+	fs.StringVar(&c.workspace, "workspace", "", "workspace directory for profiles without one (default: current directory)")
+}
+
+// loadConfig finds and loads the configuration; no file means the zero
+// configuration.
+func loadConfig(env *Env, path string) (*config.Config, string, error) {
+	home := env.Getenv("BUB_HOME")
+	if home == "" {
+		h, err := sessions.DefaultHome()
+		if err != nil {
+			return nil, "", err
+		}
+		home = h
+	}
+	if path == "" {
+		path = env.Getenv("BUB_CONFIG")
+	}
+	if path == "" {
+		if p := filepath.Join(home, "bub.toml"); fileExists(p) {
+			path = p
+		}
+	}
+	if path == "" {
+		return config.Default(), home, nil
+	}
+	cfg, err := config.Load(path, env.Getenv)
+	return cfg, home, err
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// newHost builds the application core from flags and environment.
+func newHost(ctx context.Context, env *Env, c *common) (*host.Host, error) {
+	cfg, home, err := loadConfig(env, c.config)
+	if err != nil {
+		return nil, err
+	}
+	if c.profile == "" {
+		c.profile = env.Getenv("BUB_PROFILE")
+	}
+	if c.profile == "" {
+		c.profile = config.DefaultProfile
+	}
+	if _, ok := cfg.Profiles[c.profile]; !ok {
+		return nil, &usageError{fmt.Sprintf("unknown profile %q (defined: %v)", c.profile, cfg.ProfileNames())}
+	}
+	ws := c.workspace
+	if ws != "" {
+		if ws, err = filepath.Abs(ws); err != nil {
+			return nil, err
+		}
+	}
+	opts := &host.Options{Config: cfg, Home: home, Workspace: ws, Getenv: env.Getenv, Logger: env.Logger}
+	for _, setup := range hostSetups {
+		if err := setup(ctx, env, opts); err != nil {
+			return nil, err
+		}
+	}
+	return host.New(opts)
+}
+
+// hostSetups let feature packages wired into the CLI (code mode, the agent)
+// adjust the host options; each is added by an init() in this package.
+var hostSetups []func(ctx context.Context, env *Env, o *host.Options) error

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+
+	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/providers"
+)
+
+func init() {
+	var (
+		c        common
+		addr     string
+		insecure bool
+	)
+	register(&Command{
+		Name:  "serve",
+		Usage: "[--http ADDR] [--profile NAME] [--config FILE]",
+		Short: "serve the tools over MCP: stdio (default) or streamable HTTP at /mcp",
+		Flags: func(fs *flag.FlagSet) {
+			c.flags(fs)
+			fs.StringVar(&addr, "http", "", "serve streamable HTTP on ADDR (e.g. 127.0.0.1:8080) instead of stdio")
+			fs.BoolVar(&insecure, "insecure", false, "allow a non-loopback bind without any auth token")
+		},
+		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			if len(args) > 0 {
+				return &usageError{"unexpected arguments"}
+			}
+			return serve(ctx, env, &c, addr, insecure)
+		},
+	})
+}
+
+func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool) error {
+	h, err := newHost(ctx, env, c)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := h.Close(); err != nil {
+			env.Logger.Warn("host.close", "error", err)
+		}
+	}()
+	cfg := h.Config()
+	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: h, Registry: h.Registry(), Extensions: mcpserver.DefaultExtensions(), Logger: env.Logger})
+	if err != nil {
+		return err
+	}
+	grace := cfg.Server.ShutdownGrace.Duration
+	if addr == "" {
+		env.Logger.Info("mcp.stdio.start", "profile", c.profile, "tools", len(h.Registry().Tools()))
+		return srv.ServeStdio(ctx, env.Stdin, env.Stdout, providers.Connection{Profile: c.profile}, grace)
+	}
+	loopback := mcpserver.IsLoopback(addr)
+	tokens := make([]mcpserver.Token, len(cfg.Auth.Tokens))
+	for i, t := range cfg.Auth.Tokens {
+		tokens[i] = mcpserver.Token{Name: t.Name, SHA256: t.SHA256, Profile: t.Profile}
+	}
+	if !loopback && len(tokens) == 0 && !insecure {
+		return errors.New("refusing to serve " + addr + " without auth: configure [[auth.tokens]] in bub.toml, bind 127.0.0.1, or pass --insecure")
+	}
+	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{
+		DefaultProfile: c.profile,
+		Profiles:       cfg.ProfileNames(),
+		Tokens:         tokens,
+		CheckHosts:     loopback,
+		AllowedHosts:   cfg.Server.AllowedHosts,
+		SessionIdleTTL: cfg.Server.SessionIdleTTL.Duration,
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	env.Logger.Info("mcp.http.start", "url", "http://"+ln.Addr().String()+"/mcp", "profiles", cfg.ProfileNames(), "auth", len(tokens) > 0)
+	return srv.ServeHTTP(ctx, ln, handler, closeSessions, grace)
+}

@@ -1,0 +1,337 @@
+// Package host is the application core shared by the MCP server, the agent
+// loop and `bub-mcp call`: it turns a Connection into a session (tape,
+// settings, spill storage), an Environment and a View, and runs calls
+// through one Executor with the builtin hooks (spill, audit trail).
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/bubbuild/bub-mcp/sessions"
+)
+
+// Options configure a Host. Zero values are documented per field.
+type Options struct {
+	// Config is required (config.Default() for zero configuration).
+	Config *config.Config
+	// Registry holds the tools; default registry.Default.
+	Registry *registry.Registry
+	// Home is $BUB_HOME; default sessions.DefaultHome().
+	Home string
+	// Workspace is used by profiles without one; default the current
+	// directory.
+	Workspace string
+	// Environments provides a session's Environment; default a
+	// LocalEnvironment per (session, workspace) with the profile's
+	// confinement.
+	Environments environment.Factory
+	// Providers run after the profile scope.
+	Providers []providers.Provider
+	// CodeMode splits views for code mode (codemode.Provider); nil means
+	// no code mode.
+	CodeMode providers.CodeModeFunc
+	// SpillThreshold overrides config and BUB_SPILL_THRESHOLD when non-nil.
+	SpillThreshold *int
+	// Getenv reads environment variables; default os.Getenv.
+	Getenv func(string) string
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Host wires sessions, environments, views and the executor together. It is
+// safe for concurrent use.
+type Host struct {
+	cfg       *config.Config
+	reg       *registry.Registry
+	store     *sessions.Store
+	exec      *registry.Executor
+	chain     *providers.Chain
+	factory   environment.Factory
+	workspace string
+	log       *slog.Logger
+	runs      atomic.Uint64
+
+	mu     sync.Mutex
+	envs   map[string]environment.Environment
+	closed bool
+}
+
+// New opens the session store and builds the executor and view chain.
+func New(opts *Options) (*Host, error) {
+	if opts == nil || opts.Config == nil {
+		return nil, errors.New("host: Options.Config is required")
+	}
+	o := *opts
+	if o.Registry == nil {
+		o.Registry = registry.Default
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Home == "" {
+		home, err := sessions.DefaultHome()
+		if err != nil {
+			return nil, fmt.Errorf("host: %w", err)
+		}
+		o.Home = home
+	}
+	if o.Workspace == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("host: workspace: %w", err)
+		}
+		o.Workspace = wd
+	}
+	store, err := sessions.Open(o.Home, &sessions.Options{CommitInterval: o.Config.Server.AuditCommitInterval.Duration, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	h := &Host{cfg: o.Config, reg: o.Registry, store: store, workspace: o.Workspace, log: o.Logger, envs: map[string]environment.Environment{}}
+	h.factory = o.Environments
+	threshold := 4096
+	if v := o.Getenv("BUB_SPILL_THRESHOLD"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			store.Close()
+			return nil, fmt.Errorf("host: BUB_SPILL_THRESHOLD=%q: want a whole number >= 0", v)
+		}
+		threshold = n
+	}
+	if o.Config.Tools.SpillThreshold != nil {
+		threshold = *o.Config.Tools.SpillThreshold
+	}
+	if o.SpillThreshold != nil {
+		threshold = *o.SpillThreshold
+	}
+	h.exec = registry.NewExecutor(o.Registry, &registry.ExecutorOptions{
+		MaxConcurrency: o.Config.Tools.MaxConcurrency,
+		Hooks:          []registry.Hooks{registry.SpillHook(threshold, spiller{}, o.Logger)},
+		Logger:         o.Logger,
+	})
+	provs := append([]providers.Provider{providers.ScopeProvider(h.scope)}, o.Providers...)
+	h.chain = providers.NewChain(o.Registry, &providers.ChainOptions{Providers: provs, CodeMode: o.CodeMode})
+	return h, nil
+}
+
+// Config returns the configuration the host runs with.
+func (h *Host) Config() *config.Config { return h.cfg }
+
+// Registry returns the tool registry.
+func (h *Host) Registry() *registry.Registry { return h.reg }
+
+// Executor returns the model-facing executor (rendering on).
+func (h *Host) Executor() *registry.Executor { return h.exec }
+
+// Store returns the session store.
+func (h *Host) Store() *sessions.Store { return h.store }
+
+func (h *Host) scope(conn *providers.Connection) providers.Scope {
+	if p, ok := h.cfg.Profiles[conn.Profile]; ok {
+		return p.Scope()
+	}
+	return providers.Scope{Allow: []string{"\x00none"}} // unknown profile: nothing
+}
+
+// Profile returns a profile by name.
+func (h *Host) Profile(name string) (*config.Profile, error) {
+	if name == "" {
+		name = config.DefaultProfile
+	}
+	p, ok := h.cfg.Profiles[name]
+	if !ok {
+		return nil, fmt.Errorf("host: unknown profile %q (defined: %v)", name, h.cfg.ProfileNames())
+	}
+	return p, nil
+}
+
+// Resolve fills in a connection's session key, workspace and code-mode
+// setting from its profile and the session's persisted settings.
+func (h *Host) Resolve(ctx context.Context, conn *providers.Connection) error {
+	p, err := h.Profile(conn.Profile)
+	if err != nil {
+		return err
+	}
+	conn.Profile = p.Name
+	if conn.SessionKey == "" {
+		conn.SessionKey = p.SessionKey()
+	}
+	if conn.Workspace == "" {
+		conn.Workspace = p.Workspace
+		if conn.Workspace == "" {
+			conn.Workspace = h.workspace
+		}
+	}
+	sess, err := h.store.Session(conn.Workspace, conn.SessionKey)
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	conn.CodeMode = p.CodeMode
+	if cm := sess.Settings().CodeMode; cm != nil {
+		conn.CodeMode = *cm
+	}
+	return nil
+}
+
+// View returns the connection's View (resolve it first).
+func (h *Host) View(ctx context.Context, conn *providers.Connection) (*providers.View, error) {
+	return h.chain.View(ctx, conn)
+}
+
+// Session returns the resolved connection's session.
+func (h *Host) Session(conn *providers.Connection) (*sessions.Session, error) {
+	return h.store.Session(conn.Workspace, conn.SessionKey)
+}
+
+// Environment returns the session's Environment, creating it on first use.
+func (h *Host) Environment(ctx context.Context, conn *providers.Connection) (environment.Environment, error) {
+	key := conn.SessionKey + "\x00" + conn.Workspace + "\x00" + conn.Profile
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, environment.ErrClosed
+	}
+	if env, ok := h.envs[key]; ok {
+		return env, nil
+	}
+	factory := h.factory
+	if factory == nil {
+		p, _ := h.Profile(conn.Profile)
+		opts := environment.LocalOptions{Workspace: conn.Workspace, Python: h.cfg.CodeMode.Python}
+		if p != nil {
+			opts.Confine = p.Confine
+		}
+		opts.AllowPaths = []string{h.store.Home()} // code-mode stubs live under $BUB_HOME
+		factory = environment.LocalFactory(opts)
+	}
+	env, err := factory(ctx, conn.SessionKey, conn.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("host: environment for session %q: %w", conn.SessionKey, err)
+	}
+	h.envs[key] = env
+	return env, nil
+}
+
+// Call runs one call for a resolved connection: the session and its
+// Environment are attached to the call, and the call and its result are
+// appended to the session's tape as an audit trail (group-committed, off
+// the hot path).
+func (h *Host) Call(ctx context.Context, conn *providers.Connection, tool *registry.Tool, args json.RawMessage, peer registry.Peer) registry.Result {
+	return h.call(ctx, conn, tool, registry.Call{Tool: tool.Name, Args: args}, peer)
+}
+
+func (h *Host) call(ctx context.Context, conn *providers.Connection, tool *registry.Tool, c registry.Call, peer registry.Peer) registry.Result {
+	sess, err := h.Session(conn)
+	if err != nil {
+		return registry.Result{Tool: tool.Name, Err: registry.AsError(err, registry.KindConfig)}
+	}
+	env, err := h.Environment(ctx, conn)
+	if err != nil {
+		return registry.Result{Tool: tool.Name, Err: registry.AsError(err, registry.KindConfig)}
+	}
+	runID := conn.Transport + "-" + strconv.FormatUint(h.runs.Add(1), 10)
+	c.Context = &registry.ToolContext{SessionID: conn.SessionKey, RunID: runID, Env: env, Peer: peer}
+	ctx = sessions.NewContext(ctx, sess)
+	ctx = WithConnection(ctx, conn)
+	meta := map[string]any{"run_id": runID, "transport": conn.Transport, "profile": conn.Profile}
+	if conn.Principal != "" {
+		meta["principal"] = conn.Principal
+	}
+	if conn.ClientName != "" {
+		meta["client"] = conn.ClientName + "/" + conn.ClientVersion
+	}
+	tape := sess.Tape()
+	var rawArgs any = json.RawMessage(c.Args)
+	if len(c.Args) == 0 {
+		rawArgs = map[string]any{}
+	}
+	callID := runID
+	if _, err := tape.AppendAsync(sessions.KindToolCall, map[string]any{"calls": []any{map[string]any{
+		"id": callID, "type": "function", "function": map[string]any{"name": tool.ModelName(), "arguments": rawArgs},
+	}}}, meta); err != nil {
+		h.log.WarnContext(ctx, "host.audit.failed", "error", err)
+	}
+	res := h.exec.CallTool(ctx, tool, c)
+	result := map[string]any{"call_id": callID, "output": res.Output(), "status": "ok", "elapsed_ms": res.Duration.Milliseconds()}
+	if res.Err != nil {
+		result["status"] = "error"
+	}
+	if _, err := tape.AppendAsync(sessions.KindToolResult, map[string]any{"results": []any{result}}, meta); err != nil {
+		h.log.WarnContext(ctx, "host.audit.failed", "error", err)
+	}
+	return res
+}
+
+// CallCommand runs a tool a human named (comma command, `bub-mcp call`):
+// by runtime name, outside any View, with lax coercion, as Bub's commands
+// do. It is recorded on the tape like any call.
+func (h *Host) CallCommand(ctx context.Context, conn *providers.Connection, name string, args json.RawMessage, peer registry.Peer) registry.Result {
+	tool, err := h.reg.Lookup(name)
+	if err != nil {
+		return registry.Result{Tool: name, Err: registry.AsError(err, registry.KindNotFound)}
+	}
+	return h.call(ctx, conn, tool, registry.Call{Tool: tool.Name, Args: args, Lax: true}, peer)
+}
+
+// Close ends every Environment (killing their processes) and flushes the
+// tapes.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	envs := h.envs
+	h.envs = map[string]environment.Environment{}
+	h.mu.Unlock()
+	var errs []error
+	for _, env := range envs {
+		if err := env.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := h.store.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// spiller stores oversized outputs in the call's session.
+type spiller struct{}
+
+func (spiller) Spill(ctx context.Context, tc *registry.ToolContext, tool, text string) (string, error) {
+	sess, ok := sessions.FromContext(ctx)
+	if !ok {
+		return sessions.FormatSpillFailure(text), sessions.ErrNoSpillSidecar
+	}
+	ref, err := sess.Spill(tool, text)
+	if err != nil {
+		return sessions.FormatSpillFailure(text), err
+	}
+	return sessions.FormatSpillReference(ref, text), nil
+}
+
+type connKey struct{}
+
+// WithConnection attaches the resolved connection to a call's context, for
+// tools that act on the session itself (code mode, tape).
+func WithConnection(ctx context.Context, conn *providers.Connection) context.Context {
+	return context.WithValue(ctx, connKey{}, conn)
+}
+
+// ConnectionFrom returns the connection a call runs for.
+func ConnectionFrom(ctx context.Context) (*providers.Connection, bool) {
+	c, ok := ctx.Value(connKey{}).(*providers.Connection)
+	return c, ok
+}

@@ -1,0 +1,268 @@
+// Package conformance registers the fixtures the official MCP conformance
+// suite expects (tools, resources, prompts, completions), plus an `echo`
+// tool for benchmarks against other servers. It is an ordinary bub-mcp
+// plugin: it registers in init() and is compiled into a binary by a blank
+// import (see cmd/bub-mcp-conformance), which is also the proof that the
+// plugin mechanism works end to end.
+package conformance
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// A 1×1 PNG and a tiny WAV file, base64.
+const (
+	pngB64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+	wavB64 = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+)
+
+func mustDecode(s string) []byte {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+var (
+	pngData = mustDecode(pngB64)
+	wavData = mustDecode(wavB64)
+)
+
+type none struct{}
+
+// EchoArgs is the echo tool's input.
+type EchoArgs struct {
+	Message string `json:"message" jsonschema:"description=Text to echo back"`
+}
+
+func noArgs(name, desc string, fn func(ctx context.Context, tc *registry.ToolContext) (any, error), opts ...registry.Option) *registry.Tool {
+	return registry.MustNewTool(name, desc, func(ctx context.Context, tc *registry.ToolContext, _ none) (any, error) {
+		return fn(ctx, tc)
+	}, append([]registry.Option{registry.WithAnnotations(registry.Annotations{ReadOnly: true, Idempotent: true})}, opts...)...)
+}
+
+// json2020 is the schema the json-schema-2020-12 scenario wants back
+// verbatim.
+const json2020 = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"},"contactMethod":{"type":"string","enum":["phone","email"]},"phone":{"type":"string"},"email":{"type":"string"}},"allOf":[{"anyOf":[{"required":["phone"]},{"required":["email"]}]}],"if":{"properties":{"contactMethod":{"const":"phone"}},"required":["contactMethod"]},"then":{"required":["phone"]},"else":{"required":["email"]},"additionalProperties":false}`
+
+func init() {
+	registry.MustRegister(registry.MustNewTool("echo", "Echo a message back (for benchmarks).",
+		func(ctx context.Context, tc *registry.ToolContext, in EchoArgs) (string, error) {
+			return "Echo: " + in.Message, nil
+		}, registry.WithAnnotations(registry.Annotations{ReadOnly: true, Idempotent: true})))
+
+	registry.MustRegister(noArgs("test_simple_text", "Returns a simple text response.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		return "This is a simple text response for testing.", nil
+	}))
+	registry.MustRegister(noArgs("test_image_content", "Returns an image.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		return registry.Contents{{Type: "image", Data: pngData, MIMEType: "image/png"}}, nil
+	}))
+	registry.MustRegister(noArgs("test_audio_content", "Returns audio.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		return registry.Contents{{Type: "audio", Data: wavData, MIMEType: "audio/wav"}}, nil
+	}))
+	registry.MustRegister(noArgs("test_embedded_resource", "Returns an embedded resource.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		return registry.Contents{{Type: "resource", URI: "test://embedded-resource", MIMEType: "text/plain", Text: "This is an embedded resource content."}}, nil
+	}))
+	registry.MustRegister(noArgs("test_multiple_content_types", "Returns text, an image and a resource.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		return registry.Contents{
+			{Type: "text", Text: "Multiple content types test:"},
+			{Type: "image", Data: pngData, MIMEType: "image/png"},
+			{Type: "resource", URI: "test://mixed-content-resource", MIMEType: "application/json", Text: `{"test":"data","value":123}`},
+		}, nil
+	}))
+	registry.MustRegister(noArgs("test_tool_with_logging", "Sends three log messages while it runs.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		for i, msg := range []string{"Tool execution started", "Tool processing data", "Tool execution completed"} {
+			if i > 0 {
+				if err := sleep(ctx, 50*time.Millisecond); err != nil {
+					return nil, err
+				}
+			}
+			tc.Log(ctx, slog.LevelInfo, "conformance", msg)
+		}
+		return "Logging test completed", nil
+	}))
+	registry.MustRegister(noArgs("test_error_handling", "Always fails (tests error reporting).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		return nil, registry.NewError(registry.KindTool, "This tool intentionally returns an error for testing", nil)
+	}))
+	registry.MustRegister(noArgs("test_tool_with_progress", "Reports progress 0, 50 and 100 of 100.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		for i, p := range []float64{0, 50, 100} {
+			if i > 0 {
+				if err := sleep(ctx, 50*time.Millisecond); err != nil {
+					return nil, err
+				}
+			}
+			tc.Progress(ctx, p, 100, fmt.Sprintf("Progress %.0f%%", p))
+		}
+		return "Progress test completed", nil
+	}))
+	registry.MustRegister(registry.MustNewTool("test_sampling", "Asks the client's model to answer a prompt.",
+		func(ctx context.Context, tc *registry.ToolContext, in struct {
+			Prompt string `json:"prompt" jsonschema:"description=The prompt to send to the client's model"`
+		}) (string, error) {
+			res, err := tc.Sample(ctx, registry.SampleRequest{Messages: []registry.SampleMessage{{Role: "user", Text: in.Prompt}}, MaxTokens: 100})
+			if err != nil {
+				return "", err
+			}
+			return "LLM response: " + res.Text, nil
+		}))
+	registry.MustRegister(registry.MustNewTool("test_elicitation", "Asks the user for a username and email.",
+		func(ctx context.Context, tc *registry.ToolContext, in struct {
+			Message string `json:"message" jsonschema:"description=The message shown to the user"`
+		}) (string, error) {
+			return elicit(ctx, tc, in.Message, `{"type":"object","properties":{"username":{"type":"string","description":"User's response"},"email":{"type":"string","description":"User's email address"}},"required":["username","email"]}`)
+		}))
+	registry.MustRegister(noArgs("test_elicitation_sep1034_defaults", "Elicits fields with default values (SEP-1034).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		return elicit(ctx, tc, "Please review and update the form fields with defaults",
+			`{"type":"object","properties":{"name":{"type":"string","description":"User name","default":"John Doe"},"age":{"type":"integer","description":"User age","default":30},"score":{"type":"number","description":"User score","default":95.5},"status":{"type":"string","description":"User status","enum":["active","inactive","pending"],"default":"active"},"verified":{"type":"boolean","description":"Verification status","default":true}},"required":[]}`)
+	}))
+	registry.MustRegister(noArgs("test_elicitation_sep1330_enums", "Elicits every enum form (SEP-1330).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		return elicit(ctx, tc, "Please select options from the enum fields",
+			`{"type":"object","properties":{`+
+				`"untitledSingle":{"type":"string","description":"Select one option","enum":["option1","option2","option3"]},`+
+				`"titledSingle":{"type":"string","description":"Select one option with titles","oneOf":[{"const":"value1","title":"First Option"},{"const":"value2","title":"Second Option"},{"const":"value3","title":"Third Option"}]},`+
+				`"legacyEnum":{"type":"string","description":"Select one option (legacy)","enum":["opt1","opt2","opt3"],"enumNames":["Option One","Option Two","Option Three"]},`+
+				`"untitledMulti":{"type":"array","description":"Select multiple options","minItems":1,"maxItems":3,"items":{"type":"string","enum":["option1","option2","option3"]}},`+
+				`"titledMulti":{"type":"array","description":"Select multiple options with titles","minItems":1,"maxItems":3,"items":{"anyOf":[{"const":"value1","title":"First Choice"},{"const":"value2","title":"Second Choice"},{"const":"value3","title":"Third Choice"}]}}`+
+				`},"required":[]}`)
+	}))
+	registry.MustRegister(mustRaw("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", json2020, func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		return "JSON Schema 2020-12 tool called with: " + string(args), nil
+	}))
+	registry.MustRegister(noArgs("test_reconnection", "Closes its SSE stream mid-call; the result arrives on a resumed GET (SEP-1699).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		if !mcpserver.CloseStream(ctx) {
+			return "Reconnection test completed (this transport cannot close the stream)", nil
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return nil, err
+		}
+		return "Reconnection test completed successfully", nil
+	}))
+
+	mcpserver.RegisterExtension(mcpserver.Extension{
+		Options: []server.ServerOption{
+			server.WithResourceCapabilities(true, false),
+			server.WithPromptCapabilities(false),
+			server.WithCompletions(),
+			server.WithPromptCompletionProvider(completions{}),
+		},
+		Setup: setup,
+	})
+}
+
+func mustRaw(name, desc, schema string, h registry.Handler) *registry.Tool {
+	t, err := registry.NewRawTool(name, desc, json.RawMessage(schema), h, registry.WithAnnotations(registry.Annotations{ReadOnly: true, Idempotent: true}))
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func elicit(ctx context.Context, tc *registry.ToolContext, message, schema string) (string, error) {
+	res, err := tc.Elicit(ctx, registry.ElicitRequest{Message: message, Schema: json.RawMessage(schema)})
+	if err != nil {
+		return "", err
+	}
+	content, _ := json.Marshal(res.Content)
+	return fmt.Sprintf("User response: action=%s, content=%s", res.Action, content), nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// setup registers the resources and prompts.
+func setup(s *server.MCPServer) {
+	s.AddResource(mcp.NewResource("test://static-text", "Static Text Resource", mcp.WithResourceDescription("A static text resource for testing"), mcp.WithMIMEType("text/plain")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: "test://static-text", MIMEType: "text/plain", Text: "This is the content of the static text resource."}}, nil
+		})
+	s.AddResource(mcp.NewResource("test://static-binary", "Static Binary Resource", mcp.WithResourceDescription("A static binary resource (PNG) for testing"), mcp.WithMIMEType("image/png")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.BlobResourceContents{URI: "test://static-binary", MIMEType: "image/png", Blob: pngB64}}, nil
+		})
+	s.AddResource(mcp.NewResource("test://watched-resource", "Watched Resource", mcp.WithResourceDescription("A resource clients can subscribe to"), mcp.WithMIMEType("text/plain")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: "test://watched-resource", MIMEType: "text/plain", Text: "Watched resource content."}}, nil
+		})
+	s.AddResourceTemplate(mcp.NewResourceTemplate("test://template/{id}/data", "Template Resource", mcp.WithTemplateDescription("A resource template with an id parameter"), mcp.WithTemplateMIMEType("application/json")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			id := "unknown"
+			if v, ok := req.Params.Arguments["id"]; ok {
+				switch x := v.(type) {
+				case []string:
+					if len(x) > 0 {
+						id = x[0]
+					}
+				default:
+					id = fmt.Sprint(x)
+				}
+			}
+			b, _ := json.Marshal(map[string]any{"id": id, "templateTest": true, "data": "Data for ID: " + id})
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
+		})
+
+	s.AddPrompt(mcp.NewPrompt("test_simple_prompt", mcp.WithPromptDescription("A simple prompt without arguments")),
+		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return mcp.NewGetPromptResult("A simple prompt", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("This is a simple prompt for testing."))}), nil
+		})
+	s.AddPrompt(mcp.NewPrompt("test_prompt_with_arguments", mcp.WithPromptDescription("A prompt with two required arguments"),
+		mcp.WithArgument("arg1", mcp.ArgumentDescription("First test argument"), mcp.RequiredArgument()),
+		mcp.WithArgument("arg2", mcp.ArgumentDescription("Second test argument"), mcp.RequiredArgument())),
+		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			a1, a2 := req.Params.Arguments["arg1"], req.Params.Arguments["arg2"]
+			return mcp.NewGetPromptResult("A prompt with arguments", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser,
+				mcp.NewTextContent(fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", a1, a2)))}), nil
+		})
+	s.AddPrompt(mcp.NewPrompt("test_prompt_with_embedded_resource", mcp.WithPromptDescription("A prompt that embeds a resource"),
+		mcp.WithArgument("resourceUri", mcp.ArgumentDescription("URI of the resource to embed"), mcp.RequiredArgument())),
+		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			uri := req.Params.Arguments["resourceUri"]
+			return mcp.NewGetPromptResult("A prompt with an embedded resource", []mcp.PromptMessage{
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: uri, MIMEType: "text/plain", Text: "Embedded resource content for testing."})),
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Please process the embedded resource above.")),
+			}), nil
+		})
+	s.AddPrompt(mcp.NewPrompt("test_prompt_with_image", mcp.WithPromptDescription("A prompt with an image")),
+		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return mcp.NewGetPromptResult("A prompt with an image", []mcp.PromptMessage{
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewImageContent(pngB64, "image/png")),
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Please analyze the image above.")),
+			}), nil
+		})
+}
+
+// completions completes test_prompt_with_arguments' arguments from a small
+// vocabulary, by prefix.
+type completions struct{}
+
+func (completions) CompletePromptArgument(ctx context.Context, prompt string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
+	words := []string{"paris", "park", "party", "test", "testValue1", "testValue2"}
+	var out []string
+	for _, w := range words {
+		if len(arg.Value) <= len(w) && w[:len(arg.Value)] == arg.Value {
+			out = append(out, w)
+		}
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return &mcp.Completion{Values: out, Total: len(out)}, nil
+}

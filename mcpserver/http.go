@@ -1,0 +1,240 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// Token maps a bearer token, known only by its SHA-256, to a principal and
+// the profile it may use.
+type Token struct {
+	Name    string
+	SHA256  string // lower-case hex
+	Profile string
+}
+
+// HTTPOptions configure the HTTP transport.
+type HTTPOptions struct {
+	// DefaultProfile serves /mcp when no token names a profile.
+	DefaultProfile string
+	// Profiles are the names /mcp/p/<name> accepts.
+	Profiles []string
+	// Tokens, when non-empty, make a valid bearer token mandatory.
+	Tokens []Token
+	// CheckHosts enables the Host/Origin check against DNS rebinding;
+	// callers turn it on for loopback binds.
+	CheckHosts bool
+	// AllowedHosts extends the loopback host names the check accepts.
+	AllowedHosts []string
+	// SessionIdleTTL expires idle 2025-protocol sessions; default 30m.
+	SessionIdleTTL time.Duration
+}
+
+// modernProtocol is the sessionless protocol version, which removed stream
+// resumption.
+const modernProtocol = "2026-07-28"
+
+type httpConn struct {
+	profile   string
+	principal string
+}
+
+type httpConnKey struct{}
+
+// Handler returns the HTTP handler: /mcp and /mcp/p/<profile> speak
+// streamable HTTP (both protocol eras); /healthz answers "ok". The returned
+// shutdown function closes MCP sessions (their SSE streams would otherwise
+// keep connections busy forever).
+func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
+	if o.DefaultProfile == "" {
+		o.DefaultProfile = "default"
+	}
+	if o.SessionIdleTTL <= 0 {
+		o.SessionIdleTTL = 30 * time.Minute
+	}
+	streamable := server.NewStreamableHTTPServer(s.mcp,
+		server.WithStateful(true),
+		server.WithSessionIdleTTL(o.SessionIdleTTL),
+		// Without an event store mcp-go can drop the last notifications of
+		// a call (mcp-go PR #969); the store also enables Last-Event-ID
+		// replay after a reconnect.
+		server.WithEventStore(server.NewInMemoryEventStore()),
+		// Host/Origin checks are ours (below), configurable per bind.
+		server.WithDisableLocalhostProtection(true),
+		server.WithStreamableHTTPLogger(s.log),
+		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			hc, _ := r.Context().Value(httpConnKey{}).(httpConn)
+			return withConnection(ctx, providers.Connection{Transport: "http", Profile: hc.profile, Principal: hc.principal})
+		}),
+	)
+	profiles := map[string]bool{}
+	for _, p := range o.Profiles {
+		profiles[p] = true
+	}
+	mcpHandler := func(profileFromPath string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hc := httpConn{profile: o.DefaultProfile}
+			if len(o.Tokens) > 0 {
+				tok, ok := authenticate(r, o.Tokens)
+				if !ok {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="bub-mcp"`)
+					http.Error(w, "unauthorized: a valid bearer token is required", http.StatusUnauthorized)
+					return
+				}
+				hc.principal, hc.profile = tok.Name, tok.Profile
+			}
+			if profileFromPath != "" {
+				name := r.PathValue("profile")
+				if !profiles[name] {
+					http.Error(w, fmt.Sprintf("unknown profile %q", name), http.StatusNotFound)
+					return
+				}
+				if hc.principal != "" && name != hc.profile {
+					http.Error(w, fmt.Sprintf("forbidden: token %q is not valid for profile %q", hc.principal, name), http.StatusForbidden)
+					return
+				}
+				hc.profile = name
+			}
+			r = r.WithContext(context.WithValue(r.Context(), httpConnKey{}, hc))
+			sid := r.Header.Get("Mcp-Session-Id")
+			if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") == "" && sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol {
+				s.parking.serveGET(streamable, w, r, sid)
+				return
+			}
+			if r.Method == http.MethodDelete && sid != "" {
+				defer s.parking.forget(sid)
+			}
+			if r.Method == http.MethodPost {
+				resumable := r.Header.Get("Mcp-Session-Id") != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
+				servePollable(streamable, w, r, resumable)
+				return
+			}
+			streamable.ServeHTTP(w, r)
+		})
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpHandler(""))
+	mux.Handle("/mcp/p/{profile}", mcpHandler("profile"))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	var h http.Handler = mux
+	if o.CheckHosts {
+		h = hostCheck(h, o.AllowedHosts)
+	}
+	return h, func(ctx context.Context) { streamable.CloseSessions(ctx) }
+}
+
+// authenticate finds the token a request carries. Hashes are compared in
+// constant time.
+func authenticate(r *http.Request, tokens []Token) (Token, bool) {
+	auth := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return Token{}, false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	got := []byte(hex.EncodeToString(sum[:]))
+	for _, t := range tokens {
+		if subtle.ConstantTimeCompare(got, []byte(strings.ToLower(t.SHA256))) == 1 {
+			return t, true
+		}
+	}
+	return Token{}, false
+}
+
+// hostCheck refuses requests whose Host or Origin is not a loopback name:
+// a web page on another origin that resolves its name to 127.0.0.1 (DNS
+// rebinding) must not reach a local server's tools.
+func hostCheck(next http.Handler, extra []string) http.Handler {
+	allowed := map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
+	for _, h := range extra {
+		allowed[strings.ToLower(h)] = true
+	}
+	ok := func(host string) bool {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.ToLower(strings.Trim(host, "[]"))
+		return allowed[host] || strings.HasSuffix(host, ".localhost")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ok(r.Host) {
+			http.Error(w, "forbidden: Host is not a local name (DNS rebinding protection)", http.StatusForbidden)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
+			u, err := url.Parse(origin)
+			if err != nil || !ok(u.Host) {
+				http.Error(w, "forbidden: Origin is not a local origin (DNS rebinding protection)", http.StatusForbidden)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// IsLoopback reports whether a listen address binds only loopback
+// interfaces.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// ServeHTTP serves h on ln until ctx ends, then shuts down gracefully: stop
+// accepting, let in-flight calls finish within grace, then cancel them (the
+// handlers' contexts end, which kills their processes).
+func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, closeSessions func(context.Context), grace time.Duration) error {
+	hard, cancelHard := context.WithCancel(context.Background())
+	defer cancelHard()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return hard },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("mcp.http.shutdown", "grace", grace)
+	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	go func() { _ = srv.Shutdown(context.Background()) }() // stop accepting now
+	if !s.waitCalls(graceCtx) {
+		s.log.Warn("mcp.http.shutdown.cancelling", "reason", "grace period over")
+	}
+	cancelHard()
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancelClose()
+	if closeSessions != nil {
+		closeSessions(closeCtx)
+	}
+	_ = srv.Close()
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package mcpserver
+
+import (
+	"net/http"
+	"sync"
+)
+
+// Why the standalone GET stream is parked.
+//
+// mcp-go (v1.2.1, with an event store) starts a session-wide pump on the
+// first GET stream. That pump and every in-flight POST read the same
+// notification queue, so a call's progress or log notifications may leave on
+// the GET stream and reach the client after the call's result — clients then
+// drop them — or be recorded while no GET is attached and never arrive. Yet
+// sampling requests travel only through that pump.
+//
+// So a GET stream is accepted and held open idle ("parked"): the client has
+// its stream, mcp-go has no pump, and every notification rides the POST of
+// the call that sent it. The first time a tool in the session asks for
+// sampling, the parked connection is handed to mcp-go, which starts its
+// pump; from then on that session behaves as mcp-go does.
+type parking struct {
+	mu     sync.Mutex
+	byID   map[string]*parkedGET
+	handed map[string]chan struct{} // closed once mcp-go serves the session's GET stream
+}
+
+type parkedGET struct {
+	once   sync.Once
+	unpark chan struct{}
+}
+
+func newParking() *parking {
+	return &parking{byID: map[string]*parkedGET{}, handed: map[string]chan struct{}{}}
+}
+
+// serveGET serves a standalone GET stream: parked, or through mcp-go once
+// the session needs it.
+func (p *parking) serveGET(h http.Handler, w http.ResponseWriter, r *http.Request, sessionID string) {
+	ready, handed := p.readyChan(sessionID)
+	if !handed {
+		if !p.park(w, r, sessionID) {
+			return
+		}
+		ready, _ = p.readyChan(sessionID)
+		w = sentHeaders{w}
+	}
+	// mcp-go attaches the connection to its listening stream before its
+	// first flush, so that flush says the stream is ready for requests.
+	h.ServeHTTP(&readyWriter{ResponseWriter: w, ready: ready}, r)
+}
+
+func (p *parking) readyChan(sessionID string) (chan struct{}, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ch, ok := p.handed[sessionID]
+	return ch, ok
+}
+
+// park holds a GET stream open until the client leaves or the session
+// needs the real stream. It returns true when the caller must now serve the
+// request through mcp-go (headers have already been sent).
+func (p *parking) park(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+	p.mu.Lock()
+	if _, ok := p.handed[sessionID]; ok {
+		p.mu.Unlock()
+		return true
+	}
+	pg := &parkedGET{unpark: make(chan struct{})}
+	if old := p.byID[sessionID]; old != nil {
+		old.once.Do(func() {}) // superseded: the old one just waits for its client to go
+	}
+	p.byID[sessionID] = pg
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		if p.byID[sessionID] == pg {
+			delete(p.byID, sessionID)
+		}
+		p.mu.Unlock()
+	}()
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	select {
+	case <-r.Context().Done():
+		return false
+	case <-pg.unpark:
+		return true
+	}
+}
+
+// handOver gives the session's parked GET (if any) to mcp-go and makes
+// future GETs of the session go there directly. The returned channel is
+// closed once mcp-go serves the session's GET stream; a request queued
+// before that could be recorded but never sent (mcp-go's pump starts before
+// it attaches the connection).
+func (p *parking) handOver(sessionID string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ready, ok := p.handed[sessionID]
+	if !ok {
+		ready = make(chan struct{})
+		p.handed[sessionID] = ready
+	}
+	if pg := p.byID[sessionID]; pg != nil {
+		pg.once.Do(func() { close(pg.unpark) })
+	}
+	return ready
+}
+
+// forget drops a terminated session's state.
+func (p *parking) forget(sessionID string) {
+	p.mu.Lock()
+	delete(p.handed, sessionID)
+	p.mu.Unlock()
+}
+
+// readyWriter closes ready on the first flush.
+type readyWriter struct {
+	http.ResponseWriter
+	ready chan struct{}
+	once  sync.Once
+}
+
+func (rw *readyWriter) Flush() {
+	if f, ok := rw.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+	rw.once.Do(func() {
+		defer func() { _ = recover() }() // already closed by an earlier stream
+		close(rw.ready)
+	})
+}
+
+func (rw *readyWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
+// sentHeaders wraps a writer whose status line was already sent, so mcp-go
+// can "start" the SSE response again harmlessly.
+type sentHeaders struct{ http.ResponseWriter }
+
+func (s sentHeaders) WriteHeader(int) {}
+
+func (s sentHeaders) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s sentHeaders) Unwrap() http.ResponseWriter { return s.ResponseWriter }

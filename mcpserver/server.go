@@ -1,0 +1,500 @@
+// Package mcpserver serves a tool registry over the Model Context Protocol,
+// on stdio and streamable HTTP, with mark3labs/mcp-go underneath.
+//
+// Every agent-visible tool is registered with mcp-go once; what a given
+// client may list and call is decided per request by a tool filter that
+// asks the Backend for the connection's View. mcp-go applies that filter to
+// tools/list and again to tools/call, so the View is an access boundary and
+// the same code serves the session-based 2025 protocol and the sessionless
+// 2026-07-28 one.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// Backend is what the server needs from the application: who a connection
+// is, what it sees, and how a call runs. The host package implements it over
+// sessions, environments and the executor; tests may fake it.
+type Backend interface {
+	// Resolve completes a connection the transport identified (profile,
+	// principal) with its session key, workspace and code-mode setting. It
+	// fails for an unknown profile.
+	Resolve(ctx context.Context, conn *providers.Connection) error
+	// View returns the connection's View.
+	View(ctx context.Context, conn *providers.Connection) (*providers.View, error)
+	// Call runs one call of a tool from the connection's View.
+	Call(ctx context.Context, conn *providers.Connection, tool *registry.Tool, args json.RawMessage, peer registry.Peer) registry.Result
+}
+
+// Extension adds protocol features beyond tools (resources, prompts,
+// completions) to the underlying mcp-go server: Options at construction,
+// then Setup.
+type Extension struct {
+	Options []server.ServerOption
+	Setup   func(s *server.MCPServer)
+}
+
+// Options configure a Server. Zero values are documented per field.
+type Options struct {
+	// Name and Version identify the server in initialize; default
+	// "bub-mcp" and "dev".
+	Name, Version string
+	// Backend is required.
+	Backend Backend
+	// Registry supplies every tool any View may contain; default
+	// registry.Default.
+	Registry *registry.Registry
+	// Extensions add resources, prompts and completions.
+	Extensions []Extension
+	// Logger gets server logs; default slog.Default().
+	Logger *slog.Logger
+	// StdioWorkers bounds concurrent tools/call on stdio; default 32.
+	StdioWorkers int
+}
+
+// Server is an MCP server over a Backend.
+type Server struct {
+	mcp     *server.MCPServer
+	backend Backend
+	log     *slog.Logger
+	reg     *registry.Registry
+
+	mcpTools sync.Map // *providers.View → []mcp.Tool
+	parking  *parking
+	inflight sync.WaitGroup
+	calls    atomic.Int64
+	workers  int
+}
+
+type connKey struct{}
+
+// withConnection stores the transport's view of the caller in ctx; handlers
+// resolve it through the Backend.
+func withConnection(ctx context.Context, c providers.Connection) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// New builds a Server. The tool set is taken from the registry now.
+func New(opts *Options) (*Server, error) {
+	if opts == nil || opts.Backend == nil {
+		return nil, errors.New("mcpserver: Options.Backend is required")
+	}
+	o := *opts
+	if o.Name == "" {
+		o.Name = "bub-mcp"
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Registry == nil {
+		o.Registry = registry.Default
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.StdioWorkers <= 0 {
+		o.StdioWorkers = 32
+	}
+	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, workers: o.StdioWorkers, parking: newParking()}
+
+	hooks := &server.Hooks{}
+	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
+		conn := s.connection(ctx, &req.Params.ClientInfo)
+		if v, err := s.view(ctx, conn); err == nil {
+			res.Instructions = v.Instructions
+		}
+	})
+	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
+		conn := s.connection(ctx, nil)
+		if v, err := s.view(ctx, conn); err == nil {
+			res.Instructions = v.Instructions
+		}
+	})
+	serverOpts := []server.ServerOption{
+		server.WithToolCapabilities(false),
+		server.WithLogging(),
+		server.WithRecovery(),
+		server.WithHooks(hooks),
+		server.WithToolFilter(s.filter),
+	}
+	for _, e := range o.Extensions {
+		serverOpts = append(serverOpts, e.Options...)
+	}
+	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
+	s.mcp.EnableSampling()
+	for _, t := range o.Registry.Tools() {
+		if !t.AgentUse() {
+			continue
+		}
+		s.mcp.AddTool(MCPTool(t), s.handle)
+	}
+	for _, e := range o.Extensions {
+		if e.Setup != nil {
+			e.Setup(s.mcp)
+		}
+	}
+	return s, nil
+}
+
+// MCP exposes the underlying mcp-go server (for extensions and tests).
+func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+// connection rebuilds the caller's Connection from ctx and resolves it.
+func (s *Server) connection(ctx context.Context, client *mcp.Implementation) *providers.Connection {
+	c, _ := ctx.Value(connKey{}).(providers.Connection)
+	if client == nil {
+		if sess, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+			info := sess.GetClientInfo()
+			client = &info
+		}
+	}
+	if client != nil {
+		c.ClientName, c.ClientVersion = client.Name, client.Version
+	}
+	return &c
+}
+
+func (s *Server) view(ctx context.Context, conn *providers.Connection) (*providers.View, error) {
+	if err := s.backend.Resolve(ctx, conn); err != nil {
+		return nil, err
+	}
+	return s.backend.View(ctx, conn)
+}
+
+// filter is mcp-go's tool filter: it ignores the global list and returns the
+// connection's View, which mcp-go also uses to gate tools/call.
+func (s *Server) filter(ctx context.Context, _ []mcp.Tool) []mcp.Tool {
+	v, err := s.view(ctx, s.connection(ctx, nil))
+	if err != nil {
+		s.log.WarnContext(ctx, "mcp.view.failed", "error", err)
+		return nil
+	}
+	if cached, ok := s.mcpTools.Load(v); ok {
+		return cached.([]mcp.Tool)
+	}
+	out := make([]mcp.Tool, 0, len(v.Tools))
+	for _, t := range v.Tools {
+		out = append(out, MCPTool(t))
+	}
+	s.mcpTools.Store(v, out)
+	return out
+}
+
+// MCPTool maps a registry tool onto its MCP definition. Every annotation is
+// sent explicitly: absent hints mean "destructive, open world" to clients.
+func MCPTool(t *registry.Tool) mcp.Tool {
+	mt := mcp.NewToolWithRawSchema(t.ModelName(), t.Description, t.InputSchema)
+	if isObjectSchema(t.OutputSchema) {
+		mcp.WithRawOutputSchema(t.OutputSchema)(&mt)
+	}
+	a := t.Annotations
+	mt.Annotations = mcp.ToolAnnotation{
+		Title:           a.Title,
+		ReadOnlyHint:    mcp.ToBoolPtr(a.ReadOnly),
+		DestructiveHint: mcp.ToBoolPtr(a.Destructive),
+		IdempotentHint:  mcp.ToBoolPtr(a.Idempotent),
+		OpenWorldHint:   mcp.ToBoolPtr(a.OpenWorld),
+	}
+	return mt
+}
+
+func isObjectSchema(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	var s struct {
+		Type any `json:"type"`
+	}
+	return json.Unmarshal(raw, &s) == nil && s.Type == "object"
+}
+
+// ErrToolNotFound is returned (as a protocol error) for a tool outside the
+// caller's View.
+var ErrToolNotFound = errors.New("tool not found")
+
+// handle is the single mcp-go tool handler: it resolves the tool in the
+// caller's View (never in the registry: a hidden tool stays hidden even if
+// mcp-go's own gate were bypassed) and runs it through the Backend.
+func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	s.calls.Add(1)
+	conn := s.connection(ctx, nil)
+	v, err := s.view(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
+	}
+	tool, ok := v.Lookup(req.Params.Name)
+	if !ok {
+		return nil, fmt.Errorf("tool '%s' not found: %w", req.Params.Name, ErrToolNotFound)
+	}
+	args, err := rawArguments(req)
+	if err != nil {
+		return mcp.NewToolResultError(fmt.Sprintf("[invalid_input] Tool '%s' argument validation failed.\n%v", tool.Name, err)), nil
+	}
+	p := &peer{s: s, token: progressToken(req)}
+	res := s.backend.Call(ctx, conn, tool, args, p)
+	if n := p.sent.Load(); n > 0 {
+		// mcp-go may drop a notification its forwarder picked up while the
+		// response was being written (mcp-go PR #969); the event store
+		// avoids that only for session-based requests. Holding the result
+		// until the stream has carried every notification closes the race
+		// on both protocol eras.
+		if pw, ok := ctx.Value(pollableKey{}).(*pollableWriter); ok {
+			pw.waitNotifications(int(n), notificationWait)
+		}
+	}
+	return toResult(tool, &res), nil
+}
+
+func rawArguments(req mcp.CallToolRequest) (json.RawMessage, error) {
+	switch a := req.Params.Arguments.(type) {
+	case nil:
+		return json.RawMessage("{}"), nil
+	case json.RawMessage:
+		return a, nil
+	default:
+		b, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("arguments: %w", err)
+		}
+		return b, nil
+	}
+}
+
+func progressToken(req mcp.CallToolRequest) mcp.ProgressToken {
+	if req.Params.Meta == nil {
+		return nil
+	}
+	return req.Params.Meta.ProgressToken
+}
+
+// toResult maps a registry result onto MCP: the rendered text (after spill)
+// as content, the raw value as structuredContent when the tool declares an
+// object output schema, and tool errors as isError results.
+func toResult(t *registry.Tool, res *registry.Result) *mcp.CallToolResult {
+	if res.Err != nil {
+		text := res.Err.Error()
+		if len(res.Err.Details) > 0 {
+			if b, err := json.Marshal(res.Err.Details); err == nil {
+				text += "\n" + string(b)
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, IsError: true}
+	}
+	if cs, ok := res.Value.(registry.Contents); ok {
+		return &mcp.CallToolResult{Content: contents(cs)}
+	}
+	out := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(res.Text)}}
+	if isObjectSchema(t.OutputSchema) && res.Value != nil {
+		out.StructuredContent = res.Value
+	}
+	return out
+}
+
+func contents(cs registry.Contents) []mcp.Content {
+	out := make([]mcp.Content, 0, len(cs))
+	for _, c := range cs {
+		switch c.Type {
+		case "image":
+			out = append(out, mcp.NewImageContent(c.Base64(), c.MIMEType))
+		case "audio":
+			out = append(out, mcp.NewAudioContent(c.Base64(), c.MIMEType))
+		case "resource":
+			if c.Data != nil {
+				out = append(out, mcp.NewEmbeddedResource(mcp.BlobResourceContents{URI: c.URI, MIMEType: c.MIMEType, Blob: c.Base64()}))
+			} else {
+				out = append(out, mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: c.URI, MIMEType: c.MIMEType, Text: c.Text}))
+			}
+		default:
+			out = append(out, mcp.NewTextContent(c.Text))
+		}
+	}
+	return out
+}
+
+// waitCalls waits for in-flight tool calls, at most until ctx ends.
+func (s *Server) waitCalls(ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Calls reports how many tool calls the server has handled.
+func (s *Server) Calls() int64 { return s.calls.Load() }
+
+// peer is the registry.Peer of one MCP request.
+type peer struct {
+	s     *Server
+	token mcp.ProgressToken
+	sent  atomic.Int64 // notifications handed to mcp-go
+}
+
+func (p *peer) Progress(ctx context.Context, progress, total float64, message string) {
+	if p.token == nil {
+		return
+	}
+	params := map[string]any{"progressToken": p.token, "progress": progress}
+	if total > 0 {
+		params["total"] = total
+	}
+	if message != "" {
+		params["message"] = message
+	}
+	if err := p.s.mcp.SendNotificationToClient(ctx, "notifications/progress", params); err != nil {
+		p.s.log.DebugContext(ctx, "mcp.progress.dropped", "error", err)
+		return
+	}
+	p.sent.Add(1)
+}
+
+func (p *peer) Log(ctx context.Context, level slog.Level, logger string, data any) {
+	lvl := mcpLevel(level)
+	n := mcp.NewLoggingMessageNotification(lvl, logger, data)
+	if err := p.s.mcp.SendLogMessageToClient(ctx, n); err != nil {
+		p.s.log.DebugContext(ctx, "mcp.log.dropped", "error", err)
+		return
+	}
+	if logWanted(ctx, lvl) {
+		p.sent.Add(1)
+	}
+}
+
+// logWanted mirrors mcp-go's filter in SendLogMessageToClient (which
+// reports success for a filtered message), so only sent messages are
+// waited for.
+func logWanted(ctx context.Context, lvl mcp.LoggingLevel) bool {
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		return info.LogLevel != "" && lvl.ShouldSendTo(info.LogLevel)
+	}
+	if sl, ok := server.ClientSessionFromContext(ctx).(server.SessionWithLogging); ok {
+		return lvl.ShouldSendTo(sl.GetLogLevel())
+	}
+	return false
+}
+
+func mcpLevel(l slog.Level) mcp.LoggingLevel {
+	switch {
+	case l >= slog.LevelError+4:
+		return mcp.LoggingLevelCritical
+	case l >= slog.LevelError:
+		return mcp.LoggingLevelError
+	case l >= slog.LevelWarn:
+		return mcp.LoggingLevelWarning
+	case l >= slog.LevelInfo+2:
+		return mcp.LoggingLevelNotice
+	case l >= slog.LevelInfo:
+		return mcp.LoggingLevelInfo
+	default:
+		return mcp.LoggingLevelDebug
+	}
+}
+
+func (p *peer) Sample(ctx context.Context, req registry.SampleRequest) (*registry.SampleResult, error) {
+	msgs := make([]mcp.SamplingMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = mcp.SamplingMessage{Role: mcp.Role(m.Role), Content: mcp.NewTextContent(m.Text)}
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = 1024
+	}
+	r := mcp.CreateMessageRequest{}
+	r.Messages = msgs
+	r.SystemPrompt = req.SystemPrompt
+	r.MaxTokens = maxTokens
+	if sess := server.ClientSessionFromContext(ctx); sess != nil && sess.SessionID() != "" {
+		// Sampling needs mcp-go's own GET stream (see park.go).
+		select {
+		case <-p.s.parking.handOver(sess.SessionID()):
+		case <-time.After(getStreamWait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	//lint:ignore SA1019 2025-protocol clients still sample this way; 2026 ones get an error from mcp-go
+	res, err := p.s.mcp.RequestSampling(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: sampling: %w", err)
+	}
+	out := &registry.SampleResult{Role: string(res.Role), Model: res.Model, StopReason: res.StopReason}
+	switch c := res.Content.(type) {
+	case mcp.TextContent:
+		out.Text = c.Text
+	case *mcp.TextContent:
+		out.Text = c.Text
+	default:
+		b, _ := json.Marshal(res.Content)
+		out.Text = string(b)
+	}
+	return out, nil
+}
+
+func (p *peer) Elicit(ctx context.Context, req registry.ElicitRequest) (*registry.ElicitResult, error) {
+	r := mcp.ElicitationRequest{}
+	r.Params.Message = req.Message
+	var schema any = map[string]any{"type": "object", "properties": map[string]any{}}
+	if len(req.Schema) > 0 {
+		if err := json.Unmarshal(req.Schema, &schema); err != nil {
+			return nil, fmt.Errorf("mcpserver: elicitation schema: %w", err)
+		}
+	}
+	r.Params.RequestedSchema = schema
+	res, err := p.s.mcp.RequestElicitation(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: elicitation: %w", err)
+	}
+	out := &registry.ElicitResult{Action: string(res.Action)}
+	if m, ok := res.Content.(map[string]any); ok {
+		out.Content = m
+	}
+	return out, nil
+}
+
+// notificationWait bounds how long a result waits for its notifications.
+const notificationWait = time.Second
+
+// getStreamWait bounds how long sampling waits for the client's GET stream.
+const getStreamWait = 5 * time.Second
+
+// shutdownTimeout bounds how long closing transports may take after calls
+// were cancelled.
+const shutdownTimeout = 5 * time.Second
+
+var (
+	extMu      sync.Mutex
+	extensions []Extension
+)
+
+// RegisterExtension adds an Extension to every server built with
+// DefaultExtensions; plugins call it from init(), as they register tools.
+func RegisterExtension(e Extension) {
+	extMu.Lock()
+	extensions = append(extensions, e)
+	extMu.Unlock()
+}
+
+// DefaultExtensions returns the extensions plugins registered.
+func DefaultExtensions() []Extension {
+	extMu.Lock()
+	defer extMu.Unlock()
+	return append([]Extension(nil), extensions...)
+}

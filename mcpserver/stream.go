@@ -1,0 +1,195 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// errDetached is what writes to a closed-for-polling stream return; mcp-go
+// then records events only, for replay on resume.
+var errDetached = errors.New("mcpserver: stream closed for polling")
+
+// pollableWriter sits between net/http and mcp-go for POST requests so a
+// tool can end its SSE stream early (SEP-1699 polling) while the call goes
+// on: the HTTP response ends cleanly, later events are recorded in the
+// event store, and the client resumes with GET + Last-Event-ID.
+type pollableWriter struct {
+	mu       sync.Mutex
+	w        http.ResponseWriter
+	header   http.Header // used after detach
+	detached bool
+	flushed  chan struct{} // non-nil while CloseStream waits for a flush
+	gone     chan struct{} // closed on detach
+
+	notes   int           // notification events written so far
+	noteSig chan struct{} // closed and replaced whenever notes grows
+
+	resumable bool // session-based request with an event store
+}
+
+func newPollableWriter(w http.ResponseWriter, resumable bool) *pollableWriter {
+	return &pollableWriter{w: w, gone: make(chan struct{}), noteSig: make(chan struct{}), resumable: resumable}
+}
+
+func (p *pollableWriter) Header() http.Header {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.detached {
+		if p.header == nil {
+			p.header = http.Header{}
+		}
+		return p.header
+	}
+	return p.w.Header()
+}
+
+func (p *pollableWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.detached {
+		return 0, errDetached
+	}
+	n, err := p.w.Write(b)
+	if c := bytes.Count(b[:n], notificationMarker); c > 0 {
+		p.notes += c
+		close(p.noteSig)
+		p.noteSig = make(chan struct{})
+	}
+	return n, err
+}
+
+// notificationMarker appears once in every notification mcp-go writes; in
+// JSON string content its quotes would be escaped, so results cannot fake it.
+var notificationMarker = []byte(`"method":"notifications/`)
+
+// waitNotifications waits until n notification events were written to the
+// stream, the stream was closed for polling, or the timeout passed.
+func (p *pollableWriter) waitNotifications(n int, timeout time.Duration) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		done, sig := p.notes >= n || p.detached, p.noteSig
+		p.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-sig:
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
+func (p *pollableWriter) WriteHeader(code int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.detached {
+		p.w.WriteHeader(code)
+	}
+}
+
+func (p *pollableWriter) Flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.detached {
+		return
+	}
+	if f, ok := p.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	if p.flushed != nil {
+		close(p.flushed)
+		p.flushed = nil
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection (write
+// deadlines) while the response is live.
+func (p *pollableWriter) Unwrap() http.ResponseWriter {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.detached {
+		return nil
+	}
+	return p.w
+}
+
+func (p *pollableWriter) detach() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.detached {
+		p.detached = true
+		close(p.gone)
+	}
+}
+
+func (p *pollableWriter) isDetached() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.detached
+}
+
+type pollableKey struct{}
+
+// servePollable runs h with a writer CloseStream can detach. The request's
+// context is cancelled on client disconnect as usual, but not when the
+// stream was closed for polling: the call must go on.
+func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, resumable bool) {
+	pw := newPollableWriter(w, resumable)
+	inner, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	stop := context.AfterFunc(r.Context(), func() {
+		if !pw.isDetached() {
+			cancel()
+		}
+	})
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cancel()
+		h.ServeHTTP(pw, r.WithContext(context.WithValue(inner, pollableKey{}, pw)))
+	}()
+	select {
+	case <-done:
+	case <-pw.gone:
+	}
+}
+
+// CloseStream ends the SSE stream of the current HTTP request while the
+// call continues (SEP-1699 polling): it sends one log notification so the
+// client holds an event id, waits for it to be written, then ends the
+// response. The result is recorded and replayed when the client reconnects
+// with GET and Last-Event-ID. It reports false, doing nothing, where that
+// is impossible: stdio, the sessionless 2026-07-28 protocol, or no event
+// store.
+func CloseStream(ctx context.Context) bool {
+	pw, ok := ctx.Value(pollableKey{}).(*pollableWriter)
+	srv := server.ServerFromContext(ctx)
+	if !ok || !pw.resumable || srv == nil {
+		return false
+	}
+	flushed := make(chan struct{})
+	pw.mu.Lock()
+	pw.flushed = flushed
+	pw.mu.Unlock()
+	err := srv.SendNotificationToClient(ctx, "notifications/message", map[string]any{
+		"level": "info", "logger": "bub-mcp", "data": "closing this stream; resume with Last-Event-ID",
+	})
+	if err == nil {
+		select {
+		case <-flushed:
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+		}
+	}
+	pw.detach()
+	return true
+}
