@@ -18,7 +18,7 @@ build:
 run: build
 	./$(BIN) serve $(ARGS)
 
-test: fmt-check vet lint unit
+test: fmt-check vet lint unit e2e
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*')); \
@@ -32,6 +32,9 @@ lint:
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+
+e2e:
+	bash e2e/run.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)

@@ -14,6 +14,10 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	// The builtin tools (bash, fs.*, tape.*, ...) are part of every binary
+	// built on this package.
+	_ "github.com/bubbuild/bub-mcp/builtin"
 )
 
 // Command is one subcommand: data, as in cmd/go.

@@ -1,0 +1,244 @@
+package builtin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/registry"
+)
+
+// MaxShells caps the shells one environment keeps: running ones and exited
+// ones whose output was not read yet. When the cap is reached, the oldest
+// exited shell is forgotten to make room; if all are running, bash refuses
+// to start another.
+const MaxShells = 64
+
+// shell is one command started by bash, in the foreground or background.
+type shell struct {
+	id   string
+	seq  uint64 // start order, for evicting the oldest exited shell
+	proc environment.Process
+	out  *outputBuffer
+	done chan struct{} // closed once the process exited and its output ended
+	code int           // exit code, valid after done; -N after death by signal N
+	// detached is set once no bash call waits for the shell any more
+	// (background=true, or a foreground call that timed out).
+	detached atomic.Bool
+}
+
+// finished reports whether the shell's process exited and its output
+// ended.
+func (s *shell) finished() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// shellTable keeps every environment's shells. It is keyed by the
+// Environment value itself, so each session (which has its own
+// Environment) sees only its own shells. An environment's entry goes away
+// when its last shell is forgotten, or once the environment is found closed
+// (its Close killed the shells).
+type shellTable struct {
+	mu   sync.Mutex
+	seq  uint64
+	envs map[environment.Environment]map[string]*shell
+}
+
+var shells = &shellTable{envs: map[environment.Environment]map[string]*shell{}}
+
+// errUnknownShell is the not_found error for a shell id this environment
+// does not know (never started, or already reaped).
+func errUnknownShell(id string) *registry.Error {
+	return fail(registry.KindNotFound, "unknown shell id: %s", id)
+}
+
+// reserve checks that env can hold another shell, evicting the oldest
+// exited one if needed.
+func (t *shellTable) reserve(env environment.Environment) error {
+	if !reflect.ValueOf(env).Comparable() {
+		return fail(registry.KindConfig, "environment type %T cannot hold shells: it is not comparable", env)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.envs[env]
+	if len(m) < MaxShells {
+		return nil
+	}
+	var oldest *shell
+	for _, s := range m {
+		if s.finished() && (oldest == nil || s.seq < oldest.seq) {
+			oldest = s
+		}
+	}
+	if oldest == nil {
+		return fail(registry.KindTemporary, "too many shells running in this session (%d); stop some with bash.kill", MaxShells)
+	}
+	delete(m, oldest.id)
+	return nil
+}
+
+// add registers s under a fresh id.
+func (t *shellTable) add(env environment.Environment, s *shell) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.envs[env]
+	if m == nil {
+		m = map[string]*shell{}
+		t.envs[env] = m
+	}
+	for {
+		s.id = newShellID()
+		if _, taken := m[s.id]; !taken {
+			break
+		}
+	}
+	t.seq++
+	s.seq = t.seq
+	m[s.id] = s
+}
+
+func (t *shellTable) get(env environment.Environment, id string) (*shell, error) {
+	if !reflect.ValueOf(env).Comparable() {
+		return nil, errUnknownShell(id)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.envs[env][id]; ok {
+		return s, nil
+	}
+	return nil, errUnknownShell(id)
+}
+
+// remove forgets a shell; its output is gone afterwards.
+func (t *shellTable) remove(env environment.Environment, id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.envs[env]
+	delete(m, id)
+	if len(m) == 0 {
+		delete(t.envs, env)
+	}
+}
+
+// dropEnv forgets every shell of a closed environment.
+func (t *shellTable) dropEnv(env environment.Environment) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.envs, env)
+}
+
+// count returns how many shells env holds (for tests).
+func (t *shellTable) count(env environment.Environment) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.envs[env])
+}
+
+func newShellID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return "bash-" + hex.EncodeToString(b[:])
+}
+
+// startShell runs command through env's shell in its own process group and
+// registers it. Its output is read into the shell's buffer until the
+// process ends; the process outlives ctx (bash decides when to kill it).
+func startShell(ctx context.Context, env environment.Environment, command, cwd string) (*shell, error) {
+	if err := shells.reserve(env); err != nil {
+		return nil, err
+	}
+	proc, err := env.Spawn(context.WithoutCancel(ctx), environment.Spec{Command: command, Dir: cwd})
+	if err != nil {
+		if errors.Is(err, environment.ErrClosed) {
+			shells.dropEnv(env)
+		}
+		e := envError(err)
+		e.Message = "cannot start the command: " + e.Message
+		return nil, e
+	}
+	s := &shell{proc: proc, out: newOutputBuffer(DefaultOutputCap), done: make(chan struct{})}
+	shells.add(env, s)
+
+	var pumps sync.WaitGroup
+	for _, r := range []io.Reader{proc.Stdout(), proc.Stderr()} {
+		pumps.Go(func() { pump(r, s.out) })
+	}
+	go func() {
+		code, err := proc.Wait()
+		pumps.Wait()
+		s.code = exitCode(code, err)
+		close(s.done)
+		if s.detached.Load() && environmentClosed(env) {
+			shells.dropEnv(env)
+		}
+	}()
+	return s, nil
+}
+
+// pumpBuffers recycles the read buffers of pump.
+var pumpBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+// pump copies a stream into the buffer as text until it ends.
+func pump(r io.Reader, out *outputBuffer) {
+	var dec utf8Decoder
+	b := pumpBuffers.Get().(*[32 << 10]byte)
+	defer pumpBuffers.Put(b)
+	buf := b[:]
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			out.write(dec.decode(buf[:n]))
+		}
+		if err != nil {
+			break
+		}
+	}
+	out.write(dec.flush())
+}
+
+// exitCode reports a signal death as Python does: minus the signal number.
+func exitCode(code int, err error) int {
+	var se *environment.SignalError
+	if errors.As(err, &se) {
+		return -int(se.Signal)
+	}
+	return code
+}
+
+// environmentClosed reports whether env was closed. The Environment
+// contract has no close notification, but promises that Spawn fails with
+// ErrClosed after Close; an empty Spec is invalid, so the probe never
+// starts anything on a live environment.
+func environmentClosed(env environment.Environment) bool {
+	p, err := env.Spawn(context.Background(), environment.Spec{})
+	if p != nil { // a non-conforming environment ran an empty spec
+		_ = p.Signal(true)
+	}
+	return errors.Is(err, environment.ErrClosed)
+}
+
+// waitDone waits until the shell finished, ctx ended or d passed; it
+// reports whether the shell finished.
+func waitDone(ctx context.Context, s *shell, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		return true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return s.finished()
+}

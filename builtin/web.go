@@ -1,0 +1,249 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bubbuild/bub-mcp/registry"
+)
+
+// DefaultWebTimeout is web.fetch's timeout when the call gives none.
+const DefaultWebTimeout = 10
+
+type webFetchArgs struct {
+	URL     string            `json:"url" jsonschema_description:"The http or https URL to GET."`
+	Headers map[string]string `json:"headers,omitempty" jsonschema:"nullable" jsonschema_description:"Extra request headers; they override the default accept: text/markdown."`
+	Timeout *int              `json:"timeout,omitempty" jsonschema:"nullable" jsonschema_description:"Seconds the whole request may take. Default: 10."`
+}
+
+// WebFetchResult is web.fetch's structured result. URL is the final URL,
+// after redirects.
+type WebFetchResult struct {
+	URL         string `json:"url"`
+	Status      int    `json:"status"`
+	ContentType string `json:"content_type"`
+	Content     string `json:"content"`
+}
+
+func webFetchTool() *registry.Tool {
+	return registry.MustNewTool("web.fetch",
+		"Fetch(GET) the content of a web page, returning markdown if possible.",
+		runWebFetch,
+		registry.WithRenderer(func(r WebFetchResult) string { return r.Content }),
+		registry.WithAnnotations(registry.Annotations{Title: "Fetch a web page", ReadOnly: true, Idempotent: true, OpenWorld: true}))
+}
+
+func runWebFetch(ctx context.Context, tc *registry.ToolContext, in webFetchArgs) (WebFetchResult, error) {
+	u, err := url.Parse(in.URL)
+	if err != nil {
+		return WebFetchResult{}, fail(registry.KindInvalidInput, "`url` is not a valid URL: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return WebFetchResult{}, fail(registry.KindInvalidInput, "web.fetch only fetches http and https URLs, not %q", in.URL)
+	}
+	if u.Host == "" {
+		return WebFetchResult{}, fail(registry.KindInvalidInput, "`url` has no host: %q", in.URL)
+	}
+	timeout := DefaultWebTimeout
+	if in.Timeout != nil && *in.Timeout != 0 {
+		timeout = *in.Timeout
+	}
+	if timeout < 0 {
+		return WebFetchResult{}, fail(registry.KindInvalidInput, "`timeout` must be >= 1.")
+	}
+	opts := currentOptions()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return WebFetchResult{}, fail(registry.KindInvalidInput, "`url` cannot be requested: %v", err)
+	}
+	req.Header.Set("Accept", "text/markdown")
+	req.Header.Set("User-Agent", "bub-mcp")
+	for k, v := range in.Headers {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{Transport: webTransport(opts.AllowLoopback), Timeout: seconds(timeout)}
+	resp, err := client.Do(req)
+	if err != nil {
+		return WebFetchResult{}, fetchError(in.URL, timeout, err)
+	}
+	defer resp.Body.Close()
+	final := resp.Request.URL.String()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, opts.MaxBytes+1))
+	if err != nil {
+		return WebFetchResult{}, fetchError(final, timeout, err)
+	}
+	ctype := resp.Header.Get("Content-Type")
+	if resp.StatusCode >= 400 {
+		return WebFetchResult{}, &registry.Error{Kind: registry.KindTool,
+			Message: fmt.Sprintf("HTTP %s: %s", resp.Status, final),
+			Details: map[string]any{"status": resp.StatusCode, "url": final, "body": preview(decodeBody(body, ctype), 2000)}}
+	}
+	if int64(len(body)) > opts.MaxBytes {
+		return WebFetchResult{}, fail(registry.KindTool, "response from %s is larger than %d bytes, the web.fetch limit", final, opts.MaxBytes)
+	}
+	mediaType, _, _ := mime.ParseMediaType(ctype)
+	if isBinary(mediaType, body) {
+		return WebFetchResult{}, fail(registry.KindTool, "%s returned binary content (%s, %d bytes); web.fetch returns text only", final, orUnknown(mediaType), len(body))
+	}
+	return WebFetchResult{URL: final, Status: resp.StatusCode, ContentType: mediaType, Content: decodeBody(body, ctype)}, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown type"
+	}
+	return s
+}
+
+// fetchError turns a client error into a tool error: a refused address is
+// the caller's mistake, a timeout is temporary.
+func fetchError(target string, timeout int, err error) *registry.Error {
+	var blocked *blockedAddrError
+	if errors.As(err, &blocked) {
+		return &registry.Error{Kind: registry.KindInvalidInput, Cause: err,
+			Message: fmt.Sprintf("web.fetch refuses to connect to %s (%s address) for %s: local network addresses are blocked unless allowed ([web] allow_loopback = true in bub.toml)", blocked.addr, blocked.reason, target)}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &registry.Error{Kind: registry.KindTemporary, Cause: err, Message: fmt.Sprintf("GET %s timed out after %d seconds", target, timeout)}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &registry.Error{Kind: registry.KindTool, Cause: err, Message: "web.fetch cancelled"}
+	}
+	return &registry.Error{Kind: registry.KindTool, Cause: err, Message: fmt.Sprintf("GET %s failed: %v", target, err)}
+}
+
+// blockedAddrError is returned by the dialer for a refused destination.
+type blockedAddrError struct {
+	addr   netip.Addr
+	reason string
+}
+
+func (e *blockedAddrError) Error() string {
+	return fmt.Sprintf("connection to %s refused: %s address", e.addr, e.reason)
+}
+
+// localReason says why ip is not a public destination, or "" when it is.
+func localReason(ip netip.Addr) string {
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLoopback():
+		return "a loopback"
+	case ip.IsPrivate(), sharedAddrSpace.Contains(ip):
+		return "a private"
+	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
+		return "a link-local"
+	case ip.IsUnspecified(), thisNetwork.Contains(ip):
+		return "an unspecified"
+	case ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
+		return "a multicast"
+	}
+	return ""
+}
+
+var (
+	sharedAddrSpace = netip.MustParsePrefix("100.64.0.0/10") // carrier-grade NAT
+	thisNetwork     = netip.MustParsePrefix("0.0.0.0/8")
+)
+
+// guardDial checks each address the dialer is about to connect to, after
+// DNS resolution and on every redirect, so neither a hostname nor a
+// redirect can reach a local address.
+func guardDial(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("web.fetch: dial %s: %w", address, err)
+	}
+	if reason := localReason(ip); reason != "" {
+		return &blockedAddrError{addr: ip.Unmap(), reason: reason}
+	}
+	return nil
+}
+
+// webTransports are shared so connections are reused across calls; one
+// guards destinations, the other (AllowLoopback) does not. Neither uses a
+// proxy from the environment: a proxy would hide the destination from the
+// guard.
+var webTransports = sync.OnceValues(func() (guarded, open *http.Transport) {
+	mk := func(control func(string, string, syscall.RawConn) error) *http.Transport {
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: control}
+		return &http.Transport{
+			DialContext:           d.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          32,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}
+	}
+	return mk(guardDial), mk(nil)
+})
+
+func webTransport(allowLocal bool) *http.Transport {
+	guarded, open := webTransports()
+	if allowLocal {
+		return open
+	}
+	return guarded
+}
+
+// isBinary reports whether a response is not text: a media type that is
+// never text, or a NUL byte near the start.
+func isBinary(mediaType string, body []byte) bool {
+	main, sub, _ := strings.Cut(mediaType, "/")
+	switch main {
+	case "image", "audio", "video", "font":
+		return !strings.HasSuffix(sub, "+xml") // image/svg+xml is text
+	case "application":
+		switch sub {
+		case "octet-stream", "pdf", "zip", "gzip", "x-gzip", "x-tar", "wasm", "vnd.rar", "x-7z-compressed":
+			return true
+		}
+	}
+	return bytes.IndexByte(body[:min(len(body), 8<<10)], 0) >= 0
+}
+
+// decodeBody returns the body as UTF-8 text. Latin-1 is converted; other
+// charsets are taken as UTF-8 with invalid bytes replaced by U+FFFD.
+func decodeBody(body []byte, contentType string) string {
+	_, params, _ := mime.ParseMediaType(contentType)
+	switch strings.ToLower(params["charset"]) {
+	case "iso-8859-1", "latin1", "latin-1":
+		var b strings.Builder
+		b.Grow(len(body))
+		for _, c := range body {
+			b.WriteRune(rune(c))
+		}
+		return b.String()
+	}
+	if utf8.Valid(body) {
+		return string(body)
+	}
+	return strings.ToValidUTF8(string(body), "\uFFFD")
+}
+
+// preview cuts s to at most n characters.
+func preview(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "..."
+}

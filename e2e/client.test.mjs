@@ -1,0 +1,131 @@
+// The official TypeScript MCP client against the real bub-mcp binary, over
+// stdio and streamable HTTP. Run by run.sh with BUB_MCP_BIN set.
+import { test, before, after, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+const bin = process.env.BUB_MCP_BIN;
+assert.ok(bin, 'BUB_MCP_BIN must point at a built bub-mcp');
+
+const root = mkdtempSync(join(tmpdir(), 'bub-e2e-'));
+const workspace = join(root, 'ws');
+const home = join(root, 'home');
+const configPath = join(root, 'bub.toml');
+mkdirSync(workspace);
+writeFileSync(configPath, `
+[profiles.default]
+workspace = ${JSON.stringify(workspace)}
+
+[profiles.ro]
+workspace = ${JSON.stringify(workspace)}
+tools = ["fs.read"]
+
+[profiles.coder]
+workspace = ${JSON.stringify(workspace)}
+code_mode = true
+session = "e2e-coder"
+`);
+const env = { ...process.env, BUB_HOME: home, BUB_CONFIG: configPath };
+
+function textOf(result) {
+  return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+}
+
+async function stdioClient(profile) {
+  const transport = new StdioClientTransport({
+    command: bin, args: ['serve', '--profile', profile], env, stderr: 'pipe',
+  });
+  const client = new Client({ name: 'bub-e2e', version: '1.0.0' });
+  await client.connect(transport);
+  return client;
+}
+
+let httpServer;
+let httpBase;
+
+async function startHTTP() {
+  httpServer = spawn(bin, ['serve', '--http', '127.0.0.1:0'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  httpBase = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('server did not start: ' + log)), 15000);
+    httpServer.stderr.on('data', (chunk) => {
+      log += chunk;
+      const m = log.match(/url=(http:\/\/\S+)\/mcp/);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    httpServer.on('exit', (code) => reject(new Error(`server exited ${code}: ${log}`)));
+  });
+}
+
+async function httpClient(profile) {
+  const path = profile === 'default' ? '/mcp' : `/mcp/p/${profile}`;
+  const client = new Client({ name: 'bub-e2e', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(httpBase + path)));
+  return client;
+}
+
+before(startHTTP);
+after(() => httpServer?.kill('SIGTERM'));
+
+for (const [name, connect] of [['stdio', stdioClient], ['http', httpClient]]) {
+  describe(`bub-mcp over ${name}`, () => {
+    test('lists the builtin tools with model names', async () => {
+      const client = await connect('default');
+      try {
+        const { tools } = await client.listTools();
+        const names = tools.map((t) => t.name);
+        for (const want of ['bash', 'bash_output', 'bash_kill', 'fs_read', 'fs_write', 'fs_edit', 'spill_read', 'tape_info', 'web_fetch']) {
+          assert.ok(names.includes(want), `${want} missing from ${names}`);
+        }
+        assert.ok(!names.includes('run_code'), 'run_code listed without code mode');
+        const fsRead = tools.find((t) => t.name === 'fs_read');
+        assert.equal(fsRead.inputSchema.type, 'object');
+        assert.equal(fsRead.annotations.readOnlyHint, true);
+      } finally { await client.close(); }
+    });
+
+    test('fs_write then fs_read round-trips a file', async () => {
+      const client = await connect('default');
+      try {
+        const file = `hello-${name}.txt`;
+        const content = `hello from the TypeScript client over ${name}\nsecond line`;
+        const wrote = await client.callTool({ name: 'fs_write', arguments: { path: file, content } });
+        assert.equal(wrote.isError, undefined);
+        assert.match(textOf(wrote), /^wrote: /);
+        assert.equal(readFileSync(join(workspace, file), 'utf8'), content);
+        const read = await client.callTool({ name: 'fs_read', arguments: { path: file } });
+        assert.equal(textOf(read), content);
+      } finally { await client.close(); }
+    });
+
+    test('a tool error is an isError result', async () => {
+      const client = await connect('default');
+      try {
+        const res = await client.callTool({ name: 'fs_read', arguments: { path: 'does-not-exist.txt' } });
+        assert.equal(res.isError, true);
+        assert.match(textOf(res), /^\[\w+\] /);
+        const bad = await client.callTool({ name: 'fs_read', arguments: { path: 7 } });
+        assert.equal(bad.isError, true);
+        assert.match(textOf(bad), /argument validation failed/);
+      } finally { await client.close(); }
+    });
+
+    test('a hidden tool is refused, whatever its name', async () => {
+      const client = await connect('ro');
+      try {
+        const { tools } = await client.listTools();
+        assert.deepEqual(tools.map((t) => t.name), ['fs_read']);
+        for (const hidden of ['fs_write', 'fs.write', 'bash']) {
+          await assert.rejects(client.callTool({ name: hidden, arguments: { path: 'x', content: 'y', command: 'true' } }), /not found/i);
+        }
+        assert.equal(existsSync(join(workspace, 'x')), false);
+      } finally { await client.close(); }
+    });
+  });
+}
