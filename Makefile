@@ -6,6 +6,9 @@ GO          ?= go
 BIN         ?= bin/bub-mcp
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHTIME   ?= 1s
+# make run serves HTTP for a human to poke at; MCP clients launch
+# `bub-mcp serve` (stdio) themselves. Override: make run RUN_ARGS=
+RUN_ARGS    ?= --http 127.0.0.1:8080
 PKGS        := ./...
 
 .PHONY: all build run test fmt-check vet lint unit bench e2e clean
@@ -16,7 +19,7 @@ build:
 	$(GO) build -o $(BIN) ./cmd/bub-mcp
 
 run: build
-	./$(BIN) serve $(ARGS)
+	./$(BIN) serve $(RUN_ARGS)
 
 test: fmt-check vet lint unit e2e
 

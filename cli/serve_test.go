@@ -1,0 +1,223 @@
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/bub-mcp once per test run: these tests drive the real
+// process over stdio, as Claude Desktop and IDEs do.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "bub-mcp-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "bub-mcp")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/bub-mcp").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+type stdioServer struct {
+	c         *client.Client
+	home, ws  string
+	stderrLog *strings.Builder
+}
+
+func startStdio(t *testing.T, profile string) *stdioServer {
+	t.Helper()
+	bin := binary(t)
+	s := &stdioServer{home: t.TempDir(), ws: t.TempDir()}
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	src := fmt.Sprintf("[profiles.default]\nworkspace = %q\n[profiles.ro]\nworkspace = %q\ntools = [\"fs.read\", \"tape.*\"]\n", s.ws, s.ws)
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "BUB_HOME="+s.home, "BUB_CONFIG="+cfg)
+	tr := transport.NewStdio(bin, env, "serve", "--profile", profile)
+	c := client.NewClient(tr)
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "stdio-test", Version: "0.1"}
+	if _, err := c.Initialize(t.Context(), init); err != nil {
+		t.Fatal(err)
+	}
+	s.c = c
+	return s
+}
+
+func callTool(ctx context.Context, c *client.Client, name string, args map[string]any, token any) (*mcp.CallToolResult, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	if token != nil {
+		req.Params.Meta = &mcp.Meta{ProgressToken: token}
+	}
+	return c.CallTool(ctx, req)
+}
+
+func resultText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestStdioProfileByFlag(t *testing.T) {
+	s := startStdio(t, "ro")
+	res, err := s.c.ListTools(t.Context(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	sort.Strings(names)
+	if diff := cmp.Diff([]string{"fs_read", "tape_anchors", "tape_handoff", "tape_info", "tape_reset", "tape_search"}, names); diff != "" {
+		t.Errorf("ro tools (-want +got):\n%s", diff)
+	}
+	if _, err := callTool(t.Context(), s.c, "bash", map[string]any{"command": "touch pwned"}, nil); err == nil {
+		t.Error("bash callable under the ro profile")
+	}
+	if _, err := os.Stat(filepath.Join(s.ws, "pwned")); err == nil {
+		t.Error("hidden bash ran")
+	}
+}
+
+func TestStdioBashStreamsProgress(t *testing.T) {
+	s := startStdio(t, "default")
+	var mu sync.Mutex
+	var messages []string
+	s.c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/progress" && fmt.Sprint(n.Params.AdditionalFields["progressToken"]) == "bash-1" {
+			mu.Lock()
+			messages = append(messages, fmt.Sprint(n.Params.AdditionalFields["message"]))
+			mu.Unlock()
+		}
+	})
+	res, err := callTool(t.Context(), s.c, "bash", map[string]any{"command": "for i in 1 2 3; do echo line$i; sleep 0.3; done"}, "bash-1")
+	if err != nil || res.IsError {
+		t.Fatalf("bash: %+v %v", res, err)
+	}
+	if got := resultText(res); got != "line1\nline2\nline3" {
+		t.Errorf("result = %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(messages) == 0 || !strings.Contains(strings.Join(messages, ""), "line1") {
+		t.Errorf("progress messages = %q; want streamed output", messages)
+	}
+}
+
+// TestStdioCancelKillsProcessTree cancels a bash call whose shell started a
+// background child; both must die (checked in the process table).
+func TestStdioCancelKillsProcessTree(t *testing.T) {
+	s := startStdio(t, "default")
+	pidFile := filepath.Join(s.ws, "pids")
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := callTool(ctx, s.c, "bash", map[string]any{
+			"command":         fmt.Sprintf("sleep 300 & echo $! > %s.tmp; echo $$ >> %s.tmp; mv %s.tmp %s; wait", pidFile, pidFile, pidFile, pidFile),
+			"timeout_seconds": 600,
+		}, nil)
+		errc <- err
+	}()
+	var pids []int
+	deadline := time.Now().Add(15 * time.Second)
+	for len(pids) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("bash never wrote its pids")
+		}
+		time.Sleep(20 * time.Millisecond)
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			continue
+		}
+		pids = nil
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	cancel()
+	<-errc
+	for _, pid := range pids {
+		waitGone(t, pid)
+	}
+}
+
+// waitGone polls the process table until pid has exited (or is a zombie
+// waiting for its reaper).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || syscall.Kill(pid, 0) != nil {
+			return
+		}
+		if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still alive after cancellation", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStdioAuditTape(t *testing.T) {
+	s := startStdio(t, "default")
+	if _, err := callTool(t.Context(), s.c, "fs_write", map[string]any{"path": "a.txt", "content": "x"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := callTool(t.Context(), s.c, "tape_info", nil, nil)
+	if err != nil || res.IsError {
+		t.Fatalf("tape_info: %+v %v", res, err)
+	}
+	// The fs_write call and result are already on the session's tape (the
+	// tape_info call itself is recorded before it runs).
+	if got := resultText(res); !strings.Contains(got, "entries: 3") {
+		t.Errorf("tape_info = %q; want 3 entries (fs_write call and result, tape_info call)", got)
+	}
+}
