@@ -49,9 +49,8 @@ func binary(t *testing.T) string {
 }
 
 type stdioServer struct {
-	c         *client.Client
-	home, ws  string
-	stderrLog *strings.Builder
+	c        *client.Client
+	home, ws string
 }
 
 func startStdio(t *testing.T, profile string) *stdioServer {
