@@ -222,16 +222,25 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler,
 	s.log.Info("mcp.http.shutdown", "grace", grace)
 	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	go func() { _ = srv.Shutdown(context.Background()) }() // stop accepting now
+	// Stop accepting now; Shutdown returns once every connection is idle.
+	drained := make(chan struct{})
+	go func() { _ = srv.Shutdown(graceCtx); close(drained) }()
 	if !s.waitCalls(graceCtx) {
 		s.log.Warn("mcp.http.shutdown.cancelling", "reason", "grace period over")
 	}
-	cancelHard()
+	// Calls are done (or out of time): end the long-lived streams so the
+	// last responses can be written and connections go idle.
+	s.parking.shutdown()
 	closeCtx, cancelClose := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancelClose()
 	if closeSessions != nil {
 		closeSessions(closeCtx)
 	}
+	select {
+	case <-drained:
+	case <-graceCtx.Done():
+	}
+	cancelHard() // whatever still runs is cancelled: its processes die
 	_ = srv.Close()
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

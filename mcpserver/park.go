@@ -20,9 +20,11 @@ import (
 // sampling, the parked connection is handed to mcp-go, which starts its
 // pump; from then on that session behaves as mcp-go does.
 type parking struct {
-	mu     sync.Mutex
-	byID   map[string]*parkedGET
-	handed map[string]chan struct{} // closed once mcp-go serves the session's GET stream
+	closing   chan struct{} // closed on shutdown: parked streams end
+	closeOnce sync.Once
+	mu        sync.Mutex
+	byID      map[string]*parkedGET
+	handed    map[string]chan struct{} // closed once mcp-go serves the session's GET stream
 }
 
 type parkedGET struct {
@@ -31,7 +33,7 @@ type parkedGET struct {
 }
 
 func newParking() *parking {
-	return &parking{byID: map[string]*parkedGET{}, handed: map[string]chan struct{}{}}
+	return &parking{closing: make(chan struct{}), byID: map[string]*parkedGET{}, handed: map[string]chan struct{}{}}
 }
 
 // serveGET serves a standalone GET stream: parked, or through mcp-go once
@@ -90,6 +92,8 @@ func (p *parking) park(w http.ResponseWriter, r *http.Request, sessionID string)
 	select {
 	case <-r.Context().Done():
 		return false
+	case <-p.closing:
+		return false
 	case <-pg.unpark:
 		return true
 	}
@@ -113,6 +117,10 @@ func (p *parking) handOver(sessionID string) <-chan struct{} {
 	}
 	return ready
 }
+
+// shutdown ends every parked stream, so a graceful shutdown is not held
+// up by idle SSE connections.
+func (p *parking) shutdown() { p.closeOnce.Do(func() { close(p.closing) }) }
 
 // forget drops a terminated session's state.
 func (p *parking) forget(sessionID string) {

@@ -1,0 +1,155 @@
+package cli_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// startHTTP runs the binary with `serve --http 127.0.0.1:0` and returns the
+// process and its MCP URL.
+func startHTTP(t *testing.T, grace string) (*exec.Cmd, string, string) {
+	t.Helper()
+	ws := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	src := fmt.Sprintf("[server]\nshutdown_grace = %q\n[profiles.default]\nworkspace = %q\n", grace, ws)
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	urlc := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`url=(http://\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				urlc <- m[1]
+			}
+		}
+	}()
+	select {
+	case url := <-urlc:
+		return cmd, url, ws
+	case <-time.After(15 * time.Second):
+		t.Fatal("server did not start")
+	}
+	return nil, "", ""
+}
+
+func httpClient(t *testing.T, url string) *client.Client {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	if _, err := c.Initialize(t.Context(), init); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func waitFile(t *testing.T, path string) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 && strings.HasSuffix(string(b), "\n") {
+			return string(b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s never written", path)
+	return ""
+}
+
+func TestGracefulShutdownLetsCallsFinish(t *testing.T) {
+	cmd, url, ws := startHTTP(t, "10s")
+	c := httpClient(t, url)
+	marker := filepath.Join(ws, "started")
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := callTool(context.Background(), c, "bash", map[string]any{"command": "echo x > " + marker + "; sleep 1; echo finished"}, nil)
+		if err != nil {
+			t.Logf("call error: %v", err)
+		}
+		done <- res
+	}()
+	waitFile(t, marker)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res == nil || resultText(res) != "finished" {
+			t.Fatalf("in-flight call = %+v; want it to finish within the grace period", res)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("in-flight call never returned")
+	}
+	if err := waitExit(cmd, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGracefulShutdownCancelsAfterGrace(t *testing.T) {
+	cmd, url, ws := startHTTP(t, "500ms")
+	c := httpClient(t, url)
+	pidFile := filepath.Join(ws, "pid")
+	go callTool(context.Background(), c, "bash", map[string]any{"command": "echo $$ > " + pidFile + "; sleep 300", "timeout_seconds": 600}, nil)
+	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitExit(cmd, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 400*time.Millisecond {
+		t.Errorf("server exited after %v, before the grace period", took)
+	}
+	waitGone(t, pid)
+}
+
+func waitExit(cmd *exec.Cmd, d time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return fmt.Errorf("server exit: %v", err)
+		}
+		return nil
+	case <-time.After(d):
+		return fmt.Errorf("server still running %v after SIGTERM", d)
+	}
+}
