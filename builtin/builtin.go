@@ -80,6 +80,14 @@ func init() {
 		webFetchTool(),
 		skillTool(),
 	} {
+		if t.Preserve {
+			// Preserved tools answer models in text (Bub: "they return plain
+			// text"); they are never in the code-mode stub, so an output
+			// schema would only make MCP clients receive the structured
+			// value next to the text, in full even when the text was
+			// spilled. Go callers still get the structured value.
+			t.OutputSchema = nil
+		}
 		registry.MustRegister(t)
 	}
 }

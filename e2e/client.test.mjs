@@ -87,6 +87,9 @@ for (const [name, connect] of [['stdio', stdioClient], ['http', httpClient]]) {
         const fsRead = tools.find((t) => t.name === 'fs_read');
         assert.equal(fsRead.inputSchema.type, 'object');
         assert.equal(fsRead.annotations.readOnlyHint, true);
+        // Preserved tools answer in text only; structured tools declare their output.
+        assert.equal(fsRead.outputSchema, undefined);
+        assert.equal(tools.find((t) => t.name === 'tape_info').outputSchema.type, 'object');
       } finally { await client.close(); }
     });
 
