@@ -9,6 +9,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/host"
+	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/sessions"
 )
 
@@ -93,3 +94,17 @@ func newHost(ctx context.Context, env *Env, c *common) (*host.Host, error) {
 // hostSetups let feature packages wired into the CLI (code mode, the agent)
 // adjust the host options; each is added by an init() in this package.
 var hostSetups []func(ctx context.Context, env *Env, o *host.Options) error
+
+// hostExtensions add MCP features that need the host, such as code mode's
+// stub resource, to the servers `serve` builds; each is added by an init()
+// in this package.
+var hostExtensions []func(h *host.Host) mcpserver.Extension
+
+// serverExtensions are the plugins' extensions plus the host's.
+func serverExtensions(h *host.Host) []mcpserver.Extension {
+	exts := mcpserver.DefaultExtensions()
+	for _, f := range hostExtensions {
+		exts = append(exts, f(h))
+	}
+	return exts
+}

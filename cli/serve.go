@@ -46,7 +46,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 		}
 	}()
 	cfg := h.Config()
-	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: h, Registry: h.Registry(), Extensions: mcpserver.DefaultExtensions(), Logger: env.Logger})
+	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: h, Registry: h.Registry(), Extensions: serverExtensions(h), Logger: env.Logger})
 	if err != nil {
 		return err
 	}

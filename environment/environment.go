@@ -139,6 +139,12 @@ type CodeRequest struct {
 // package knowing about Python or its protocol.
 type CodeRunner func(ctx context.Context, env Environment, req CodeRequest) (string, error)
 
+// CodeRunnerFactory makes the CodeRunner of one environment as the
+// environment is created, for runners that keep state per environment (a
+// pre-started interpreter). The io.Closer, if not nil, is closed when the
+// environment closes, before its processes are killed.
+type CodeRunnerFactory func(env Environment) (CodeRunner, io.Closer, error)
+
 // Factory makes the environment for a session, like Bub's
 // provide_environment hook. The caller owns the result and must Close it
 // when the session ends.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,10 @@ type LocalOptions struct {
 	// CodeRunner executes RunCode requests; nil means RunCode fails with
 	// ErrCodeUnavailable.
 	CodeRunner CodeRunner
+	// NewCodeRunner, when set, makes the environment's own CodeRunner
+	// (it wins over CodeRunner); what it returns to close is closed by
+	// Close.
+	NewCodeRunner CodeRunnerFactory
 	// ExtraEnv holds KEY=VALUE entries added to every process's
 	// environment, before Spec.Env (which wins on the same key).
 	ExtraEnv []string
@@ -73,6 +78,7 @@ type LocalEnvironment struct {
 	confine    bool
 	python     string
 	runner     CodeRunner
+	runnerDone io.Closer // from NewCodeRunner; closed by Close
 	extraEnv   []string
 	maxRead    int64
 	waitDelay  time.Duration
@@ -164,6 +170,13 @@ func NewLocal(opts *LocalOptions) (*LocalEnvironment, error) {
 		e.shell = sh
 	} else {
 		e.shellError = errors.New("environment: neither bash nor sh found in PATH")
+	}
+	if o.NewCodeRunner != nil {
+		run, done, err := o.NewCodeRunner(e)
+		if err != nil {
+			return nil, fmt.Errorf("environment: code runner: %w", err)
+		}
+		e.runner, e.runnerDone = run, done
 	}
 	return e, nil
 }
@@ -304,8 +317,9 @@ func (e *LocalEnvironment) RunCode(ctx context.Context, req CodeRequest) (string
 	return e.runner(ctx, e, req)
 }
 
-// Close kills (SIGKILL) the process group of every process the
-// environment started whose group still has members, cuts their output
+// Close closes the code runner made by LocalOptions.NewCodeRunner, then
+// kills (SIGKILL) the process group of every process the environment
+// started whose group still has members, cuts their output
 // streams and waits for them to be reaped. Later Spawn calls fail with
 // ErrClosed; a second Close does nothing.
 func (e *LocalEnvironment) Close() error {
@@ -320,6 +334,11 @@ func (e *LocalEnvironment) Close() error {
 	e.mu.Unlock()
 
 	var errs []error
+	if e.runnerDone != nil {
+		if err := e.runnerDone.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for p := range procs {
 		if err := p.signalGroup(syscall.SIGKILL); err != nil {
 			errs = append(errs, err)

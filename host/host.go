@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,10 @@ type Options struct {
 	// CodeMode splits views for code mode (codemode.Provider); nil means
 	// no code mode.
 	CodeMode providers.CodeModeFunc
+	// CodeRunner makes the code runner of each default LocalEnvironment
+	// (codemode.LocalRunner); nil means their RunCode is unavailable.
+	// Ignored when Environments is set.
+	CodeRunner environment.CodeRunnerFactory
 	// SpillThreshold overrides config and BUB_SPILL_THRESHOLD when non-nil.
 	SpillThreshold *int
 	// Getenv reads environment variables; default os.Getenv.
@@ -57,6 +62,8 @@ type Host struct {
 	reg       *registry.Registry
 	store     *sessions.Store
 	exec      *registry.Executor
+	nested    *registry.Executor // run_code's calls: same hooks, unrendered
+	runner    environment.CodeRunnerFactory
 	chain     *providers.Chain
 	factory   environment.Factory
 	workspace string
@@ -103,6 +110,7 @@ func New(opts *Options) (*Host, error) {
 	}
 	h := &Host{cfg: o.Config, reg: o.Registry, store: store, workspace: o.Workspace, log: o.Logger, envs: map[string]environment.Environment{}}
 	h.factory = o.Environments
+	h.runner = o.CodeRunner
 	threshold := 4096
 	if v := o.Getenv("BUB_SPILL_THRESHOLD"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -118,10 +126,16 @@ func New(opts *Options) (*Host, error) {
 	if o.SpillThreshold != nil {
 		threshold = *o.SpillThreshold
 	}
+	builtinHooks := []registry.Hooks{registry.SpillHook(threshold, spiller{}, o.Logger)}
 	h.exec = registry.NewExecutor(o.Registry, &registry.ExecutorOptions{
 		MaxConcurrency: o.Config.Tools.MaxConcurrency,
-		Hooks:          []registry.Hooks{registry.SpillHook(threshold, spiller{}, o.Logger)},
+		Hooks:          builtinHooks,
 		Logger:         o.Logger,
+	})
+	h.nested = registry.NewExecutor(o.Registry, &registry.ExecutorOptions{
+		Raw:    true,
+		Hooks:  builtinHooks,
+		Logger: o.Logger,
 	})
 	provs := append([]providers.Provider{providers.ScopeProvider(h.scope)}, o.Providers...)
 	h.chain = providers.NewChain(o.Registry, &providers.ChainOptions{Providers: provs, CodeMode: o.CodeMode})
@@ -211,11 +225,13 @@ func (h *Host) Environment(ctx context.Context, conn *providers.Connection) (env
 	factory := h.factory
 	if factory == nil {
 		p, _ := h.Profile(conn.Profile)
-		opts := environment.LocalOptions{Workspace: conn.Workspace, Python: h.cfg.CodeMode.Python}
+		opts := environment.LocalOptions{Workspace: conn.Workspace, Python: h.cfg.CodeMode.Python, NewCodeRunner: h.runner}
 		if p != nil {
 			opts.Confine = p.Confine
 		}
-		opts.AllowPaths = []string{h.store.Home()} // code-mode stubs live under $BUB_HOME
+		// Code mode's stubs must stay readable (fs.read) in a confined
+		// profile; the rest of $BUB_HOME (tapes) stays out of reach.
+		opts.AllowPaths = []string{filepath.Join(h.store.Home(), "codemode")}
 		factory = environment.LocalFactory(opts)
 	}
 	env, err := factory(ctx, conn.SessionKey, conn.Workspace)
@@ -247,6 +263,7 @@ func (h *Host) call(ctx context.Context, conn *providers.Connection, tool *regis
 	c.Context = &registry.ToolContext{SessionID: conn.SessionKey, RunID: runID, Env: env, Peer: peer}
 	ctx = sessions.NewContext(ctx, sess)
 	ctx = WithConnection(ctx, conn)
+	ctx = context.WithValue(ctx, hostKey{}, h)
 	meta := map[string]any{"run_id": runID, "transport": conn.Transport, "profile": conn.Profile}
 	if conn.Principal != "" {
 		meta["principal"] = conn.Principal
@@ -274,6 +291,49 @@ func (h *Host) call(ctx context.Context, conn *providers.Connection, tool *regis
 		h.log.WarnContext(ctx, "host.audit.failed", "error", err)
 	}
 	return res
+}
+
+// CallNested runs a call that code inside run_code made, as Bub's nested
+// ToolExecutor does: through the same hooks as Call, with
+// ToolContext.CodeMode set, and unrendered, so Result.Value is what goes
+// back to the code (it never reaches a model, so it is not spilled either).
+// The call shares the session, run id, environment and state of parent,
+// the run_code call; peer reaches the client. The caller decides which
+// tools code may call (the View's CodeTools).
+//
+// As in Bub, nested calls are not recorded on the tape: they are no turn
+// of the conversation (a tool_call/tool_result pair would corrupt the
+// context rebuilt from it), and the run_code call itself is recorded with
+// its code and output. Hooks see every nested call.
+func (h *Host) CallNested(ctx context.Context, conn *providers.Connection, tool *registry.Tool, args json.RawMessage, parent *registry.ToolContext, peer registry.Peer) registry.Result {
+	if _, ok := sessions.FromContext(ctx); !ok { // set by the run_code call
+		sess, err := h.Session(conn)
+		if err != nil {
+			return registry.Result{Tool: tool.Name, Err: registry.AsError(err, registry.KindConfig)}
+		}
+		ctx = sessions.NewContext(ctx, sess)
+	}
+	tc := &registry.ToolContext{SessionID: conn.SessionKey, CodeMode: true, Peer: peer}
+	if parent != nil {
+		tc.RunID, tc.State, tc.Env = parent.RunID, parent.State, parent.Env
+	}
+	if tc.Env == nil {
+		env, err := h.Environment(ctx, conn)
+		if err != nil {
+			return registry.Result{Tool: tool.Name, Err: registry.AsError(err, registry.KindConfig)}
+		}
+		tc.Env = env
+	}
+	if tc.RunID == "" {
+		tc.RunID = conn.Transport + "-" + strconv.FormatUint(h.runs.Add(1), 10)
+	}
+	if _, ok := ConnectionFrom(ctx); !ok {
+		ctx = WithConnection(ctx, conn)
+	}
+	if _, ok := FromContext(ctx); !ok {
+		ctx = context.WithValue(ctx, hostKey{}, h)
+	}
+	return h.nested.CallTool(ctx, tool, registry.Call{Tool: tool.Name, Args: args, Context: tc})
 }
 
 // CallCommand runs a tool a human named (comma command, `bub-mcp call`):
@@ -322,7 +382,18 @@ func (spiller) Spill(ctx context.Context, tc *registry.ToolContext, tool, text s
 	return sessions.FormatSpillReference(ref, text), nil
 }
 
-type connKey struct{}
+type (
+	connKey struct{}
+	hostKey struct{}
+)
+
+// FromContext returns the Host running the call in ctx, for tools that act
+// on their caller's behalf: run_code reads the caller's View and makes
+// nested calls through it.
+func FromContext(ctx context.Context) (*Host, bool) {
+	h, ok := ctx.Value(hostKey{}).(*Host)
+	return h, ok && h != nil
+}
 
 // WithConnection attaches the resolved connection to a call's context, for
 // tools that act on the session itself (code mode, tape).

@@ -440,6 +440,17 @@ func (r *Runner) refillLocked() {
 	}()
 }
 
+// WaitReady waits until a pre-started interpreter is ready, starting one
+// if none is on its way, so that the next Run pays no start-up (a host can
+// warm up before its first run; benchmarks measure warm runs). Without
+// Prestart it returns nil at once.
+func (r *Runner) WaitReady(ctx context.Context) error {
+	if !r.prestart {
+		return nil
+	}
+	return r.waitSpare(ctx)
+}
+
 // waitSpare waits until a pre-started interpreter is ready (for tests and
 // benchmarks).
 func (r *Runner) waitSpare(ctx context.Context) error {

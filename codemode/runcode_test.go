@@ -1,0 +1,543 @@
+package codemode_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/codemode"
+	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/host"
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/google/go-cmp/cmp"
+)
+
+func needPython(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+}
+
+// hookLog records what hooks saw: "name code_mode=bool".
+type hookLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *hookLog) add(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	l.mu.Unlock()
+}
+
+func (l *hookLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, x := range l.lines {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// testRegistry is providerRegistry plus tools that misbehave, a policy
+// hook denying orders.cancel and a hook recording every call.
+func testRegistry(t testing.TB, log *hookLog) *registry.Registry {
+	t.Helper()
+	reg := providerRegistry(t)
+	reg.MustRegister(registry.MustNewTool("orders.cancel", "Cancel an order.",
+		func(ctx context.Context, tc *registry.ToolContext, in orderIn) (string, error) {
+			return "cancelled", nil
+		}))
+	reg.MustRegister(rawTool(t, "echo", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		return args, nil
+	}))
+	reg.MustRegister(rawTool(t, "big", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		return strings.Repeat("x", 200000), nil
+	}))
+	reg.MustRegister(rawTool(t, "nan", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		return map[string]any{"v": math.NaN()}, nil
+	}))
+	reg.MustRegister(rawTool(t, "chan", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		return make(chan int), nil
+	}))
+	reg.MustRegister(rawTool(t, "broken", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		return nil, registry.NewError(registry.KindTemporary, "try again later", nil)
+	}))
+	reg.AddHooks(registry.Hooks{Name: "policy", Before: func(ctx context.Context, call *registry.ToolCall) registry.Decision {
+		if call.Name == "orders_cancel" {
+			return registry.Deny("not allowed")
+		}
+		return registry.Proceed()
+	}})
+	if log != nil {
+		reg.AddHooks(registry.Hooks{Name: "record", Before: func(ctx context.Context, call *registry.ToolCall) registry.Decision {
+			log.add(fmt.Sprintf("%s code_mode=%v", call.Name, call.Context.CodeMode))
+			return registry.Proceed()
+		}})
+	}
+	return reg
+}
+
+type hostOptions struct {
+	home     string
+	ws       string
+	reg      *registry.Registry
+	python   string
+	maxCalls int
+	runner   environment.CodeRunnerFactory
+	logger   *slog.Logger
+}
+
+// newHost builds a host over a temp $BUB_HOME with profiles "default"
+// (code mode on), "direct" (off), "restricted" (run_code out of scope) and
+// "confined" (on, paths confined to the workspace).
+func newHost(t testing.TB, o hostOptions) *host.Host {
+	t.Helper()
+	if o.home == "" {
+		o.home = t.TempDir()
+	}
+	if o.ws == "" {
+		o.ws = t.TempDir()
+	}
+	if o.reg == nil {
+		o.reg = testRegistry(t, nil)
+	}
+	if o.runner == nil {
+		o.runner = codemode.LocalRunner(nil)
+	}
+	if o.logger == nil {
+		o.logger = discard()
+	}
+	cfg := config.Default()
+	cfg.Profiles["default"].CodeMode = true
+	cfg.Profiles["direct"] = &config.Profile{Name: "direct"}
+	cfg.Profiles["restricted"] = &config.Profile{Name: "restricted", CodeMode: true, Tools: []string{"orders.*", "fs.*"}}
+	cfg.Profiles["confined"] = &config.Profile{Name: "confined", CodeMode: true, Confine: true}
+	if o.maxCalls != 0 {
+		cfg.CodeMode.MaxCalls = o.maxCalls
+	}
+	h, err := host.New(&host.Options{
+		Config:     cfg,
+		Registry:   o.reg,
+		Home:       o.home,
+		Workspace:  o.ws,
+		CodeMode:   codemode.Provider(&codemode.Options{Home: o.home, Python: o.python, Logger: o.logger}),
+		CodeRunner: o.runner,
+		Logger:     o.logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return h
+}
+
+func resolve(t testing.TB, h *host.Host, profile string) (*providers.Connection, *providers.View) {
+	t.Helper()
+	conn := &providers.Connection{Transport: "test", Profile: profile}
+	if err := h.Resolve(context.Background(), conn); err != nil {
+		t.Fatal(err)
+	}
+	v, err := h.View(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, v
+}
+
+func args(t testing.TB, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// runCode calls run_code from the default profile's View.
+func runCode(t testing.TB, ctx context.Context, h *host.Host, peer registry.Peer, code string, timeout int) registry.Result {
+	t.Helper()
+	conn, v := resolve(t, h, "default")
+	rc, ok := v.Lookup("run_code")
+	if !ok {
+		t.Fatalf("run_code not in the View: %v", names(v.Tools))
+	}
+	a := map[string]any{"code": code}
+	if timeout > 0 {
+		a["timeout_seconds"] = timeout
+	}
+	return h.Call(ctx, conn, rc, args(t, a), peer)
+}
+
+// progressPeer records progress notifications.
+type progressPeer struct {
+	mu       sync.Mutex
+	messages []string
+	values   []float64
+}
+
+func (p *progressPeer) Progress(ctx context.Context, progress, total float64, message string) {
+	p.mu.Lock()
+	p.messages = append(p.messages, message)
+	p.values = append(p.values, progress)
+	p.mu.Unlock()
+}
+func (p *progressPeer) Log(context.Context, slog.Level, string, any) {}
+func (p *progressPeer) Sample(context.Context, registry.SampleRequest) (*registry.SampleResult, error) {
+	return nil, registry.ErrNoPeer
+}
+func (p *progressPeer) Elicit(context.Context, registry.ElicitRequest) (*registry.ElicitResult, error) {
+	return nil, registry.ErrNoPeer
+}
+
+func TestRunCode(t *testing.T) {
+	needPython(t)
+	log := &hookLog{}
+	h := newHost(t, hostOptions{reg: testRegistry(t, log)})
+	tests := []struct {
+		name    string
+		code    string
+		timeout int
+		want    string            // output on success
+		wantErr string            // "[kind] message" on failure
+		details map[string]string // substrings expected in details
+	}{
+		{name: "print", code: "print(1)", want: "1\n"},
+		{name: "structured result", code: "o = await tools.orders_get(order_id='7')\nprint(o['id'], o['status'])", want: "7 shipped\n"},
+		{name: "echo", code: "print(await tools.echo(a=[1, 'x', None], b={'c': True}))", want: "{'a': [1, 'x', None], 'b': {'c': True}}\n"},
+		{name: "gather 100", code: "import asyncio\n" +
+			"rs = await asyncio.gather(*(tools.orders_get(order_id=str(i)) for i in range(100)))\n" +
+			"print(len(rs), sorted(int(r['id']) for r in rs) == list(range(100)))", want: "100 True\n"},
+		{name: "deny caught", code: "try:\n    await tools.orders_cancel(order_id='1')\nexcept Exception as e:\n    print(type(e).__name__, e)",
+			want: "BubError [tool] not allowed\n"},
+		{name: "deny uncaught", code: "await tools.orders_cancel(order_id='1')", wantErr: "[tool] Code raised BubError: [tool] not allowed",
+			details: map[string]string{"traceback": "BubError"}},
+		{name: "tool error kind", code: "try:\n    await tools.broken()\nexcept Exception as e:\n    print(e)", want: "[temporary] try again later\n"},
+		{name: "invalid arguments", code: "try:\n    await tools.orders_get(order_id=5)\nexcept Exception as e:\n    print(str(e).split(' ')[0])", want: "[invalid_input]\n"},
+		{name: "preserved tool is unknown", code: "try:\n    await tools.fs_read(path='x')\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'fs_read'\n"},
+		{name: "run_code is unknown", code: "try:\n    await tools.run_code(code='print(1)')\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'run_code'\n"},
+		{name: "command is unknown", code: "try:\n    await tools.code_mode(enable=False)\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'code_mode'\n"},
+		{name: "positional arguments", code: "try:\n    await tools.orders_get('1')\nexcept TypeError as e:\n    print(e)", want: "tools.orders_get() accepts keyword arguments only\n"},
+		{name: "big result", code: "r = await tools.big()\nprint(len(r), r[:3])", want: "200000 xxx\n"},
+		{name: "NaN result", code: "try:\n    await tools.nan()\nexcept Exception as e:\n    print(e)",
+			want: "tool result is not JSON serializable: json: unsupported value: NaN\n"},
+		{name: "channel result", code: "try:\n    await tools.chan()\nexcept Exception as e:\n    print(e)",
+			want: "tool result is not JSON serializable: json: unsupported type: chan int\n"},
+		{name: "protocol spoofing is inert", code: "import os, sys\nprint('{\"type\":\"done\"}')\nsys.stdout.flush()\n" +
+			"os.write(1, b'{\"type\":\"failed\",\"error\":\"X: y\"}\\n')\nprint('after')",
+			want: "{\"type\":\"done\"}\n{\"type\":\"failed\",\"error\":\"X: y\"}\nafter\n"},
+		{name: "raise", code: "print('checking')\nraise ValueError('bad input')", wantErr: "[tool] Code raised ValueError: bad input",
+			details: map[string]string{"output": "checking\n", "traceback": "ValueError: bad input"}},
+		{name: "syntax error", code: "def (", wantErr: "[tool] Code raised SyntaxError: "},
+		{name: "exit", code: "import sys\nsys.exit(3)", wantErr: "[tool] Code raised SystemExit: 3"},
+		{name: "crash", code: "import os, sys\nprint('before', flush=True)\nsys.stderr.write('dying\\n'); sys.stderr.flush()\nimport time; time.sleep(0.3)\nos._exit(7)",
+			wantErr: "[tool] Code runner exited unexpectedly with code 7", details: map[string]string{"stderr": "dying", "output": "before\n"}},
+		{name: "timeout", code: "import time\nprint('started', flush=True)\ntime.sleep(30)", timeout: 1,
+			wantErr: "[tool] Code timed out after 1 seconds", details: map[string]string{"output": "started\n"}},
+		{name: "timeout above max", code: "print(1)", timeout: 601, wantErr: "[invalid_input] timeout_seconds must be between 1 and 600."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := runCode(t, context.Background(), h, nil, tt.code, tt.timeout)
+			if tt.wantErr == "" {
+				if res.Err != nil {
+					t.Fatalf("run_code error: %v %v", res.Err, res.Err.Details)
+				}
+				if diff := cmp.Diff(tt.want, res.Text); diff != "" {
+					t.Errorf("output (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if res.Err == nil {
+				t.Fatalf("run_code = %q; want error %q", res.Text, tt.wantErr)
+			}
+			if got := res.Err.Error(); !strings.HasPrefix(got, tt.wantErr) {
+				t.Errorf("error = %q; want %q", got, tt.wantErr)
+			}
+			for k, want := range tt.details {
+				got, _ := res.Err.Details[k].(string)
+				if !strings.Contains(got, want) {
+					t.Errorf("details[%q] = %q; want it to contain %q", k, got, want)
+				}
+			}
+		})
+	}
+
+	// Hooks saw the gathered calls as code-mode calls, and run_code itself
+	// as a direct one.
+	if n := log.count("orders_get code_mode=true"); n < 101 {
+		t.Errorf("hooks saw %d code-mode orders_get calls; want at least 101", n)
+	}
+	if n := log.count("orders_get code_mode=false"); n != 0 {
+		t.Errorf("hooks saw %d direct orders_get calls; want 0", n)
+	}
+	if n := log.count("run_code code_mode=false"); n != len(tests) {
+		t.Errorf("hooks saw run_code %d times; want %d", n, len(tests))
+	}
+}
+
+func TestRunCodeSpillsItsOwnOutput(t *testing.T) {
+	needPython(t)
+	h := newHost(t, hostOptions{})
+	res := runCode(t, context.Background(), h, nil, "print(await tools.big())", 0)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if !strings.HasPrefix(res.Text, "[tool output spilled: 200,001 bytes") {
+		t.Errorf("output not spilled: %.200q", res.Text)
+	}
+}
+
+func TestRunCodeNotEnabled(t *testing.T) {
+	needPython(t)
+	h := newHost(t, hostOptions{})
+	for _, profile := range []string{"direct", "restricted"} {
+		t.Run(profile, func(t *testing.T) {
+			conn, v := resolve(t, h, profile)
+			if _, ok := v.Lookup("run_code"); ok {
+				t.Fatalf("run_code listed for %s", profile)
+			}
+			if _, ok := v.Lookup("orders_get"); !ok {
+				t.Errorf("orders_get not direct for %s: %v", profile, names(v.Tools))
+			}
+			res := h.CallCommand(context.Background(), conn, "run_code", args(t, map[string]any{"code": "print(1)"}), nil)
+			if res.Err == nil || res.Err.Error() != "[invalid_input] Code mode is not enabled for this run." {
+				t.Errorf("run_code = %q, %v; want [invalid_input] Code mode is not enabled for this run.", res.Text, res.Err)
+			}
+		})
+	}
+}
+
+func TestRunCodeMaxCalls(t *testing.T) {
+	needPython(t)
+	h := newHost(t, hostOptions{maxCalls: 5})
+	code := "import asyncio\nrs = await asyncio.gather(*(tools.echo(i=i) for i in range(6)), return_exceptions=True)\n" +
+		"print(sum(isinstance(r, dict) for r in rs), [str(r) for r in rs if not isinstance(r, dict)])"
+	res := runCode(t, context.Background(), h, nil, code, 0)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if want := "5 ['[tool] too many tool calls: the limit is 5 per run']\n"; res.Text != want {
+		t.Errorf("output = %q; want %q", res.Text, want)
+	}
+}
+
+func TestRunCodeStreamsProgress(t *testing.T) {
+	needPython(t)
+	h := newHost(t, hostOptions{})
+	peer := &progressPeer{}
+	code := "import asyncio\nprint('one')\nawait asyncio.sleep(0.4)\nawait tools.echo(x=1)\nprint('two')"
+	res := runCode(t, context.Background(), h, peer, code, 0)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	peer.mu.Lock()
+	defer peer.mu.Unlock()
+	if got := strings.Join(peer.messages, ""); got != res.Text || len(peer.messages) < 2 {
+		t.Errorf("progress messages %q; want the output %q in at least 2 chunks", peer.messages, res.Text)
+	}
+	for i := 1; i < len(peer.values); i++ {
+		if peer.values[i] <= peer.values[i-1] {
+			t.Errorf("progress does not grow: %v", peer.values)
+		}
+	}
+}
+
+func TestCodeModeSwitchPersists(t *testing.T) {
+	needPython(t)
+	home, ws := t.TempDir(), t.TempDir()
+	reg := testRegistry(t, nil)
+	h := newHost(t, hostOptions{home: home, ws: ws, reg: reg})
+	conn, v := resolve(t, h, "direct")
+	if _, ok := v.Lookup("run_code"); ok {
+		t.Fatal("run_code listed before the switch")
+	}
+	res := h.CallCommand(context.Background(), conn, "code_mode", json.RawMessage(`{"enable":"true"}`), nil)
+	if res.Err != nil || res.Text != "Session code mode enabled (applies from the next turn)." {
+		t.Fatalf("code_mode enable=true = %q, %v", res.Text, res.Err)
+	}
+	// The connection resolved before the switch keeps its View until the
+	// next turn.
+	if v, _ := h.View(context.Background(), conn); len(v.CodeTools) != 0 {
+		t.Error("the switch changed the View of the turn in progress")
+	}
+	_, v = resolve(t, h, "direct")
+	if _, ok := v.Lookup("run_code"); !ok || len(v.CodeTools) == 0 {
+		t.Errorf("after the switch: tools %v, code tools %v", names(v.Tools), names(v.CodeTools))
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	h2 := newHost(t, hostOptions{home: home, ws: ws, reg: reg})
+	conn, v = resolve(t, h2, "direct")
+	if !conn.CodeMode || len(v.CodeTools) == 0 {
+		t.Fatalf("after a restart: code mode %v, code tools %v", conn.CodeMode, names(v.CodeTools))
+	}
+	res = runCode(t, context.Background(), h2, nil, "print('on')", 0)
+	if res.Err != nil || res.Text != "on\n" {
+		t.Errorf("run_code after restart = %q, %v", res.Text, res.Err)
+	}
+	res = h2.CallCommand(context.Background(), conn, "code_mode", json.RawMessage(`{"enable":"false"}`), nil)
+	if res.Err != nil || res.Text != "Session code mode disabled (applies from the next turn)." {
+		t.Fatalf("code_mode enable=false = %q, %v", res.Text, res.Err)
+	}
+	_, v = resolve(t, h2, "direct")
+	if _, ok := v.Lookup("run_code"); ok || len(v.CodeTools) != 0 {
+		t.Errorf("after disabling: tools %v, code tools %v", names(v.Tools), names(v.CodeTools))
+	}
+}
+
+func TestPythonMissing(t *testing.T) {
+	h := newHost(t, hostOptions{python: "no-such-python-3"})
+	conn, v := resolve(t, h, "default")
+	if _, ok := v.Lookup("run_code"); ok {
+		t.Errorf("run_code offered without Python: %v", names(v.Tools))
+	}
+	if _, ok := v.Lookup("orders_get"); !ok {
+		t.Errorf("code mode did not fall back to direct tools: %v", names(v.Tools))
+	}
+	res := h.CallCommand(context.Background(), conn, "run_code", args(t, map[string]any{"code": "print(1)"}), nil)
+	if res.Err == nil || res.Err.Kind != registry.KindInvalidInput {
+		t.Errorf("run_code = %q, %v; want invalid_input", res.Text, res.Err)
+	}
+}
+
+func TestStubReadableWhenConfined(t *testing.T) {
+	needPython(t)
+	home := t.TempDir()
+	h := newHost(t, hostOptions{home: home})
+	conn, v := resolve(t, h, "confined")
+	content, path, ok, err := codemode.ViewStub(h.Store().Home(), conn, v)
+	if err != nil || !ok {
+		t.Fatalf("ViewStub: %v, %v", ok, err)
+	}
+	if !strings.Contains(v.Instructions, path) {
+		t.Errorf("instructions do not name %s", path)
+	}
+	env, err := h.Environment(context.Background(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := env.ReadText(context.Background(), path)
+	if err != nil || got != content {
+		t.Errorf("ReadText(stub) = %d chars, %v; want the stub", len(got), err)
+	}
+	// The rest of $BUB_HOME (tapes) stays out of reach.
+	tape := filepath.Join(home, "tapes", "other.jsonl")
+	if err := os.WriteFile(tape, []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.ReadText(context.Background(), tape); !errors.Is(err, environment.ErrOutsideWorkspace) {
+		t.Errorf("ReadText(%s) = %v; want ErrOutsideWorkspace", tape, err)
+	}
+}
+
+// TestRunCodeKillsTheTree checks that after a timeout, a cancellation and
+// a normal end no process the code started is left.
+func TestRunCodeKillsTheTree(t *testing.T) {
+	needPython(t)
+	h := newHost(t, hostOptions{})
+	code := "import subprocess, os, time\n" +
+		"p = subprocess.Popen(['sh', '-c', 'sleep 300 & echo $!; wait'], stdout=subprocess.PIPE, text=True)\n" +
+		"print('pids', os.getpid(), p.pid, p.stdout.readline().strip(), flush=True)\n"
+	tests := []struct {
+		name   string
+		code   string
+		cancel bool
+	}{
+		{name: "timeout", code: code + "time.sleep(60)"},
+		{name: "cancel", code: code + "time.sleep(60)", cancel: true},
+		{name: "done", code: code},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			peer := &progressPeer{}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.cancel {
+				go func() {
+					deadline := time.Now().Add(10 * time.Second)
+					for time.Now().Before(deadline) {
+						peer.mu.Lock()
+						line := strings.Contains(strings.Join(peer.messages, ""), "\n")
+						peer.mu.Unlock()
+						if line {
+							break
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					cancel()
+				}()
+			}
+			res := runCode(t, ctx, h, peer, tt.code, 2)
+			peer.mu.Lock()
+			out := strings.Join(peer.messages, "")
+			peer.mu.Unlock()
+			var pids []int
+			for _, f := range strings.Fields(strings.TrimPrefix(strings.SplitN(out, "\n", 2)[0], "pids ")) {
+				if n, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, n)
+				}
+			}
+			if len(pids) != 3 {
+				t.Fatalf("output %q (result %q, %v): want three pids", out, res.Text, res.Err)
+			}
+			switch {
+			case tt.cancel && (res.Err == nil || !strings.Contains(res.Err.Message, "cancelled")):
+				t.Errorf("cancelled run_code = %q, %v", res.Text, res.Err)
+			case tt.name == "timeout" && (res.Err == nil || res.Err.Message != "Code timed out after 2 seconds"):
+				t.Errorf("timed-out run_code = %q, %v", res.Text, res.Err)
+			}
+			waitGone(t, pids)
+		})
+	}
+}
+
+// waitGone polls /proc until every pid has exited (or is a zombie waiting
+// for a reaper outside our control).
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var alive []int
+		for _, pid := range pids {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				continue
+			}
+			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+				continue
+			}
+			alive = append(alive, pid)
+		}
+		if len(alive) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes still running: %v", alive)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

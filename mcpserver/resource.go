@@ -1,0 +1,39 @@
+package mcpserver
+
+import (
+	"context"
+
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// ConnectionFromContext returns the caller of the request in ctx as its
+// transport identified it (transport, profile, principal, client), not yet
+// resolved: an Extension's handler resolves it through its Backend to
+// reach the caller's session and View. Outside a request it returns an
+// empty Connection.
+func ConnectionFromContext(ctx context.Context) *providers.Connection {
+	c, _ := ctx.Value(connKey{}).(providers.Connection)
+	if sess, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		info := sess.GetClientInfo()
+		c.ClientName, c.ClientVersion = info.Name, info.Version
+	}
+	return &c
+}
+
+// TextResource is an Extension offering one text resource whose content
+// depends on the caller: read gets the caller's unresolved Connection
+// (see ConnectionFromContext). An error from read fails resources/read.
+func TextResource(uri, name, description, mimeType string, read func(ctx context.Context, conn *providers.Connection) (string, error)) Extension {
+	res := mcp.NewResource(uri, name, mcp.WithResourceDescription(description), mcp.WithMIMEType(mimeType))
+	return Extension{Setup: func(s *server.MCPServer) {
+		s.AddResource(res, func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			text, err := read(ctx, ConnectionFromContext(ctx))
+			if err != nil {
+				return nil, err
+			}
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: mimeType, Text: text}}, nil
+		})
+	}}
+}
