@@ -132,3 +132,53 @@ for (const [name, connect] of [['stdio', stdioClient], ['http', httpClient]]) {
     });
   });
 }
+
+for (const [name, connect] of [['stdio', stdioClient], ['http', httpClient]]) {
+  describe(`code mode over ${name}`, () => {
+    test('a code_mode profile lists only preserved tools and run_code', async () => {
+      const client = await connect('coder');
+      try {
+        const { tools } = await client.listTools();
+        assert.deepEqual(tools.map((t) => t.name).sort(),
+          ['bash', 'bash_kill', 'bash_output', 'fs_edit', 'fs_read', 'fs_write', 'run_code', 'spill_read']);
+        const runCode = tools.find((t) => t.name === 'run_code');
+        assert.match(runCode.description, /<code_mode>/);
+        assert.match(client.getInstructions() ?? '', /tools-[0-9a-f]{12}\.pyi/);
+      } finally { await client.close(); }
+    });
+
+    test('run_code calls non-preserved tools and gathers them', async () => {
+      const client = await connect('coder');
+      try {
+        const code = [
+          'import asyncio',
+          'info = await tools.tape_info()',
+          'print("entries" in info or "name" in info)',
+          'results = await asyncio.gather(*[tools.tape_anchors() for _ in range(5)])',
+          'print(len(results))',
+          'try:',
+          '    await tools.no_such_tool()',
+          'except Exception as e:',
+          '    print("raised:", e)',
+        ].join('\n');
+        const res = await client.callTool({ name: 'run_code', arguments: { code } });
+        assert.equal(res.isError, undefined, textOf(res));
+        const lines = textOf(res).trim().split('\n');
+        assert.equal(lines[0], 'True');
+        assert.equal(lines[1], '5');
+        assert.match(lines[2], /^raised: .*no_such_tool/);
+        // Non-preserved tools are not callable directly in code mode.
+        await assert.rejects(client.callTool({ name: 'tape_info', arguments: {} }), /not found/i);
+      } finally { await client.close(); }
+    });
+
+    test('the stub resource reads back', async () => {
+      const client = await connect('coder');
+      try {
+        const { contents } = await client.readResource({ uri: 'bub://codemode/stub' });
+        assert.match(contents[0].text, /async def tape_info\(/);
+        assert.doesNotMatch(contents[0].text, /async def fs_read\(/);
+      } finally { await client.close(); }
+    });
+  });
+}
