@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -197,7 +198,7 @@ func TestBashTimeoutContinuesInBackground(t *testing.T) {
 	}
 	pids := f.pollOutput(id, 2)
 	for _, p := range pids {
-		if processGone(atoi(t, p)) {
+		if proctest.Gone(atoi(t, p)) {
 			t.Fatalf("process %s died at the timeout; it should keep running", p)
 		}
 	}

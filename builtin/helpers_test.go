@@ -1,16 +1,15 @@
 package builtin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,35 +167,10 @@ func atoi(t *testing.T, s string) int {
 
 // processGone reports whether pid no longer runs: absent from the process
 // table, or a zombie waiting for a parent (PID 1 of a container may never
-// reap it).
-func processGone(pid int) bool {
-	if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-		return true
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return os.IsNotExist(err)
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return false
-	}
-	return b[i+2] == 'Z' || b[i+2] == 'X'
-}
-
-// waitGone polls the process table until every pid died, failing after
-// testTimeout; a sleep is never taken as proof.
+// waitGone polls the process table until every pid died.
 func waitGone(t *testing.T, pids ...int) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for _, pid := range pids {
-		for !processGone(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d still alive after %v", pid, testTimeout)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	proctest.WaitGone(t, testTimeout, pids...)
 }
 
 // recordingPeer records progress notifications.

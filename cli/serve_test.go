@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -185,24 +185,10 @@ func TestStdioCancelKillsProcessTree(t *testing.T) {
 	}
 }
 
-// waitGone polls the process table until pid has exited (or is a zombie
-// waiting for its reaper).
+// waitGone polls the process table until pid has exited.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || syscall.Kill(pid, 0) != nil {
-			return
-		}
-		if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 0 && f[0] == "Z" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive after cancellation", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	proctest.WaitGone(t, 10*time.Second, pid)
 }
 
 func TestStdioAuditTape(t *testing.T) {

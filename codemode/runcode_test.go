@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"log/slog"
 	"math"
 	"os"
@@ -515,29 +516,8 @@ func TestRunCodeKillsTheTree(t *testing.T) {
 	}
 }
 
-// waitGone polls /proc until every pid has exited (or is a zombie waiting
-// for a reaper outside our control).
+// waitGone polls the process table until every pid has exited.
 func waitGone(t *testing.T, pids []int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var alive []int
-		for _, pid := range pids {
-			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			if err != nil {
-				continue
-			}
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-				continue
-			}
-			alive = append(alive, pid)
-		}
-		if len(alive) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes still running: %v", alive)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	proctest.WaitGone(t, 5*time.Second, pids...)
 }

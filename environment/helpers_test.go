@@ -3,12 +3,11 @@ package environment
 import (
 	"bufio"
 	"bytes"
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -107,36 +106,8 @@ func readPID(t *testing.T, r *bufio.Reader) int {
 	return pid
 }
 
-// processGone reports whether pid no longer runs: it is absent from the
-// process table or a zombie waiting for a parent (PID 1 in a container
-// may never reap it) to collect it.
-func processGone(pid int) bool {
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		// No procfs: zombies count as alive here, so this is stricter.
-		return syscall.Kill(pid, 0) == syscall.ESRCH
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return os.IsNotExist(err)
-	}
-	// "pid (comm) S ...": the state follows the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return false
-	}
-	state := b[i+2]
-	return state == 'Z' || state == 'X'
-}
-
-// waitGone polls the process table until pid has died or the deadline
-// passes; no fixed sleep is taken as proof.
+// waitGone polls the process table until pid has died.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !processGone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive after %v", pid, testTimeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	proctest.WaitGone(t, testTimeout, pid)
 }

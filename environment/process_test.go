@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"io"
 	"os"
 	"os/exec"
@@ -332,7 +333,7 @@ func TestSignalKillsGroup(t *testing.T) {
 			t.Parallel()
 			e := newTestEnv(t, nil)
 			p, _, grandchild := spawnWithGrandchild(t, t.Context(), e, true)
-			if processGone(grandchild) {
+			if proctest.Gone(grandchild) {
 				t.Fatalf("grandchild %d not running before Signal", grandchild)
 			}
 			if err := p.Signal(tt.kill); err != nil {

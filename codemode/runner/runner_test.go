@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -378,29 +378,7 @@ func TestStopKillsEverything(t *testing.T) {
 // waitGone fails unless pid is gone (or a zombie) within 5 s.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) || isZombie(pid) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("process %d is still running", pid)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// isZombie reports whether pid has exited but not been reaped (orphans are
-// reaped by init, which may be slow or absent in a container).
-func isZombie(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return errors.Is(err, os.ErrNotExist)
-	}
-	// The state follows the parenthesized command name.
-	i := strings.LastIndexByte(string(data), ')')
-	return i >= 0 && i+2 < len(data) && data[i+2] == 'Z'
+	proctest.WaitGone(t, 5*time.Second, pid)
 }
 
 func TestCallCanceledOnTimeout(t *testing.T) {
