@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 
+	"github.com/bubbuild/bub-mcp/agent/command"
 	"github.com/bubbuild/bub-mcp/builtin"
 	"github.com/bubbuild/bub-mcp/host"
 	"github.com/bubbuild/bub-mcp/providers"
@@ -136,124 +136,19 @@ func printToolError(env *Env, e *registry.Error) error {
 	return &ExitError{Code: 1}
 }
 
-// commandArgs turns comma-command words into the call's JSON arguments:
-// key=value words are keyword arguments (split at the first "="), other
-// words fill the tool's parameters in schema order, and must come first.
-// Every value is a string; the executor's lax coercion makes "5" an
-// integer where the schema wants one, as Bub's pydantic does.
+// commandArgs turns comma-command words into the call's JSON arguments,
+// with the comma-command parser the agent uses (agent/command): key=value
+// words are keyword arguments, other words fill the tool's parameters in
+// schema order and must come first; values stay strings for the
+// executor's lax coercion.
 func commandArgs(t *registry.Tool, words []string) (json.RawMessage, error) {
-	kw := map[string]any{}
-	var pos []string
-	for _, w := range words {
-		if k, v, ok := strings.Cut(w, "="); ok && k != "" {
-			kw[k] = v
-			continue
-		}
-		if len(kw) > 0 {
-			return nil, fmt.Errorf("positional argument '%s' cannot appear after keyword arguments", w)
-		}
-		pos = append(pos, w)
+	c, err := command.FromWords(t.Name, words)
+	if err != nil {
+		return nil, err
 	}
-	if len(pos) > 0 {
-		params := propertyNames(t.InputSchema)
-		if len(pos) > len(params) {
-			return nil, fmt.Errorf("%s takes at most %d positional arguments (%s), got %d", t.Name, len(params), strings.Join(params, ", "), len(pos))
-		}
-		for i, v := range pos {
-			if _, dup := kw[params[i]]; dup {
-				return nil, fmt.Errorf("%s got multiple values for argument '%s'", t.Name, params[i])
-			}
-			kw[params[i]] = v
-		}
-	}
-	return json.Marshal(kw)
+	return c.Arguments(t.InputSchema)
 }
 
-// propertyNames lists a schema's top-level properties in the order they
-// are written, which is the order of the tool's parameters.
-func propertyNames(schema json.RawMessage) []string {
-	var root struct {
-		Properties json.RawMessage `json:"properties"`
-	}
-	if json.Unmarshal(schema, &root) != nil || len(root.Properties) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(root.Properties))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
-	}
-	var names []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return names
-		}
-		name, _ := tok.(string)
-		names = append(names, name)
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return names
-		}
-	}
-	return names
-}
-
-// splitWords splits a command line the way POSIX shells (and Python's
-// shlex.split) do: whitespace separates words, single quotes keep
-// everything, double quotes keep everything but backslash escapes of
-// \ " $ ` and newline, and a backslash outside quotes escapes the next
-// character.
-func splitWords(s string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		case c == '\\':
-			inWord = true
-			if i+1 >= len(s) {
-				return nil, errors.New("no escaped character after the final backslash")
-			}
-			i++
-			cur.WriteByte(s[i])
-		case c == '\'':
-			inWord = true
-			j := strings.IndexByte(s[i+1:], '\'')
-			if j < 0 {
-				return nil, errors.New("no closing quotation")
-			}
-			cur.WriteString(s[i+1 : i+1+j])
-			i += j + 1
-		case c == '"':
-			inWord = true
-			closed := false
-			for i++; i < len(s); i++ {
-				if s[i] == '"' {
-					closed = true
-					break
-				}
-				if s[i] == '\\' && i+1 < len(s) && strings.IndexByte("\\\"$`\n", s[i+1]) >= 0 {
-					i++
-				}
-				cur.WriteByte(s[i])
-			}
-			if !closed {
-				return nil, errors.New("no closing quotation")
-			}
-		default:
-			inWord = true
-			cur.WriteByte(c)
-		}
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
-}
+// splitWords splits a command line as a POSIX shell (and Python's
+// shlex.split) would.
+func splitWords(s string) ([]string, error) { return command.Split(s) }

@@ -251,19 +251,12 @@ func (h *Host) Call(ctx context.Context, conn *providers.Connection, tool *regis
 }
 
 func (h *Host) call(ctx context.Context, conn *providers.Connection, tool *registry.Tool, c registry.Call, peer registry.Peer) registry.Result {
-	sess, err := h.Session(conn)
-	if err != nil {
-		return registry.Result{Tool: tool.Name, Err: registry.AsError(err, registry.KindConfig)}
+	ctx, tc, sess, perr := h.prepare(ctx, conn, "", "", nil, peer)
+	if perr != nil {
+		return registry.Result{Tool: tool.Name, Err: perr}
 	}
-	env, err := h.Environment(ctx, conn)
-	if err != nil {
-		return registry.Result{Tool: tool.Name, Err: registry.AsError(err, registry.KindConfig)}
-	}
-	runID := conn.Transport + "-" + strconv.FormatUint(h.runs.Add(1), 10)
-	c.Context = &registry.ToolContext{SessionID: conn.SessionKey, RunID: runID, Env: env, Peer: peer}
-	ctx = sessions.NewContext(ctx, sess)
-	ctx = WithConnection(ctx, conn)
-	ctx = context.WithValue(ctx, hostKey{}, h)
+	c.Context = tc
+	runID := tc.RunID
 	meta := map[string]any{"run_id": runID, "transport": conn.Transport, "profile": conn.Profile}
 	if conn.Principal != "" {
 		meta["principal"] = conn.Principal
@@ -291,6 +284,35 @@ func (h *Host) call(ctx context.Context, conn *providers.Connection, tool *regis
 		h.log.WarnContext(ctx, "host.audit.failed", "error", err)
 	}
 	return res
+}
+
+// prepare attaches what every call carries: the session (in ctx), the
+// Environment (envSession's when set, else the connection's), the
+// connection and the host (in ctx), and a ToolContext with a run id (a
+// fresh one when runID is empty).
+func (h *Host) prepare(ctx context.Context, conn *providers.Connection, envSession, runID string, state map[string]any, peer registry.Peer) (context.Context, *registry.ToolContext, *sessions.Session, *registry.Error) {
+	sess, err := h.Session(conn)
+	if err != nil {
+		return ctx, nil, nil, registry.AsError(err, registry.KindConfig)
+	}
+	envConn := conn
+	if envSession != "" && envSession != conn.SessionKey {
+		c := *conn
+		c.SessionKey = envSession
+		envConn = &c
+	}
+	env, err := h.Environment(ctx, envConn)
+	if err != nil {
+		return ctx, nil, nil, registry.AsError(err, registry.KindConfig)
+	}
+	if runID == "" {
+		runID = conn.Transport + "-" + strconv.FormatUint(h.runs.Add(1), 10)
+	}
+	tc := &registry.ToolContext{SessionID: conn.SessionKey, RunID: runID, State: state, Env: env, Peer: peer}
+	ctx = sessions.NewContext(ctx, sess)
+	ctx = WithConnection(ctx, conn)
+	ctx = context.WithValue(ctx, hostKey{}, h)
+	return ctx, tc, sess, nil
 }
 
 // CallNested runs a call that code inside run_code made, as Bub's nested

@@ -1,0 +1,625 @@
+// Package agent is bub-mcp's built-in agent: the loop that sends a model
+// the tools and instructions of a connection's View, runs the calls it
+// makes through the host (hooks, spill and environment apply, as for an
+// MCP client), records every step on the session's tape the way Bub does,
+// and continues until the model answers without calling a tool.
+//
+// The loop knows no transport: it takes a *host.Host, a resolved
+// providers.Connection, a model.Client and a Sink for its events. The
+// terminal and JSON renderers, the REPL and comma commands sit on top, and
+// the agent_run and subagent tools run nested turns.
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/agent/model"
+	"github.com/bubbuild/bub-mcp/builtin"
+	"github.com/bubbuild/bub-mcp/host"
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/bubbuild/bub-mcp/sessions"
+)
+
+// ContinuePrompt is the user message of every step after the first, Bub's
+// continue_prompt.
+const ContinuePrompt = "Continue the task until all targets are completed."
+
+// BasePrompt is the system prompt's guidance, before the View's
+// instructions and the skills.
+const BasePrompt = `You are Bub, an agent that completes tasks with tools.
+Use the tools to inspect and change files and to run commands; never guess what a tool would return.
+When a tool fails, read its error and correct the call. Call independent tools together in one reply.
+When the task is done, reply with a short answer and no tool calls.`
+
+// Options configure an Agent. Zero values are documented per field.
+type Options struct {
+	// Settings are the model settings (LoadSettings).
+	Settings Settings
+	// NewClient builds a model client; nil means model.New.
+	NewClient func(model.Config) (model.Client, error)
+	// SystemPrompt replaces BasePrompt when set.
+	SystemPrompt string
+	// MaxToolConcurrency bounds the calls of one step; zero means the
+	// host's [tools] max_concurrency (whose zero is unbounded); negative
+	// means unbounded.
+	MaxToolConcurrency int
+	// Attempts is how many times a model call is tried on network errors,
+	// timeouts, 429 and 5xx; zero means 3.
+	Attempts int
+	// Backoff is the wait before the second attempt, doubled for each
+	// further one; zero means 1 s.
+	Backoff time.Duration
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Agent runs turns against a host. It is safe for concurrent use; turns
+// of one session should not overlap (their steps would interleave on the
+// tape).
+type Agent struct {
+	h    *host.Host
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns an Agent over h.
+func New(h *host.Host, opts *Options) *Agent {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.Settings = o.Settings.withDefaults()
+	if o.NewClient == nil {
+		o.NewClient = model.New
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 3
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = time.Second
+	}
+	if o.MaxToolConcurrency == 0 {
+		o.MaxToolConcurrency = h.Config().Tools.MaxConcurrency
+	}
+	if o.SystemPrompt == "" {
+		o.SystemPrompt = BasePrompt
+	}
+	a := &Agent{h: h, opts: o, log: o.Logger}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	return a
+}
+
+// Host returns the host the agent runs calls through.
+func (a *Agent) Host() *host.Host { return a.h }
+
+// Settings returns the agent's model settings.
+func (a *Agent) Settings() Settings { return a.opts.Settings }
+
+// Turn is one request to the agent.
+type Turn struct {
+	// Conn is the connection whose View, session and environment the turn
+	// uses. It is resolved again at the start of the turn, so a code-mode
+	// switch applies from the next turn.
+	Conn *providers.Connection
+	// Prompt is the user's message.
+	Prompt string
+	// Model overrides the session's model ("provider:model").
+	Model string
+	// AllowedTools restricts the tools to these runtime or model names;
+	// nil means every tool of the View.
+	AllowedTools []string
+	// AllowedSkills restricts the skill tool and the skills prompt; nil
+	// means all.
+	AllowedSkills []string
+	// Sink receives the events; nil discards them.
+	Sink Sink
+	// Peer reaches the client that started the turn, for the tools' own
+	// requests; nil means none.
+	Peer registry.Peer
+	// EnvSession names the session whose Environment the tools use;
+	// empty means the turn's own. Subagents use their parent's.
+	EnvSession string
+}
+
+// Result is what a turn produced.
+type Result struct {
+	// Text is the final answer.
+	Text      string       `json:"text"`
+	ToolCalls []CallRecord `json:"tool_calls"`
+	// Usage sums the turn's model calls.
+	Usage     model.Usage `json:"usage"`
+	Steps     int         `json:"steps"`
+	Model     string      `json:"model"`
+	SessionID string      `json:"session_id"`
+}
+
+// CallRecord is one tool call a turn made.
+type CallRecord struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
+}
+
+// ErrMaxSteps is wrapped by the error of a turn that used all its steps.
+var ErrMaxSteps = errors.New("max steps reached")
+
+// ModelFor returns the model a turn on conn's session would use: the
+// session's ,model switch, else the settings' model ("" when none).
+func (a *Agent) ModelFor(conn *providers.Connection) string {
+	if sess, err := a.h.Session(conn); err == nil {
+		if m := sess.Settings().Model; m != "" {
+			return m
+		}
+	}
+	return a.opts.Settings.Model
+}
+
+// Client builds the model client for "provider:model".
+func (a *Agent) Client(spec string) (model.Client, error) {
+	cfg, err := a.opts.Settings.ModelConfig(spec)
+	if err != nil {
+		return nil, err
+	}
+	return a.opts.NewClient(cfg)
+}
+
+// turnInfo travels in the context of the turn's tool calls, so subagent
+// can run nested turns with the same agent and model.
+type turnInfo struct {
+	agent *Agent
+	model string
+}
+
+type turnKey struct{}
+
+func withTurn(ctx context.Context, ti *turnInfo) context.Context {
+	return context.WithValue(ctx, turnKey{}, ti)
+}
+
+func turnFrom(ctx context.Context) (*turnInfo, bool) {
+	ti, ok := ctx.Value(turnKey{}).(*turnInfo)
+	return ti, ok && ti != nil
+}
+
+// Run runs one turn: it calls the model until a reply has no tool calls,
+// or the step limit is reached. Every step is on the session's tape when
+// Run returns, whatever the outcome; on failure the partial Result is
+// returned with the error.
+func (a *Agent) Run(ctx context.Context, t *Turn) (*Result, error) {
+	sink := &errorTracker{sink: t.Sink}
+	if sink.sink == nil {
+		sink.sink = discard{}
+	}
+	res, err := a.run(ctx, t, sink)
+	if err != nil && !sink.reported {
+		sink.Emit(Event{Kind: EventError, Error: err.Error()})
+	}
+	return res, err
+}
+
+// errorTracker remembers whether a turn reported its failure, so Run
+// reports the early ones (no model, empty prompt) exactly once.
+type errorTracker struct {
+	sink     Sink
+	reported bool
+}
+
+func (e *errorTracker) Emit(ev Event) {
+	if ev.Kind == EventError {
+		e.reported = true
+	}
+	e.sink.Emit(ev)
+}
+
+func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
+	if t.Conn == nil {
+		return nil, errors.New("agent: Turn.Conn is required")
+	}
+	conn := *t.Conn
+	if err := a.h.Resolve(ctx, &conn); err != nil {
+		return nil, err
+	}
+	res := &Result{SessionID: conn.SessionKey, ToolCalls: []CallRecord{}}
+	if strings.TrimSpace(t.Prompt) == "" {
+		return res, errors.New("agent: empty prompt")
+	}
+	sess, err := a.h.Session(&conn)
+	if err != nil {
+		return res, err
+	}
+	tape := sess.Tape()
+	if err := sess.EnsureBootstrap(); err != nil {
+		return res, fmt.Errorf("agent: %w", err)
+	}
+	spec := t.Model
+	if spec == "" {
+		spec = a.ModelFor(&conn)
+	}
+	if spec == "" {
+		return res, ErrNoModel
+	}
+	res.Model = spec
+	client, err := a.Client(spec)
+	if err != nil {
+		return res, fmt.Errorf("agent: %w", err)
+	}
+
+	view, tools, err := a.tools(ctx, &conn, t.AllowedTools)
+	if err != nil {
+		return res, err
+	}
+	system := a.systemPrompt(&conn, view, t.AllowedSkills)
+	specs := make([]model.Tool, len(tools))
+	for i, tl := range tools {
+		specs[i] = model.Tool{Name: tl.ModelName(), Description: tl.Description, Parameters: tl.InputSchema}
+	}
+	var state map[string]any
+	if t.AllowedSkills != nil {
+		lower := make([]string, len(t.AllowedSkills))
+		for i, s := range t.AllowedSkills {
+			lower[i] = strings.ToLower(s)
+		}
+		state = map[string]any{"allowed_skills": lower}
+	}
+	ctx = withTurn(ctx, &turnInfo{agent: a, model: spec})
+
+	a.event(tape, "loop.start", map[string]any{"model": spec, "prompt": t.Prompt, "allowed_skills": nilIfEmpty(t.AllowedSkills), "allowed_tools": nilIfEmpty(t.AllowedTools)})
+	prompt := t.Prompt
+	handoffs := 1
+	maxSteps := a.opts.Settings.MaxSteps
+	for step := 1; step <= maxSteps; step++ {
+		res.Steps = step
+		start := time.Now()
+		a.event(tape, "loop.step.start", map[string]any{"step": step, "prompt": prompt})
+		sink.Emit(Event{Kind: EventStep, Step: step})
+		runID := newRunID()
+		meta := map[string]any{"run_id": runID}
+		user := model.Message{Role: "user", Content: prompt}
+		msgs := append([]model.Message{{Role: "system", Content: system}}, Messages(tape.ContextEntries())...)
+		msgs = append(msgs, user)
+		req := &model.Request{Model: modelID(spec), Messages: msgs, Tools: specs, MaxTokens: a.opts.Settings.MaxTokens}
+		reply, err := a.complete(ctx, client, req, step, sink)
+		elapsed := func() int64 { return time.Since(start).Milliseconds() }
+		if err != nil {
+			if ctx.Err() == nil && handoffs > 0 && model.IsContextLength(err) {
+				handoffs--
+				a.handoff(tape, err)
+				a.event(tape, "loop.step", map[string]any{"step": step, "elapsed_ms": elapsed(), "status": "auto_handoff", "error": err.Error(), "date": now()})
+				sink.Emit(Event{Kind: EventHandoff, Step: step, Error: err.Error()})
+				prompt = t.Prompt
+				continue
+			}
+			a.append(tape, sessions.KindError, map[string]any{"kind": "provider", "message": err.Error()}, meta)
+			a.event(tape, "run", map[string]any{"status": "error", "model": spec}, meta)
+			a.event(tape, "loop.step", map[string]any{"step": step, "elapsed_ms": elapsed(), "status": "error", "error": err.Error(), "date": now()})
+			sink.Emit(Event{Kind: EventError, Step: step, Error: err.Error()})
+			return res, err
+		}
+		runData := map[string]any{"status": "ok", "model": spec}
+		if reply.Usage != nil {
+			res.Usage = res.Usage.Add(*reply.Usage)
+			runData["usage"] = reply.Usage.Map()
+			u := *reply.Usage
+			sink.Emit(Event{Kind: EventUsage, Step: step, Usage: &u})
+		}
+		if len(reply.ToolCalls) == 0 {
+			a.append(tape, sessions.KindSystem, map[string]any{"content": system}, meta)
+			a.append(tape, sessions.KindMessage, map[string]any{"role": "user", "content": prompt}, meta)
+			a.append(tape, sessions.KindMessage, map[string]any{"role": "assistant", "content": reply.Text}, meta)
+			a.event(tape, "run", runData, meta)
+			a.event(tape, "loop.step", map[string]any{"step": step, "elapsed_ms": elapsed(), "status": "ok", "date": now()})
+			res.Text = reply.Text
+			u := res.Usage
+			sink.Emit(Event{Kind: EventFinal, Step: step, Text: reply.Text, Usage: &u})
+			return res, nil
+		}
+
+		sink.Emit(Event{Kind: EventToolCall, Step: step, ToolCalls: reply.ToolCalls})
+		results := a.runTools(ctx, &conn, tools, reply.ToolCalls, &host.CallOptions{RunID: runID, State: state, EnvSession: t.EnvSession}, t.Peer)
+		sink.Emit(Event{Kind: EventToolResult, Step: step, Results: results})
+		calls := make([]any, len(reply.ToolCalls))
+		outputs := make([]any, len(results))
+		for i, c := range reply.ToolCalls {
+			calls[i] = map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
+			outputs[i] = results[i].Output
+			res.ToolCalls = append(res.ToolCalls, CallRecord{Name: c.Name, Arguments: c.Arguments, Status: results[i].Status})
+		}
+		callPayload := map[string]any{"calls": calls}
+		if reply.Text != "" {
+			callPayload["content"] = reply.Text
+		}
+		a.append(tape, sessions.KindSystem, map[string]any{"content": system}, meta)
+		a.append(tape, sessions.KindMessage, map[string]any{"role": "user", "content": prompt}, meta)
+		a.append(tape, sessions.KindToolCall, callPayload, meta)
+		a.append(tape, sessions.KindToolResult, map[string]any{"results": outputs}, meta)
+		a.event(tape, "run", runData, meta)
+		if err := ctx.Err(); err != nil {
+			a.event(tape, "loop.step", map[string]any{"step": step, "elapsed_ms": elapsed(), "status": "error", "error": "cancelled", "date": now()})
+			sink.Emit(Event{Kind: EventError, Step: step, Error: "cancelled"})
+			return res, err
+		}
+		a.event(tape, "loop.step", map[string]any{"step": step, "elapsed_ms": elapsed(), "status": "continue", "date": now()})
+		prompt = ContinuePrompt
+	}
+	err = fmt.Errorf("agent: max_steps_reached=%d: the model was still calling tools after %d steps; raise BUB_MAX_STEPS or [agent] max_steps to let it go on: %w", maxSteps, maxSteps, ErrMaxSteps)
+	a.append(tape, sessions.KindError, map[string]any{"kind": "tool", "message": fmt.Sprintf("max_steps_reached=%d", maxSteps)}, nil)
+	sink.Emit(Event{Kind: EventError, Step: maxSteps, Error: err.Error()})
+	return res, err
+}
+
+func nilIfEmpty(s []string) any {
+	if s == nil {
+		return nil
+	}
+	return s
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+func newRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "run-" + time.Now().UTC().Format("20060102T150405.000000Z") + "-" + hex.EncodeToString(b[:])
+}
+
+func modelID(spec string) string {
+	_, id, _ := model.Split(spec)
+	return id
+}
+
+// append writes an entry; a tape failure is logged, never fatal: the turn
+// has already happened.
+func (a *Agent) append(tape *sessions.Tape, kind string, payload, meta map[string]any) {
+	if _, err := tape.Append(kind, payload, meta); err != nil {
+		a.log.Warn("agent.tape.append", "kind", kind, "error", err)
+	}
+}
+
+func (a *Agent) event(tape *sessions.Tape, name string, data map[string]any, meta ...map[string]any) {
+	var m map[string]any
+	if len(meta) > 0 {
+		m = meta[0]
+	}
+	if _, err := tape.AppendEvent(name, data, m); err != nil {
+		a.log.Warn("agent.tape.event", "name", name, "error", err)
+	}
+}
+
+// handoff records Bub's automatic handoff after a context-length error:
+// an anchor auto_handoff/context_overflow and its handoff event.
+func (a *Agent) handoff(tape *sessions.Tape, cause error) {
+	const name = "auto_handoff/context_overflow"
+	state := map[string]any{"reason": "context_length_exceeded", "error": cause.Error()}
+	a.append(tape, sessions.KindAnchor, map[string]any{"name": name, "state": state}, nil)
+	a.event(tape, sessions.EventHandoff, map[string]any{"name": name, "state": state})
+}
+
+// complete calls the model, streaming deltas to sink, retrying network
+// failures, timeouts, 429 and 5xx with exponential backoff. Each attempt
+// is bounded by the settings' timeout.
+func (a *Agent) complete(ctx context.Context, client model.Client, req *model.Request, step int, sink Sink) (*model.Reply, error) {
+	timeout := a.opts.Settings.Timeout
+	var last error
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		seq, err := client.Stream(actx, req)
+		var reply *model.Reply
+		if err == nil {
+			reply, err = model.Collect(seq, func(ev model.Event) {
+				if ev.Text != "" {
+					sink.Emit(Event{Kind: EventText, Step: step, Delta: ev.Text})
+				}
+				if ev.Reasoning != "" {
+					sink.Emit(Event{Kind: EventReasoning, Step: step, Delta: ev.Reasoning})
+				}
+			})
+		}
+		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
+		cancel()
+		if err == nil {
+			return reply, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if timedOut {
+			err = &model.Error{Message: fmt.Sprintf("no complete reply within %s (BUB_MODEL_TIMEOUT_SECONDS)", timeout), Retryable: true, Err: err}
+		}
+		last = err
+		if !model.IsRetryable(err) || attempt >= a.opts.Attempts {
+			break
+		}
+		wait := a.opts.Backoff << (attempt - 1)
+		sink.Emit(Event{Kind: EventRetry, Step: step, Attempt: attempt, Error: err.Error()})
+		a.log.Warn("agent.model.retry", "attempt", attempt, "wait", wait, "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	if a.opts.Attempts > 1 && model.IsRetryable(last) {
+		return nil, fmt.Errorf("agent: model call failed after %d attempts: %w", a.opts.Attempts, last)
+	}
+	return nil, fmt.Errorf("agent: model call failed: %w", last)
+}
+
+// tools returns the View and the tools the model gets: the View's direct
+// tools, restricted to allowed when set (a restricted turn without
+// run_code falls back from code mode, as Bub's subagents do).
+func (a *Agent) tools(ctx context.Context, conn *providers.Connection, allowed []string) (*providers.View, []*registry.Tool, error) {
+	if allowed != nil && conn.CodeMode && !matchesAny(allowed, "run_code") {
+		conn.CodeMode = false
+	}
+	view, err := a.h.View(ctx, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	if allowed == nil {
+		return view, view.Tools, nil
+	}
+	var out []*registry.Tool
+	for _, t := range view.Tools {
+		if matchesAny(allowed, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return view, out, nil
+}
+
+func matchesAny(names []string, tool string) bool {
+	for _, n := range names {
+		n = strings.ToLower(strings.TrimSpace(n))
+		if n == strings.ToLower(tool) || n == strings.ToLower(registry.ModelName(tool)) {
+			return true
+		}
+	}
+	return false
+}
+
+// systemPrompt joins the guidance, the workspace's AGENTS.md, the View's
+// instructions (code mode's fragment, providers' prompts) and the skills.
+func (a *Agent) systemPrompt(conn *providers.Connection, view *providers.View, allowedSkills []string) string {
+	parts := []string{a.opts.SystemPrompt}
+	if conn.Workspace != "" {
+		parts = append(parts, "Workspace: "+conn.Workspace)
+		if b, err := os.ReadFile(filepath.Join(conn.Workspace, "AGENTS.md")); err == nil && len(b) > 0 {
+			if len(b) > 32<<10 {
+				b = b[:32<<10]
+			}
+			parts = append(parts, "<workspace_instructions>\n"+strings.TrimSpace(string(b))+"\n</workspace_instructions>")
+		}
+	}
+	if view.Instructions != "" {
+		parts = append(parts, view.Instructions)
+	}
+	if _, ok := view.Lookup("skill"); ok {
+		if sp := skillsPrompt(conn.Workspace, allowedSkills); sp != "" {
+			parts = append(parts, sp)
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+func skillsPrompt(workspace string, allowed []string) string {
+	if allowed == nil {
+		return builtin.SkillsPrompt(workspace)
+	}
+	var b strings.Builder
+	for _, s := range builtin.DiscoverSkills(workspace) {
+		if matchesFold(allowed, s.Name) {
+			b.WriteString("- " + s.Name + ": " + s.Description + "\n")
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "<available_skills>\n" + b.String() + "</available_skills>"
+}
+
+func matchesFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// invalidArguments is the error a model gets for arguments that are not a
+// JSON object; it can correct them on its next step.
+func invalidArguments(raw string, err error) *registry.Error {
+	d := map[string]any{"arguments": raw}
+	if err != nil {
+		d["error"] = err.Error()
+	}
+	return registry.NewError(registry.KindInvalidInput, "Expected a function tool call with JSON object arguments.", d)
+}
+
+// unknownTool is Bub's answer to a call of a tool that does not exist.
+func unknownTool(name string, tools []*registry.Tool) string {
+	names := make([]string, 0, len(tools))
+	hasSkill := false
+	for _, t := range tools {
+		names = append(names, t.ModelName())
+		if t.Name == "skill" {
+			hasSkill = true
+		}
+	}
+	msg := "Tool `" + name + "` does not exist."
+	if m := registry.CloseMatches(name, names, 3, 0.6); len(m) > 0 {
+		return msg + " Did you mean one of the following?\n- " + strings.Join(m, "\n- ")
+	}
+	if hasSkill {
+		return msg + " Invoke the `skill` tool to list available skills."
+	}
+	return msg + " No similar tool is available."
+}
+
+// runTools runs a step's calls concurrently, at most MaxToolConcurrency at
+// a time, through the host, and returns the results in call order.
+func (a *Agent) runTools(ctx context.Context, conn *providers.Connection, tools []*registry.Tool, calls []model.ToolCall, copts *host.CallOptions, peer registry.Peer) []ToolResult {
+	byName := map[string]*registry.Tool{}
+	for _, t := range tools {
+		byName[strings.ToLower(t.ModelName())] = t
+		byName[strings.ToLower(t.Name)] = t
+	}
+	out := make([]ToolResult, len(calls))
+	var sem chan struct{}
+	if n := a.opts.MaxToolConcurrency; n > 0 {
+		sem = make(chan struct{}, n)
+	}
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		out[i] = ToolResult{ID: c.ID, Name: c.Name, Status: "error"}
+		tool, ok := byName[strings.ToLower(strings.TrimSpace(c.Name))]
+		if !ok {
+			out[i].Output = unknownTool(c.Name, tools)
+			continue
+		}
+		raw := strings.TrimSpace(c.Arguments)
+		if raw == "" {
+			raw = "{}"
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(raw), &obj); err != nil || obj == nil {
+			out[i].Output = invalidArguments(c.Arguments, err).JSON()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if sem != nil {
+				select {
+				case sem <- struct{}{}:
+					defer func() { <-sem }()
+				case <-ctx.Done():
+					out[i].Output = (&registry.Error{Kind: registry.KindTool, Message: fmt.Sprintf("Tool '%s' call was cancelled.", tool.Name)}).JSON()
+					return
+				}
+			}
+			r := a.h.CallWith(ctx, conn, tool, json.RawMessage(raw), peer, copts)
+			out[i].Output = r.Output()
+			out[i].ElapsedMS = r.Duration.Milliseconds()
+			if r.Err == nil {
+				out[i].Status = "ok"
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}

@@ -1,0 +1,113 @@
+package agent_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/bubbuild/bub-mcp/agent"
+	"github.com/bubbuild/bub-mcp/sessions"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCommands(t *testing.T) {
+	f := newFixture(t, fixtureOpts{url: "http://127.0.0.1:1"})
+	tests := []struct {
+		line, out, err string
+	}{
+		{line: "help", out: agent.HelpText},
+		{line: "fs.write path=c.txt content='a b'", out: "wrote: " + f.path("c.txt")},
+		{line: "fs.read c.txt", out: "a b"},
+		{line: "echo from-bash", out: "from-bash"},
+		{line: "fs_read path=c.txt", err: "[tool] command exited with code 127"}, // model names are not commands: bash runs it
+		{line: "fs.read path=c.txt extra", err: "positional argument 'extra' cannot appear after keyword arguments"},
+		{line: "fs.read offset=x path=c.txt", err: "[invalid_input] Tool 'fs.read' argument validation failed."},
+		{line: "", err: "empty command"},
+		{line: `fs.read "c.txt`, err: "no closing quotation"},
+		{line: "model openai:other-model", out: "Session model set to openai:other-model (applies from the next turn)."},
+		{line: "model", out: "Session model: openai:other-model"},
+		{line: "model nocolon", err: `model: "nocolon" is not provider:model`},
+		{line: "code_mode enable=true", out: "Session code mode enabled (applies from the next turn)."},
+		{line: "code_mode enable=maybe", err: `code_mode: enable must be true or false, got "maybe"`},
+	}
+	for _, tt := range tests {
+		out, err := f.agent.Command(t.Context(), f.conn, tt.line)
+		if tt.err != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tt.err) {
+				t.Errorf("Command(%q) = %q, %v; want error %q", tt.line, out, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || out != tt.out {
+			t.Errorf("Command(%q) = %q, %v; want %q", tt.line, out, err, tt.out)
+		}
+	}
+	if _, err := f.agent.Command(t.Context(), f.conn, "quit"); !errors.Is(err, agent.ErrQuit) {
+		t.Errorf("quit: %v", err)
+	}
+	if b, _ := os.ReadFile(f.path("c.txt")); string(b) != "a b" {
+		t.Errorf("c.txt = %q", b)
+	}
+	sess, _ := f.host.Session(f.conn)
+	if s := sess.Settings(); s.Model != "openai:other-model" || s.CodeMode == nil || !*s.CodeMode {
+		t.Errorf("settings = %+v", s)
+	}
+	if got := f.agent.ModelFor(f.conn); got != "openai:other-model" {
+		t.Errorf("ModelFor = %q", got)
+	}
+	out, err := f.agent.Command(t.Context(), f.conn, "tools")
+	if err != nil || !strings.Contains(out, "fs.read") || !strings.Contains(out, "agent_run     (not for the model)  Run one turn") {
+		t.Errorf(",tools = %q, %v", out, err)
+	}
+
+	// Every command is on the tape.
+	var got []map[string]any
+	for _, e := range sess.Tape().Entries() {
+		if e.Kind == sessions.KindEvent && e.Payload["name"] == "command" {
+			d := e.Payload["data"].(map[string]any)
+			got = append(got, map[string]any{"raw": d["raw"], "name": d["name"], "status": d["status"]})
+		}
+	}
+	want := []map[string]any{
+		{"raw": "help", "name": "help", "status": "ok"},
+		{"raw": "fs.write path=c.txt content='a b'", "name": "fs.write", "status": "ok"},
+		{"raw": "fs.read c.txt", "name": "fs.read", "status": "ok"},
+		{"raw": "echo from-bash", "name": "echo", "status": "ok"},
+		{"raw": "fs_read path=c.txt", "name": "fs_read", "status": "error"},
+		{"raw": "fs.read path=c.txt extra", "name": "fs.read", "status": "error"},
+		{"raw": "fs.read offset=x path=c.txt", "name": "fs.read", "status": "error"},
+		{"raw": "", "name": "", "status": "error"},
+		{"raw": `fs.read "c.txt`, "name": "", "status": "error"},
+		{"raw": "model openai:other-model", "name": "model", "status": "ok"},
+		{"raw": "model", "name": "model", "status": "ok"},
+		{"raw": "model nocolon", "name": "model", "status": "error"},
+		{"raw": "code_mode enable=true", "name": "code_mode", "status": "ok"},
+		{"raw": "code_mode enable=maybe", "name": "code_mode", "status": "error"},
+		{"raw": "quit", "name": "quit", "status": "ok"},
+		{"raw": "tools", "name": "tools", "status": "ok"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("command events (-want +got):\n%s", diff)
+	}
+}
+
+func TestREPLWithoutModel(t *testing.T) {
+	f := newFixture(t, fixtureOpts{url: "http://127.0.0.1:1"})
+	a := agent.New(f.host, &agent.Options{})
+	var out, errOut strings.Builder
+	in := strings.NewReader("hello\n,fs.write path=r.txt content=repl\n,history\n,quit\nnever read\n")
+	err := a.REPL(t.Context(), f.conn, agent.REPLOptions{In: in, Out: &out, Sink: &agent.TerminalRenderer{Out: &out, Err: &errOut}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(f.path("r.txt")); string(b) != "repl" {
+		t.Errorf("r.txt = %q", b)
+	}
+	if !strings.Contains(errOut.String(), "error: no model configured: set BUB_MODEL=provider:model") {
+		t.Errorf("stderr = %q", errOut.String())
+	}
+	if !strings.Contains(out.String(), "wrote: "+f.path("r.txt")+"\nhello\n,fs.write path=r.txt content=repl\n") {
+		t.Errorf("stdout = %q", out.String())
+	}
+}

@@ -1,0 +1,18 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+func mustJSON(v any) json.RawMessage {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return json.RawMessage("{}")
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func unmarshalJSON(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/bubbuild/bub-mcp/agent"
+	"github.com/bubbuild/bub-mcp/agent/model"
+	"github.com/bubbuild/bub-mcp/host"
+	"github.com/bubbuild/bub-mcp/providers"
+)
+
+// The built-in agent: `bub-mcp agent`, and its tools (agent_run over MCP
+// for profiles with agent = true, subagent) wired into every host.
+func init() {
+	var (
+		c      common
+		prompt string
+		model  string
+		asJSON bool
+	)
+	register(&Command{
+		Name:  "agent",
+		Usage: "[-p PROMPT] [--session S] [--profile P] [--model provider:model] [--json] [PROMPT]",
+		Short: "chat with the built-in agent (REPL), or run one prompt (-p, an argument or stdin) and exit",
+		Flags: func(fs *flag.FlagSet) {
+			c.flags(fs)
+			fs.StringVar(&c.session, "session", "", "session whose tape and settings the agent uses (default: the profile's)")
+			fs.StringVar(&prompt, "p", "", "run this prompt (or ,command) once and exit; status 1 if it fails")
+			fs.StringVar(&model, "model", "", "model as provider:model (default: the session's ,model, else $BUB_MODEL, else [agent] model)")
+			fs.BoolVar(&asJSON, "json", false, "print events as JSON lines instead of text")
+		},
+		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			if prompt == "" && len(args) > 0 {
+				prompt = strings.Join(args, " ")
+			}
+			return runAgent(ctx, env, &c, prompt, model, asJSON)
+		},
+	})
+	hostSetups = append(hostSetups, setupAgent)
+}
+
+// setupAgent adds the provider that shows agent_run and subagent where
+// they can work, bound to the [agent] settings and BUB_* variables.
+func setupAgent(ctx context.Context, env *Env, o *host.Options) error {
+	s, err := agent.LoadSettings(o.Config.Agent, env.Getenv)
+	if err != nil {
+		return err
+	}
+	o.Providers = append(o.Providers, agent.Provider(o.Config, &agent.Options{Settings: s, Logger: env.Logger}))
+	return nil
+}
+
+func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string, asJSON bool) error {
+	interactive := isTerminal(env.Stdin)
+	if prompt == "" && !interactive {
+		b, err := io.ReadAll(env.Stdin)
+		if err != nil {
+			return err
+		}
+		if prompt = strings.TrimSpace(string(b)); prompt == "" {
+			return &usageError{"no prompt: pass -p PROMPT, a prompt argument or text on stdin, or run in a terminal for the REPL"}
+		}
+	}
+	if env.Getenv("BUB_LOG_LEVEL") == "" && env.Getenv("BUB_VERBOSE") == "" {
+		// The renderer shows failed calls; the executor's records would
+		// only say it twice.
+		quiet := *env
+		quiet.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		env = &quiet
+	}
+	h, err := newHost(ctx, env, c)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := h.Close(); err != nil {
+			env.Logger.Warn("host.close", "error", err)
+		}
+	}()
+	settings, err := agent.LoadSettings(h.Config().Agent, env.Getenv)
+	if err != nil {
+		return err
+	}
+	if modelFlag != "" {
+		if _, _, err := model.Split(modelFlag); err != nil {
+			return &usageError{err.Error()}
+		}
+		settings.Model = modelFlag
+	}
+	a := agent.New(h, &agent.Options{Settings: settings, Logger: env.Logger})
+	conn := providers.Connection{Transport: "agent", Profile: c.profile, SessionKey: c.session}
+	if err := h.Resolve(ctx, &conn); err != nil {
+		return err
+	}
+	var sink agent.Sink = &agent.TerminalRenderer{Out: env.Stdout, Err: env.Stderr, Verbose: env.Getenv("BUB_VERBOSE") != ""}
+	if asJSON {
+		sink = agent.NewJSONRenderer(env.Stdout)
+	}
+	if prompt != "" {
+		if err := a.Once(ctx, &conn, prompt, sink); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return &ExitError{Code: 130}
+			}
+			return &ExitError{Code: 1} // the renderer has shown the error
+		}
+		return nil
+	}
+	return a.REPL(ctx, &conn, agent.REPLOptions{In: env.Stdin, Out: env.Stdout, Sink: sink, Interactive: interactive})
+}
+
+// isTerminal reports whether r is a character device (a terminal), so
+// stdin holds a human rather than a prompt.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
