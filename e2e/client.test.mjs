@@ -3,6 +3,7 @@
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +26,11 @@ workspace = ${JSON.stringify(workspace)}
 [profiles.ro]
 workspace = ${JSON.stringify(workspace)}
 tools = ["fs.read"]
+
+[profiles.agentic]
+workspace = ${JSON.stringify(workspace)}
+agent = true
+session = "e2e-agent"
 
 [profiles.coder]
 workspace = ${JSON.stringify(workspace)}
@@ -182,3 +188,71 @@ for (const [name, connect] of [['stdio', stdioClient], ['http', httpClient]]) {
     });
   });
 }
+
+// A scripted OpenAI-compatible model: the first request gets a streamed
+// fs_write tool call, the next one (which carries the tool result) a
+// streamed final answer.
+async function fakeModel() {
+  const requests = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      const payload = JSON.parse(body);
+      requests.push(payload);
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      const chunk = (delta, finish = null) => res.write('data: ' + JSON.stringify({
+        id: 'c1', object: 'chat.completion.chunk', created: 0, model: payload.model,
+        choices: [{ index: 0, delta, finish_reason: finish }],
+      }) + '\n\n');
+      const sawTool = payload.messages.some((m) => m.role === 'tool');
+      if (!sawTool) {
+        chunk({ role: 'assistant', tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'fs_write', arguments: '' } }] });
+        chunk({ tool_calls: [{ index: 0, function: { arguments: JSON.stringify({ path: 'agent.txt', content: 'written by agent_run' }) } }] });
+        chunk({}, 'tool_calls');
+      } else {
+        chunk({ role: 'assistant', content: 'I wrote ' });
+        chunk({ content: 'agent.txt.' });
+        chunk({}, 'stop');
+      }
+      res.write('data: ' + JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 0, model: payload.model, choices: [],
+        usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }) + '\n\n');
+      res.end('data: [DONE]\n\n');
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, requests, base: `http://127.0.0.1:${server.address().port}/v1` };
+}
+
+describe('agent_run through the TypeScript client', () => {
+  test('runs a whole turn against a fake model and returns its answer', async () => {
+    const model = await fakeModel();
+    const transport = new StdioClientTransport({
+      command: bin, args: ['serve', '--profile', 'agentic'], stderr: 'pipe',
+      env: { ...env, BUB_MODEL: 'openai:fake-model', BUB_API_BASE: model.base, BUB_API_KEY: 'test-key' },
+    });
+    const client = new Client({ name: 'bub-e2e', version: '1.0.0' });
+    await client.connect(transport);
+    try {
+      const { tools } = await client.listTools();
+      assert.ok(tools.some((t) => t.name === 'agent_run'), 'agent_run not offered');
+      const res = await client.callTool({ name: 'agent_run', arguments: { prompt: 'write agent.txt' } });
+      assert.equal(res.isError, undefined, textOf(res));
+      assert.match(textOf(res), /I wrote agent\.txt\./);
+      assert.equal(readFileSync(join(workspace, 'agent.txt'), 'utf8'), 'written by agent_run');
+      assert.equal(model.requests.length, 2);
+      assert.ok(model.requests[0].tools.some((t) => t.function.name === 'fs_write'));
+    } finally {
+      await client.close();
+      model.server.close();
+    }
+  });
+
+  test('agent_run is not offered to a profile without agent = true', async () => {
+    const client = await stdioClient('default');
+    try {
+      const { tools } = await client.listTools();
+      assert.ok(!tools.some((t) => t.name === 'agent_run'));
+    } finally { await client.close(); }
+  });
+});
