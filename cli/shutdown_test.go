@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -151,5 +152,44 @@ func waitExit(cmd *exec.Cmd, d time.Duration) error {
 		return nil
 	case <-time.After(d):
 		return fmt.Errorf("server still running %v after SIGTERM", d)
+	}
+}
+
+func TestNonLoopbackBindNeedsAuthOrInsecure(t *testing.T) {
+	cmd := exec.Command(binary(t), "serve", "--http", "0.0.0.0:0")
+	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG=")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("serve on 0.0.0.0 without tokens: err = %v; want exit status 1", err)
+	}
+	if !strings.Contains(string(out), "refusing to serve 0.0.0.0:0 without auth") || !strings.Contains(string(out), "--insecure") {
+		t.Errorf("message = %q; want it to name the fix", out)
+	}
+	// With --insecure it starts (and stops on SIGTERM).
+	cmd = exec.Command(binary(t), "serve", "--http", "0.0.0.0:0", "--insecure")
+	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG=")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	started := false
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "mcp.http.start") {
+			started = true
+			break
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if !started {
+		t.Fatal("--insecure server did not start")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := waitExit(cmd, 15*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
