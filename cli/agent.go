@@ -67,22 +67,12 @@ func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string
 			return &usageError{"no prompt: pass -p PROMPT, a prompt argument or text on stdin, or run in a terminal for the REPL"}
 		}
 	}
-	if env.Getenv("BUB_LOG_LEVEL") == "" && env.Getenv("BUB_VERBOSE") == "" {
-		// The renderer shows failed calls; the executor's records would
-		// only say it twice.
-		quiet := *env
-		quiet.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-		env = &quiet
-	}
+	env = quieted(env, slog.LevelError) // the renderer shows failed calls
 	h, err := newHost(ctx, env, c)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := h.Close(); err != nil {
-			env.Logger.Warn("host.close", "error", err)
-		}
-	}()
+	defer closeHost(env, h)
 	settings, err := agent.LoadSettings(h.Config().Agent, env.Getenv)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -89,6 +90,26 @@ func newHost(ctx context.Context, env *Env, c *common) (*host.Host, error) {
 		}
 	}
 	return host.New(opts)
+}
+
+// quieted raises the log level to min unless the user asked for logs
+// (BUB_LOG_LEVEL, BUB_VERBOSE): commands that print a call's outcome
+// themselves need not see the executor's record of it too.
+func quieted(env *Env, min slog.Level) *Env {
+	if env.Getenv("BUB_LOG_LEVEL") != "" || env.Getenv("BUB_VERBOSE") != "" {
+		return env
+	}
+	q := *env
+	q.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: min}))
+	return &q
+}
+
+// closeHost ends a command's host, logging (not returning) a failure: by
+// then the command's own result is what matters.
+func closeHost(env *Env, h *host.Host) {
+	if err := h.Close(); err != nil {
+		env.Logger.Warn("host.close", "error", err)
+	}
 }
 
 // hostSetups let feature packages wired into the CLI (code mode, the agent)

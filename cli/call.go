@@ -74,22 +74,12 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 		}
 	}
 
-	if env.Getenv("BUB_LOG_LEVEL") == "" && env.Getenv("BUB_VERBOSE") == "" {
-		// The call's outcome is printed below; the executor's info record
-		// of a failed call would only say it twice.
-		quiet := *env
-		quiet.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		env = &quiet
-	}
+	env = quieted(env, slog.LevelWarn) // the outcome is printed below
 	h, err := newHost(ctx, env, c)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := h.Close(); err != nil {
-			env.Logger.Warn("host.close", "error", err)
-		}
-	}()
+	defer closeHost(env, h)
 	tool, lerr := h.Registry().Lookup(args[0])
 	if lerr != nil {
 		return printToolError(env, registry.AsError(lerr, registry.KindNotFound))

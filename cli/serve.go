@@ -40,11 +40,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := h.Close(); err != nil {
-			env.Logger.Warn("host.close", "error", err)
-		}
-	}()
+	defer closeHost(env, h)
 	cfg := h.Config()
 	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: h, Registry: h.Registry(), Extensions: serverExtensions(h), Logger: env.Logger})
 	if err != nil {
