@@ -126,39 +126,30 @@ func appendValue(dst []byte, v any, depth int) ([]byte, any, error) {
 		}
 		return append(dst, '}'), out, nil
 	case []any:
-		if x == nil {
-			return append(dst, "null"...), nil, nil
-		}
-		out := make([]any, len(x))
-		dst = append(dst, '[')
-		for i, e := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, out[i], err = appendValue(dst, e, depth+1); err != nil {
-				return nil, nil, err
-			}
-		}
-		return append(dst, ']'), out, nil
+		return appendList(dst, x, depth)
 	case []string:
-		if x == nil {
-			return append(dst, "null"...), nil, nil
-		}
-		out := make([]any, len(x))
-		dst = append(dst, '[')
-		for i, e := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, out[i], err = appendValue(dst, e, depth+1); err != nil {
-				return nil, nil, err
-			}
-		}
-		return append(dst, ']'), out, nil
+		return appendList(dst, x, depth)
 	}
 	return appendSlow(dst, v)
+}
+
+// appendList encodes a slice element by element, like appendValue.
+func appendList[T any](dst []byte, xs []T, depth int) ([]byte, any, error) {
+	if xs == nil {
+		return append(dst, "null"...), nil, nil
+	}
+	out := make([]any, len(xs))
+	dst = append(dst, '[')
+	for i, e := range xs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, out[i], err = appendValue(dst, e, depth+1); err != nil {
+			return nil, nil, err
+		}
+	}
+	return append(dst, ']'), out, nil
 }
 
 // appendSlow encodes v with encoding/json and decodes the result back.
