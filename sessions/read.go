@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -10,38 +11,30 @@ import (
 // AppendAsync has not written yet.
 func (t *Tape) Entries() []Entry {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return entriesOf(t.records)
-}
-
-func entriesOf(rs []record) []Entry {
-	out := make([]Entry, len(rs))
-	for i, r := range rs {
-		out[i] = r.Entry
-	}
-	return out
+	rs := slices.Clone(t.records)
+	t.mu.Unlock()
+	return t.entries(rs)
 }
 
 // SinceLastAnchor returns the entries strictly after the last anchor (all
 // of them when there is none): the part of the tape a new turn builds on.
 func (t *Tape) SinceLastAnchor() []Entry {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return entriesOf(t.records[t.last+1:])
+	rs := slices.Clone(t.records[t.last+1:])
+	t.mu.Unlock()
+	return t.entries(rs)
 }
 
 // ContextEntries returns what Bub feeds the model as history: the entries
 // after the last anchor, minus those marked with meta "context": false
 // (spill bookkeeping, sidecar lifecycle events and the like).
 func (t *Tape) ContextEntries() []Entry {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	var out []Entry
-	for _, r := range t.records[t.last+1:] {
-		if c, ok := r.Meta["context"].(bool); ok && !c {
+	for _, e := range t.SinceLastAnchor() {
+		if c, ok := e.Meta["context"].(bool); ok && !c {
 			continue
 		}
-		out = append(out, r.Entry)
+		out = append(out, e)
 	}
 	return out
 }
@@ -138,7 +131,6 @@ func (i Info) String() string {
 // cache_read_input_tokens; nil unless both are known and prompt > 0.
 func (t *Tape) Info() Info {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	info := Info{
 		Name:                   t.name,
 		Entries:                len(t.records),
@@ -150,12 +142,21 @@ func (t *Tape) Info() Info {
 			info.LastAnchor = fmt.Sprint(v)
 		}
 	}
+	var events []record // newest first
 	for i := len(t.records) - 1; i >= 0; i-- {
-		r := t.records[i]
-		if r.Kind != KindEvent || r.Payload["name"] != "run" {
+		if t.records[i].Kind == KindEvent {
+			events = append(events, t.records[i])
+		}
+	}
+	t.mu.Unlock()
+	rd := t.reader()
+	defer rd.close()
+	for _, r := range events {
+		e, err := rd.entry(r)
+		if err != nil || e.Payload["name"] != "run" {
 			continue
 		}
-		data, _ := r.Payload["data"].(map[string]any)
+		data, _ := e.Payload["data"].(map[string]any)
 		usage, _ := data["usage"].(map[string]any)
 		total, ok := asInt(usage["total_tokens"])
 		if !ok {

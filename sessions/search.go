@@ -74,12 +74,17 @@ func (t *Tape) Search(q SearchQuery) SearchResult {
 	recs := slices.Clone(t.records)
 	t.mu.Unlock()
 
+	rd := t.reader()
+	defer rd.close()
 	fz := newFuzzyMatcher(needle)
 	seen := map[string]struct{}{}
 	var hits []Entry
 	for i := len(recs) - 1; i >= 0 && len(hits) < limit; i-- {
-		e := recs[i].Entry
-		if e.Payload == nil || !slices.Contains(kinds, e.Kind) || !inRange(e, q.Start, q.End) {
+		if !slices.Contains(kinds, recs[i].Kind) {
+			continue
+		}
+		e, err := rd.entry(recs[i])
+		if err != nil || e.Payload == nil || !inRange(e, q.Start, q.End) {
 			continue
 		}
 		text := strings.ToLower(renderText(e.Payload))

@@ -222,7 +222,7 @@ func (s *Session) spillTape() (*Tape, error) {
 	if !s.temp {
 		path = filepath.Join(s.store.tapesDir, name+".jsonl")
 	}
-	t := newTape(s.store, name, path, !s.temp)
+	t := newTape(s.store, name, path)
 	if err := t.load(); err != nil {
 		return nil, err
 	}

@@ -150,14 +150,6 @@ func (s *Session) storeSpill(ref SpillRef, tool string, chunks []string) error {
 func chunkAnchor(h string, i int) string { return "spill/" + h + "/chunk/" + strconv.Itoa(i) }
 func manifestAnchor(h string) string     { return "spill/" + h + "/manifest" }
 
-func isSpillChunk(e Entry) bool {
-	if e.Kind != KindToolResult {
-		return false
-	}
-	_, ok := e.Meta["spill_handle"].(string)
-	return ok
-}
-
 // newHandle returns a random (version 4) UUID as 32 hex digits, like
 // Python's uuid.uuid4().hex.
 func newHandle() string {
@@ -249,10 +241,19 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 		}
 	}
 	t.mu.Unlock()
-	if man == nil || man.Payload["name"] != "spill.manifest" {
+	if man == nil {
 		return SpillPage{}, noSpill
 	}
-	data, _ := man.Payload["data"].(map[string]any)
+	rd := t.reader()
+	defer rd.close()
+	manifest, err := rd.entry(*man)
+	if err != nil {
+		return SpillPage{}, err
+	}
+	if manifest.Payload["name"] != "spill.manifest" {
+		return SpillPage{}, noSpill
+	}
+	data, _ := manifest.Payload["data"].(map[string]any)
 	if data["handle"] != h {
 		return SpillPage{}, noSpill
 	}
@@ -303,20 +304,20 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 		return SpillPage{}, incomplete(h, "missing chunks for handle "+pyRepr(h))
 	}
 	var b strings.Builder
-	for k, r := range recs {
+	for k, rec := range recs {
 		idx := start + k
 		invalid := incomplete(h, fmt.Sprintf("invalid chunk %d for handle %s", idx, pyRepr(h)))
+		r, err := rd.entry(rec)
+		if err != nil {
+			return SpillPage{}, err
+		}
 		if rh, _ := r.Meta["spill_handle"].(string); rh != h {
 			return SpillPage{}, invalid
 		}
 		if n, ok := asInt(r.Meta["spill_chunk"]); !ok || n != idx {
 			return SpillPage{}, invalid
 		}
-		p, err := t.readPayload(r)
-		if err != nil {
-			return SpillPage{}, err
-		}
-		results, _ := p["results"].([]any)
+		results, _ := r.Payload["results"].([]any)
 		if len(results) != 1 {
 			return SpillPage{}, invalid
 		}

@@ -23,9 +23,6 @@ type Tape struct {
 	name  string
 	path  string // "" keeps the tape in memory only (temp/ sessions)
 	store *Store
-	// evict drops spill chunk payloads from memory once they are on disk;
-	// ReadSpill reads them back by offset. Only the spill sidecar sets it.
-	evict bool
 
 	// wmu serialises file writes so lines reach the file in id order. Lock
 	// order: wmu, then mu. Fields below are guarded by wmu.
@@ -46,10 +43,23 @@ type Tape struct {
 	settings Settings
 }
 
+// record is an entry as the tape holds it. Once its line is on disk, a
+// record other than an anchor drops its decoded payload and meta (evicted)
+// and readers load them back by offset: a long-running server appends an
+// audit pair per tool call, and keeping each decoded tree would grow the
+// heap without bound. Anchors stay whole; they are few and read often.
 type record struct {
 	Entry
-	off int64 // file offset of the line, -1 until written
-	n   int   // line length without the newline
+	off     int64 // file offset of the line, -1 until written
+	n       int   // line length without the newline
+	evicted bool  // Payload and Meta are on disk only
+}
+
+// evict drops a written record's decoded objects (see record).
+func (t *Tape) evict(r *record) {
+	if t.path != "" && r.off >= 0 && r.Kind != KindAnchor {
+		r.Payload, r.Meta, r.evicted = nil, nil, true
+	}
 }
 
 type pendingLine struct {
@@ -66,8 +76,8 @@ type draft struct {
 	p, m    map[string]any
 }
 
-func newTape(s *Store, name, path string, evict bool) *Tape {
-	return &Tape{name: name, path: path, store: s, evict: evict, nextID: 1, last: -1, anchorAt: map[string]int{}}
+func newTape(s *Store, name, path string) *Tape {
+	return &Tape{name: name, path: path, store: s, nextID: 1, last: -1, anchorAt: map[string]int{}}
 }
 
 // Name is the tape's name, the file name without ".jsonl".
@@ -346,9 +356,7 @@ func (t *Tape) writeLocked(batch []pendingLine) error {
 		if p.idx < len(t.records) {
 			r := &t.records[p.idx]
 			r.off = off
-			if t.evict && isSpillChunk(r.Entry) {
-				r.Payload = nil
-			}
+			t.evict(r)
 		}
 		off += int64(len(p.line))
 	}
@@ -479,11 +487,8 @@ func (t *Tape) load() error {
 			e, perr := parseLine(body)
 			switch {
 			case perr == nil:
-				rec := record{Entry: e, off: off, n: len(body)}
-				if t.evict && isSpillChunk(e) {
-					rec.Payload = nil
-				}
-				t.addLocked(rec)
+				t.addLocked(record{Entry: e, off: off, n: len(body)})
+				t.evict(&t.records[len(t.records)-1])
 			case errors.Is(perr, errBlankLine):
 			case !complete:
 				t.store.log.Warn("sessions: skipping torn last tape line", "tape", t.path, "line", lineNo, "error", perr)
@@ -502,32 +507,66 @@ func (t *Tape) load() error {
 	return nil
 }
 
-// readPayload returns a record's payload, reading it back from the file
-// when it was evicted from memory.
-func (t *Tape) readPayload(r record) (map[string]any, error) {
-	if r.Payload != nil {
-		return r.Payload, nil
+// entries returns the records' full entries, reading evicted ones back
+// from the file. Callers copy the records under t.mu and call this without
+// it. An entry that cannot be read back (the file was damaged underneath
+// us) is returned without payload and meta, and the failure is logged:
+// readers are reports, not writers.
+func (t *Tape) entries(rs []record) []Entry {
+	rd := t.reader()
+	defer rd.close()
+	out := make([]Entry, len(rs))
+	for i, r := range rs {
+		e, err := rd.entry(r)
+		if err != nil {
+			t.store.log.Warn("sessions: reading back a tape entry", "tape", t.name, "id", r.ID, "error", err)
+			e = r.Entry
+		}
+		out[i] = e
 	}
-	if r.off < 0 || t.path == "" {
-		return nil, fmt.Errorf("sessions: entry %d of tape %s is not on disk", r.ID, t.name)
+	return out
+}
+
+// entryReader reads evicted records back, opening the file once, on
+// first need.
+type entryReader struct {
+	t *Tape
+	f *os.File
+}
+
+func (t *Tape) reader() *entryReader { return &entryReader{t: t} }
+
+func (rd *entryReader) close() {
+	if rd.f != nil {
+		rd.f.Close()
 	}
-	f, err := os.Open(t.path)
-	if err != nil {
-		return nil, fmt.Errorf("sessions: open tape %s: %w", t.name, err)
+}
+
+// entry returns r's full entry.
+func (rd *entryReader) entry(r record) (Entry, error) {
+	if !r.evicted {
+		return r.Entry, nil
 	}
-	defer f.Close()
+	t := rd.t
+	if rd.f == nil {
+		f, err := os.Open(t.path)
+		if err != nil {
+			return Entry{}, fmt.Errorf("sessions: open tape %s: %w", t.name, err)
+		}
+		rd.f = f
+	}
 	buf := make([]byte, r.n)
-	if _, err := f.ReadAt(buf, r.off); err != nil {
-		return nil, fmt.Errorf("sessions: read entry %d of tape %s: %w", r.ID, t.name, err)
+	if _, err := rd.f.ReadAt(buf, r.off); err != nil {
+		return Entry{}, fmt.Errorf("sessions: read entry %d of tape %s: %w", r.ID, t.name, err)
 	}
 	e, err := parseLine(buf)
 	if err != nil {
-		return nil, err
+		return Entry{}, err
 	}
 	if e.ID != r.ID {
-		return nil, fmt.Errorf("sessions: entry %d of tape %s moved on disk", r.ID, t.name)
+		return Entry{}, fmt.Errorf("sessions: entry %d of tape %s moved on disk", r.ID, t.name)
 	}
-	return e.Payload, nil
+	return e, nil
 }
 
 // reset empties the tape, first moving its file to an archive named

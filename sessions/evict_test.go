@@ -1,0 +1,76 @@
+package sessions
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestWrittenEntriesLeaveMemory checks that an audit trail does not grow
+// the heap per call: once written, entries other than anchors keep only
+// their position, and every reader still sees them whole.
+func TestWrittenEntriesLeaveMemory(t *testing.T) {
+	st, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, err := st.Session(t.TempDir(), "audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tape := sess.Tape()
+	if err := tape.Handoff("start", "s"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		if _, err := tape.AppendAsync(KindToolCall, map[string]any{"calls": []any{map[string]any{"id": fmt.Sprint(i)}}}, map[string]any{"run_id": fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tape.AppendEvent("run", map[string]any{"usage": map[string]any{"total_tokens": 42}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tape.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tape.mu.Lock()
+	held := 0
+	for _, r := range tape.records {
+		if !r.evicted {
+			held++
+			if r.Kind != KindAnchor {
+				t.Errorf("written %s entry %d still decoded in memory", r.Kind, r.ID)
+			}
+		}
+	}
+	tape.mu.Unlock()
+	if held != 1 {
+		t.Errorf("%d records held whole; want just the anchor", held)
+	}
+
+	entries := tape.SinceLastAnchor()
+	if len(entries) != n+2 { // the handoff event, n calls, the run event
+		t.Fatalf("SinceLastAnchor() = %d entries; want %d", len(entries), n+2)
+	}
+	if diff := cmp.Diff(map[string]any{"calls": []any{map[string]any{"id": "7"}}}, entries[8].Payload); diff != "" {
+		t.Errorf("entry read back (-want +got):\n%s", diff)
+	}
+	if entries[8].Meta["run_id"] != "7" {
+		t.Errorf("meta read back = %v", entries[8].Meta)
+	}
+	if info := tape.Info(); info.LastTokenUsage == nil || *info.LastTokenUsage != 42 {
+		t.Errorf("Info() usage = %v; want 42 from an evicted run event", info.LastTokenUsage)
+	}
+	res := tape.Search(SearchQuery{Query: "299", Kinds: []string{KindToolCall}})
+	found := false
+	for _, m := range res.Matches {
+		found = found || strings.Contains(m.Content, `"299"`)
+	}
+	if !found {
+		t.Errorf("Search(299) = %v; want the evicted call among the matches", res.Matches)
+	}
+}
