@@ -54,6 +54,11 @@ type Store struct {
 	closed   bool
 	sessions map[string]*sessionSlot
 
+	// resolved memoises resolveWorkspace for workspaces that exist:
+	// Session runs on every tool call (three times per MCP tools/call),
+	// and EvalSymlinks lstats every path component.
+	resolved sync.Map // workspace as given → resolved path
+
 	dirtyMu sync.Mutex
 	dirty   map[*Tape]struct{}
 	kick    chan struct{}
@@ -145,14 +150,34 @@ func TapeName(workspace, sessionID string) string {
 // resolveWorkspace mirrors Python's Path(workspace).resolve(): absolute,
 // cleaned, symlinks followed when the path exists.
 func resolveWorkspace(ws string) string {
+	r, _ := resolveExisting(ws)
+	return r
+}
+
+// resolveExisting is resolveWorkspace, also reporting whether the path
+// exists (symlinks were followed).
+func resolveExisting(ws string) (string, bool) {
 	abs, err := filepath.Abs(ws)
 	if err != nil {
-		return filepath.Clean(ws)
+		return filepath.Clean(ws), false
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		return real
+		return real, true
 	}
-	return abs
+	return abs, false
+}
+
+// resolve is resolveWorkspace, memoised once the
+// path exists (a missing one may still appear, so it is not cached).
+func (s *Store) resolve(ws string) string {
+	if r, ok := s.resolved.Load(ws); ok {
+		return r.(string)
+	}
+	r, ok := resolveExisting(ws)
+	if ok {
+		s.resolved.Store(ws, r)
+	}
+	return r
 }
 
 // IsTemp reports whether a session id names a throw-away session whose tape
@@ -166,7 +191,7 @@ func IsTemp(sessionID string) bool { return strings.HasPrefix(sessionID, "temp/"
 // tape has a single writer in this process. Ids starting with "temp/" give
 // memory-only sessions.
 func (s *Store) Session(workspace, id string) (*Session, error) {
-	ws := resolveWorkspace(workspace)
+	ws := s.resolve(workspace)
 	key := ws + "\x00" + id
 	s.mu.Lock()
 	if s.closed {
@@ -204,7 +229,7 @@ func (s *Store) openSession(ws, id string) (*Session, error) {
 	if !sess.temp {
 		path = filepath.Join(s.tapesDir, name+".jsonl")
 	}
-	t := newTape(s, name, path, false)
+	t := newTape(s, name, path)
 	if err := t.load(); err != nil {
 		return nil, err
 	}
