@@ -1,0 +1,50 @@
+// Package bench holds bub-mcp's end-to-end benchmarks. It compares the
+// conformance binary (bub-mcp with the fixture `echo` tool, in its default
+// setup: fresh $BUB_HOME, default profile, audit tape on, info logs) with
+// plainmcp, a plain mark3labs/mcp-go server that has the same tool. Each
+// test binary builds both once with `go build`, then runs them as real
+// processes. The mcp-go client runs in the benchmark process, so the
+// server's CPU (read from /proc/<pid>) is measured apart from the
+// client's.
+//
+// The package has no library code; everything is in its tests:
+//
+//	go test -run '^$' -bench 'Echo' -benchtime 5000x ./internal/bench/
+//	go test -run '^$' -bench 'ColdStart|IdleRSS' ./internal/bench/
+//	BENCH_PROTOCOL=2025-11-25 go test -run '^$' -bench Echo ./internal/bench/
+//	BENCH_BUB_BIN=/tmp/candidate go test -run '^$' -bench 'Echo/.*/bub' ./internal/bench/
+//
+// By default the mcp-go client probes server/discover, and both servers
+// then speak the sessionless 2026-07-28 protocol. BENCH_PROTOCOL pins the
+// version the client negotiates instead. BENCH_BUB_BIN and BENCH_PLAIN_BIN
+// replace a built binary with a given one, for example to measure a
+// candidate fix against the baseline.
+//
+// BenchmarkEcho/<stdio|http>/<bub|plain>/c=<1|8|32> makes b.N echo calls
+// from c goroutines that share one client. Each run gets a fresh server,
+// warmed up with 500 calls. It reports:
+//
+//   - server-cpu-µs/call: the server's utime+stime delta over the measured
+//     calls (/proc/<pid>/stat, 10 ms ticks) ÷ calls. Use enough calls, e.g.
+//     -benchtime 5000x, for this to resolve;
+//   - sched-cpu-µs/call: the same from the per-thread scheduler run time
+//     (/proc/<pid>/task/*/schedstat, in ns), as a cross-check;
+//   - client-cpu-µs/call: this process's CPU (getrusage) ÷ calls;
+//   - calls/s: wall-clock throughput;
+//   - server-RSS-MiB: the server's VmRSS after the run.
+//
+// ns/op, B/op and allocs/op are the client's figures.
+//
+// BenchmarkColdStart reports ms/op: spawn, then initialize, then the first
+// tools/list. BenchmarkIdleRSS reports idle-RSS-MiB: VmRSS 200 ms after
+// the first tools/list, split into anon-RSS-MiB (heap, stacks) and
+// file-RSS-MiB (mapped pages of the binary and libc), plus peak-RSS-MiB
+// (VmHWM). Each of their iterations is a whole process life, so a run
+// takes at most 200 and 10 samples respectively, whatever b.N is.
+//
+// Nothing is asserted: the goals (stdio CPU per call within 1.1× plain's,
+// HTTP calls/s at least plain's, cold start ≤ 35 ms, idle RSS ≤ 16 MiB)
+// are read off the report. The benchmarks skip themselves with -short.
+// TestHarnessEcho checks the harness itself: it builds and runs both
+// binaries on both transports.
+package bench
