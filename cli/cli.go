@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 
@@ -71,6 +72,18 @@ func Main(ctx context.Context, args []string) int {
 func Run(ctx context.Context, env *Env, args []string) int {
 	if env.Logger == nil {
 		env.Logger = newLogger(env)
+	}
+	if path := env.Getenv("BUB_CPUPROFILE"); path != "" {
+		// For profiling a real server under a real client: the profile is
+		// written when the command returns (SIGINT/SIGTERM included).
+		if f, err := os.Create(path); err != nil {
+			env.Logger.Warn("cpuprofile", "error", err)
+		} else if err := pprof.StartCPUProfile(f); err != nil {
+			env.Logger.Warn("cpuprofile", "error", err)
+			f.Close()
+		} else {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printUsage(env.Stderr)

@@ -72,11 +72,12 @@ type Server struct {
 	log     *slog.Logger
 	reg     *registry.Registry
 
-	mcpTools sync.Map // *providers.View → []mcp.Tool
-	parking  *parking
-	inflight sync.WaitGroup
-	calls    atomic.Int64
-	workers  int
+	mcpTools  sync.Map // *providers.View → []mcp.Tool
+	objectOut sync.Map // *registry.Tool → bool: object output schema
+	parking   *parking
+	inflight  sync.WaitGroup
+	calls     atomic.Int64
+	workers   int
 }
 
 type connKey struct{}
@@ -211,6 +212,17 @@ func MCPTool(t *registry.Tool) mcp.Tool {
 	return mt
 }
 
+// structured reports whether t's results carry structuredContent (an
+// object output schema), parsing each tool's schema once.
+func (s *Server) structured(t *registry.Tool) bool {
+	if v, ok := s.objectOut.Load(t); ok {
+		return v.(bool)
+	}
+	ok := isObjectSchema(t.OutputSchema)
+	s.objectOut.Store(t, ok)
+	return ok
+}
+
 func isObjectSchema(raw json.RawMessage) bool {
 	if len(raw) == 0 {
 		return false
@@ -257,7 +269,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 			pw.waitNotifications(int(n), notificationWait)
 		}
 	}
-	return toResult(tool, &res), nil
+	return s.toResult(tool, &res), nil
 }
 
 func rawArguments(req mcp.CallToolRequest) (json.RawMessage, error) {
@@ -285,7 +297,7 @@ func progressToken(req mcp.CallToolRequest) mcp.ProgressToken {
 // toResult maps a registry result onto MCP: the rendered text (after spill)
 // as content, the raw value as structuredContent when the tool declares an
 // object output schema, and tool errors as isError results.
-func toResult(t *registry.Tool, res *registry.Result) *mcp.CallToolResult {
+func (s *Server) toResult(t *registry.Tool, res *registry.Result) *mcp.CallToolResult {
 	if res.Err != nil {
 		text := res.Err.Error()
 		if len(res.Err.Details) > 0 {
@@ -299,7 +311,7 @@ func toResult(t *registry.Tool, res *registry.Result) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: contents(cs)}
 	}
 	out := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(res.Text)}}
-	if isObjectSchema(t.OutputSchema) && res.Value != nil {
+	if res.Value != nil && s.structured(t) {
 		out.StructuredContent = res.Value
 	}
 	return out
