@@ -97,6 +97,13 @@ func (t *shellTable) add(env environment.Environment, s *shell) {
 	if m == nil {
 		m = map[string]*shell{}
 		t.envs[env] = m
+		if n, ok := env.(environment.ClosedNotifier); ok {
+			// Close kills the shells; forget them with it.
+			go func() {
+				<-n.Closed()
+				t.dropEnv(env)
+			}()
+		}
 	}
 	for {
 		s.id = newShellID()
@@ -180,7 +187,7 @@ func startShell(ctx context.Context, env environment.Environment, command, cwd s
 		pumps.Wait()
 		s.code = exitCode(code, err)
 		close(s.done)
-		if s.detached.Load() && environmentClosed(env) {
+		if _, notifies := env.(environment.ClosedNotifier); !notifies && s.detached.Load() && environmentClosed(env) {
 			shells.dropEnv(env)
 		}
 	}()
@@ -217,10 +224,10 @@ func exitCode(code int, err error) int {
 	return code
 }
 
-// environmentClosed reports whether env was closed. The Environment
-// contract has no close notification, but promises that Spawn fails with
-// ErrClosed after Close; an empty Spec is invalid, so the probe never
-// starts anything on a live environment.
+// environmentClosed reports whether env was closed, for environments that
+// do not implement environment.ClosedNotifier: the contract promises that
+// Spawn fails with ErrClosed after Close, and an empty Spec is invalid, so
+// the probe never starts anything on a live environment.
 func environmentClosed(env environment.Environment) bool {
 	p, err := env.Spawn(context.Background(), environment.Spec{})
 	if p != nil { // a non-conforming environment ran an empty spec

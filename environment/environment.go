@@ -150,6 +150,14 @@ type CodeRunnerFactory func(env Environment) (CodeRunner, io.Closer, error)
 // when the session ends.
 type Factory func(ctx context.Context, sessionID, workspace string) (Environment, error)
 
+// ClosedNotifier is implemented by environments that announce their end:
+// Closed returns a channel closed when Close begins. Holders of
+// per-environment state (background shells, code runners) use it to let
+// go; it is optional so that other environments need not provide it.
+type ClosedNotifier interface {
+	Closed() <-chan struct{}
+}
+
 // PythonInterpreter is implemented by environments that know which Python
 // runs code in them. It is optional so that environments without Python
 // need not pretend.

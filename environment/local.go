@@ -85,9 +85,10 @@ type LocalEnvironment struct {
 	shell      string // absolute path of bash or sh; empty if neither exists
 	shellError error
 
-	mu     sync.Mutex
-	closed bool
-	procs  map[*localProcess]struct{} // started and whose group may be alive
+	mu       sync.Mutex
+	closed   bool
+	closedCh chan struct{}              // closed when Close begins
+	procs    map[*localProcess]struct{} // started and whose group may be alive
 }
 
 // NewLocal returns an environment on the host. A nil opts means defaults;
@@ -130,6 +131,7 @@ func NewLocal(opts *LocalOptions) (*LocalEnvironment, error) {
 		maxRead:   o.MaxReadBytes,
 		waitDelay: o.WaitDelay,
 		procs:     make(map[*localProcess]struct{}),
+		closedCh:  make(chan struct{}),
 	}
 	if e.python == "" {
 		e.python = DefaultPython
@@ -317,6 +319,9 @@ func (e *LocalEnvironment) RunCode(ctx context.Context, req CodeRequest) (string
 	return e.runner(ctx, e, req)
 }
 
+// Closed returns a channel closed when Close begins (ClosedNotifier).
+func (e *LocalEnvironment) Closed() <-chan struct{} { return e.closedCh }
+
 // Close closes the code runner made by LocalOptions.NewCodeRunner, then
 // kills (SIGKILL) the process group of every process the environment
 // started whose group still has members, cuts their output
@@ -329,6 +334,7 @@ func (e *LocalEnvironment) Close() error {
 		return nil
 	}
 	e.closed = true
+	close(e.closedCh)
 	procs := e.procs
 	e.procs = nil
 	e.mu.Unlock()
@@ -385,4 +391,5 @@ func checkEnv(env []string) error {
 var (
 	_ Environment       = (*LocalEnvironment)(nil)
 	_ PythonInterpreter = (*LocalEnvironment)(nil)
+	_ ClosedNotifier    = (*LocalEnvironment)(nil)
 )

@@ -554,3 +554,27 @@ func TestRunCode(t *testing.T) {
 		t.Errorf("PythonOf default = %q; want python3", got)
 	}
 }
+
+func TestClosedNotifies(t *testing.T) {
+	e, err := NewLocal(&LocalOptions{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n ClosedNotifier = e
+	select {
+	case <-n.Closed():
+		t.Fatal("Closed() is closed before Close")
+	default:
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.Closed():
+	case <-time.After(testTimeout):
+		t.Fatal("Closed() not closed after Close")
+	}
+	if err := e.Close(); err != nil { // a second Close must not close the channel again
+		t.Fatal(err)
+	}
+}
