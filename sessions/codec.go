@@ -55,22 +55,33 @@ func encodeObject(v map[string]any) ([]byte, map[string]any, error) {
 	if v == nil {
 		return []byte("{}"), map[string]any{}, nil
 	}
-	b, c, err := appendValue(make([]byte, 0, 128), v, 0)
+	b, c, err := appendValue(make([]byte, 0, 128), v, 0, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	return b, c.(map[string]any), nil
 }
 
+// encodeOnly is encodeObject without the decoded copy, for entries whose
+// copy nobody needs before they are written (see Tape.AppendAsync).
+func encodeOnly(v map[string]any) ([]byte, error) {
+	if v == nil {
+		return []byte("{}"), nil
+	}
+	b, _, err := appendValue(make([]byte, 0, 128), v, 0, false)
+	return b, err
+}
+
 // maxDepth bounds nesting, so a self-referencing map is an error rather
 // than a stack overflow (encoding/json reports cycles the same way).
 const maxDepth = 1000
 
-// appendValue encodes v and builds its decoded copy in one walk. The
+// appendValue encodes v and, when keep is set, builds its decoded copy in
+// the same walk. The
 // common JSON-shaped types are handled directly; anything else (structs,
 // Marshalers, float32, json.Number, …) goes through encoding/json and is
 // decoded back, which is slower but exact.
-func appendValue(dst []byte, v any, depth int) ([]byte, any, error) {
+func appendValue(dst []byte, v any, depth int, keep bool) ([]byte, any, error) {
 	if depth > maxDepth {
 		return nil, nil, errors.New("value nested too deeply (cycle?)")
 	}
@@ -104,12 +115,15 @@ func appendValue(dst []byte, v any, depth int) ([]byte, any, error) {
 		keys := make([]string, 0, len(x))
 		for k := range x {
 			if !utf8.ValidString(k) {
-				return appendSlow(dst, v)
+				return appendSlow(dst, v, keep)
 			}
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		out := make(map[string]any, len(x))
+		var out map[string]any
+		if keep {
+			out = make(map[string]any, len(x))
+		}
 		dst = append(dst, '{')
 		for i, k := range keys {
 			if i > 0 {
@@ -119,41 +133,50 @@ func appendValue(dst []byte, v any, depth int) ([]byte, any, error) {
 			dst = append(dst, ':')
 			var c any
 			var err error
-			if dst, c, err = appendValue(dst, x[k], depth+1); err != nil {
+			if dst, c, err = appendValue(dst, x[k], depth+1, keep); err != nil {
 				return nil, nil, err
 			}
-			out[k] = c
+			if keep {
+				out[k] = c
+			}
 		}
 		return append(dst, '}'), out, nil
 	case []any:
-		return appendList(dst, x, depth)
+		return appendList(dst, x, depth, keep)
 	case []string:
-		return appendList(dst, x, depth)
+		return appendList(dst, x, depth, keep)
 	}
-	return appendSlow(dst, v)
+	return appendSlow(dst, v, keep)
 }
 
 // appendList encodes a slice element by element, like appendValue.
-func appendList[T any](dst []byte, xs []T, depth int) ([]byte, any, error) {
+func appendList[T any](dst []byte, xs []T, depth int, keep bool) ([]byte, any, error) {
 	if xs == nil {
 		return append(dst, "null"...), nil, nil
 	}
-	out := make([]any, len(xs))
+	var out []any
+	if keep {
+		out = make([]any, len(xs))
+	}
 	dst = append(dst, '[')
 	for i, e := range xs {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
+		var c any
 		var err error
-		if dst, out[i], err = appendValue(dst, e, depth+1); err != nil {
+		if dst, c, err = appendValue(dst, e, depth+1, keep); err != nil {
 			return nil, nil, err
+		}
+		if keep {
+			out[i] = c
 		}
 	}
 	return append(dst, ']'), out, nil
 }
 
 // appendSlow encodes v with encoding/json and decodes the result back.
-func appendSlow(dst []byte, v any) ([]byte, any, error) {
+func appendSlow(dst []byte, v any, keep bool) ([]byte, any, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -161,6 +184,9 @@ func appendSlow(dst []byte, v any) ([]byte, any, error) {
 		return nil, nil, err
 	}
 	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if !keep {
+		return append(dst, b...), nil, nil
+	}
 	var c any
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, nil, err

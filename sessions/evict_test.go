@@ -31,6 +31,16 @@ func TestWrittenEntriesLeaveMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Queued, not yet written: no decoded copy is held, yet readers see it.
+	tape.mu.Lock()
+	queued := tape.records[len(tape.records)-1]
+	tape.mu.Unlock()
+	if queued.line == nil || queued.Payload != nil {
+		t.Errorf("queued audit entry: line %t, payload %v; want the line only", queued.line != nil, queued.Payload)
+	}
+	if got := tape.Entries(); !cmp.Equal(got[len(got)-1].Payload, map[string]any{"calls": []any{map[string]any{"id": fmt.Sprint(n - 1)}}}) {
+		t.Errorf("queued entry read back = %v", got[len(got)-1].Payload)
+	}
 	if _, err := tape.AppendEvent("run", map[string]any{"usage": map[string]any{"total_tokens": 42}}, nil); err != nil {
 		t.Fatal(err)
 	}

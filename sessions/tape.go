@@ -50,15 +50,16 @@ type Tape struct {
 // heap without bound. Anchors stay whole; they are few and read often.
 type record struct {
 	Entry
-	off     int64 // file offset of the line, -1 until written
-	n       int   // line length without the newline
-	evicted bool  // Payload and Meta are on disk only
+	off     int64  // file offset of the line, -1 until written
+	n       int    // line length without the newline
+	evicted bool   // Payload and Meta are on disk only
+	line    []byte // the encoded line while it has no decoded copy and is not yet on disk
 }
 
 // evict drops a written record's decoded objects (see record).
 func (t *Tape) evict(r *record) {
 	if t.path != "" && r.off >= 0 && r.Kind != KindAnchor {
-		r.Payload, r.Meta, r.evicted = nil, nil, true
+		r.Payload, r.Meta, r.evicted, r.line = nil, nil, true, nil
 	}
 }
 
@@ -90,6 +91,20 @@ func makeDraft(kind string, payload, meta map[string]any) (draft, error) {
 	if kind == "" {
 		return draft{}, errors.New("sessions: empty entry kind")
 	}
+	if kind != KindAnchor && kind != KindEvent {
+		// Only anchors and events feed derived state (anchor index,
+		// settings); other entries are read back from their line, so no
+		// decoded copy is built for them.
+		pb, err := encodeOnly(payload)
+		if err != nil {
+			return draft{}, fmt.Errorf("sessions: encode %s payload: %w", kind, err)
+		}
+		mb, err := encodeOnly(meta)
+		if err != nil {
+			return draft{}, fmt.Errorf("sessions: encode %s meta: %w", kind, err)
+		}
+		return draft{kind: kind, payload: pb, meta: mb}, nil
+	}
 	pb, p, err := encodeObject(payload)
 	if err != nil {
 		return draft{}, fmt.Errorf("sessions: encode %s payload: %w", kind, err)
@@ -102,7 +117,9 @@ func makeDraft(kind string, payload, meta map[string]any) (draft, error) {
 }
 
 // Append records an entry and writes it to the file with one write(2)
-// before returning, so it survives a crash of this process; anchors,
+// before returning, so it survives a crash of this process (the returned
+// entry's payload and meta are the ones given, or for anchors and events
+// their normalised copies); anchors,
 // handoffs and *_switch events are also fsynced (see the package doc). Any
 // entries still queued by AppendAsync go out in the same write, ahead of
 // this one. If the write fails the entry stays visible in memory and queued,
@@ -117,7 +134,11 @@ func (t *Tape) Append(kind string, payload, meta map[string]any) (Entry, error) 
 	if len(es) == 0 {
 		return Entry{}, err
 	}
-	return es[0], err
+	e := es[0]
+	if e.Payload == nil && e.Kind != KindAnchor && e.Kind != KindEvent {
+		e.Payload, e.Meta = payload, meta // no decoded copy was kept (see makeDraft)
+	}
+	return e, err
 }
 
 // AppendEvent appends {"name": name, "data": data} as an "event" entry
@@ -137,7 +158,9 @@ func eventPayload(name string, data map[string]any) map[string]any {
 // disk: the id is assigned now (and is visible to readers at once) and the
 // line is written by the next group commit, at most
 // [Options.CommitInterval] later. A crash before that commit loses it. The
-// only errors are encoding failures and ErrClosed.
+// only errors are encoding failures and ErrClosed. As with Append, the
+// returned entry carries the given payload and meta, except for anchors and
+// events, whose normalised (decoded) copies it carries.
 func (t *Tape) AppendAsync(kind string, payload, meta map[string]any) (Entry, error) {
 	d, err := makeDraft(kind, payload, meta)
 	if err != nil {
@@ -149,6 +172,9 @@ func (t *Tape) AppendAsync(kind string, payload, meta map[string]any) (Entry, er
 		return Entry{}, ErrClosed
 	}
 	e, line := t.recordLocked(d)
+	if e.Payload == nil && e.Kind != KindAnchor && e.Kind != KindEvent {
+		e.Payload, e.Meta = payload, meta // no decoded copy was kept (see makeDraft)
+	}
 	first := false
 	if t.path != "" {
 		first = len(t.pending) == 0
@@ -233,7 +259,11 @@ func (t *Tape) recordLocked(d draft) (Entry, []byte) {
 	}
 	t.nextID++
 	line := appendLine(make([]byte, 0, len(d.payload)+len(d.meta)+96), e.ID, e.Kind, d.payload, d.meta, e.Date)
-	t.addLocked(record{Entry: e, off: -1, n: len(line) - 1})
+	r := record{Entry: e, off: -1, n: len(line) - 1}
+	if d.p == nil {
+		r.line = line // readers decode the entry from its line
+	}
+	t.addLocked(r)
 	return e, line
 }
 
@@ -544,6 +574,9 @@ func (rd *entryReader) close() {
 
 // entry returns r's full entry.
 func (rd *entryReader) entry(r record) (Entry, error) {
+	if r.line != nil {
+		return parseLine(r.line[:r.n])
+	}
 	if !r.evicted {
 		return r.Entry, nil
 	}
