@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bubbuild/bub-mcp/codemode"
+	"github.com/bubbuild/bub-mcp/codemode/runner"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -233,6 +234,24 @@ func TestIdentifier(t *testing.T) {
 		if got := codemode.Identifier(tc.in); got != tc.want {
 			t.Errorf("Identifier(%q) = %q; want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestIdentifierInRunner checks that code reaches every tool under the
+// name the stub declares it with: the runner's child must map names as
+// Identifier does.
+func TestIdentifierInRunner(t *testing.T) {
+	needPython(t)
+	names := []string{"orders_get", "mcp_search-docs", "2fa", "class", "None", "match", "type", "_", "café", "a b\tc", "\xff"}
+	var code strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&code, "print(callable(getattr(tools, %q, None)))\n", codemode.Identifier(n))
+	}
+	r := runner.New(nil)
+	defer r.Close()
+	out, err := r.Run(t.Context(), runner.Request{Code: code.String(), Tools: names})
+	if want := strings.Repeat("True\n", len(names)); err != nil || out != want {
+		t.Errorf("Run(getattr(tools, Identifier(name))) = %q, %v; want %q", out, err, want)
 	}
 }
 
