@@ -2,7 +2,6 @@ package codemode
 
 import (
 	"context"
-	"errors"
 	"io"
 	"math"
 	"sync"
@@ -62,7 +61,7 @@ func (l *localRunner) runner() (*runner.Runner, error) {
 	if l.r == nil {
 		l.r = runner.New(&runner.Options{
 			Python:   environment.PythonOf(l.env),
-			Start:    spawnWith(l.env),
+			Start:    runner.EnvStart(l.env),
 			Prestart: !l.opts.NoPrestart,
 		})
 	}
@@ -99,29 +98,3 @@ func (l *localRunner) Close() error {
 	}
 	return r.Close()
 }
-
-// spawnWith is a runner.StartFunc over env.Spawn.
-func spawnWith(env environment.Environment) runner.StartFunc {
-	return func(ctx context.Context, argv []string) (runner.Process, error) {
-		p, err := env.Spawn(ctx, environment.Spec{Argv: argv, KeepStdin: true})
-		if err != nil {
-			return nil, err
-		}
-		return envProcess{p}, nil
-	}
-}
-
-// envProcess adapts an environment.Process to runner.Process, whose Wait
-// reports a death by signal N as exit code -N, like Python's returncode.
-type envProcess struct{ environment.Process }
-
-func (p envProcess) Wait() (int, error) {
-	code, err := p.Process.Wait()
-	var se *environment.SignalError
-	if errors.As(err, &se) {
-		return -int(se.Signal), nil
-	}
-	return code, err
-}
-
-var _ runner.Process = envProcess{}

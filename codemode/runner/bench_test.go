@@ -19,7 +19,7 @@ func benchRuns(b *testing.B, req Request, check func(out string)) []time.Duratio
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		if err := r.waitSpare(ctx); err != nil {
+		if err := r.WaitReady(ctx); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -114,8 +114,9 @@ type Request struct {
 	Code string
 	// Tools are the names callable as tools.<name>(...). A name that is
 	// not a Python identifier is also reachable as its identifier form
-	// (non-word characters become "_"; a leading digit or a keyword gets
-	// a "_" prefix), which is how Bub's stub names it.
+	// (characters other than ASCII letters, digits and "_" become "_"; a
+	// leading digit or a keyword, soft ones included, gets a "_" prefix),
+	// which is how codemode.Identifier names it in the stub.
 	Tools []string
 	// Call serves one tool call; calls run concurrently, each on its own
 	// goroutine, and ctx ends when Run returns. args is a JSON object.
@@ -361,15 +362,6 @@ func (s *session) crashed() (string, error) {
 
 // take returns a started interpreter: the pre-started one if there is one.
 func (r *Runner) take(ctx context.Context) (*child, error) {
-	r.mu.Lock()
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
-	}
-	if !r.prestart {
-		return r.spawn(ctx)
-	}
 	waited := false
 	for {
 		r.mu.Lock()
@@ -448,12 +440,6 @@ func (r *Runner) WaitReady(ctx context.Context) error {
 	if !r.prestart {
 		return nil
 	}
-	return r.waitSpare(ctx)
-}
-
-// waitSpare waits until a pre-started interpreter is ready (for tests and
-// benchmarks).
-func (r *Runner) waitSpare(ctx context.Context) error {
 	for {
 		r.mu.Lock()
 		spare, pending := r.spare, r.refilling

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -384,7 +384,7 @@ func waitGone(t *testing.T, pid int) {
 func TestCallCanceledOnTimeout(t *testing.T) {
 	t.Parallel()
 	r := newTestRunner(t, true)
-	if err := r.waitSpare(t.Context()); err != nil {
+	if err := r.WaitReady(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	var started, returned atomic.Bool
@@ -509,7 +509,7 @@ func TestOutputStreams(t *testing.T) {
 
 func TestPrestart(t *testing.T) {
 	r := newTestRunner(t, true)
-	if err := r.waitSpare(t.Context()); err != nil {
+	if err := r.WaitReady(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	var pids []string
@@ -523,11 +523,11 @@ func TestPrestart(t *testing.T) {
 	if pids[0] == pids[1] || pids[1] == pids[2] || pids[0] == pids[2] {
 		t.Errorf("pids = %v; want a fresh process per run", pids)
 	}
-	if err := r.waitSpare(t.Context()); err != nil {
+	if err := r.WaitReady(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
-	spare := r.spare.proc.(*localProcess).cmd.Process.Pid
+	spare := r.spare.proc.(envProcess).Pid()
 	r.mu.Unlock()
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
