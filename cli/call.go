@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -97,10 +98,7 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 		return printToolError(env, res.Err)
 	}
 	if asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(res.Value)
+		return writeJSON(env.Stdout, res.Value)
 	}
 	text := res.Text
 	if !strings.HasSuffix(text, "\n") {
@@ -116,14 +114,20 @@ func printToolError(env *Env, e *registry.Error) error {
 	fmt.Fprintln(env.Stderr, e.Error())
 	if len(e.Details) > 0 {
 		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(e.Details); err == nil {
-			fmt.Fprint(env.Stderr, b.String())
+		if err := writeJSON(&b, e.Details); err == nil {
+			env.Stderr.Write(b.Bytes())
 		}
 	}
 	return &ExitError{Code: 1}
+}
+
+// writeJSON prints v as indented JSON without HTML escaping, the form of
+// every --json output.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 // commandArgs turns comma-command words into the call's JSON arguments,

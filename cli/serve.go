@@ -59,9 +59,10 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	if !loopback && len(tokens) == 0 && !insecure {
 		return errors.New("refusing to serve " + addr + " without auth: configure [[auth.tokens]] in bub.toml, bind 127.0.0.1, or pass --insecure")
 	}
+	profiles := cfg.ProfileNames()
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{
 		DefaultProfile: c.profile,
-		Profiles:       cfg.ProfileNames(),
+		Profiles:       profiles,
 		Tokens:         tokens,
 		CheckHosts:     loopback,
 		AllowedHosts:   cfg.Server.AllowedHosts,
@@ -71,6 +72,6 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	env.Logger.Info("mcp.http.start", "url", "http://"+ln.Addr().String()+"/mcp", "profiles", cfg.ProfileNames(), "auth", len(tokens) > 0)
+	env.Logger.Info("mcp.http.start", "url", "http://"+ln.Addr().String()+"/mcp", "profiles", profiles, "auth", len(tokens) > 0)
 	return srv.ServeHTTP(ctx, ln, handler, closeSessions, grace)
 }

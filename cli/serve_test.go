@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"

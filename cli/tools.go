@@ -5,18 +5,24 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
 func init() {
+	var asJSON bool
 	register(&Command{
 		Name:  "tools",
 		Usage: "[--json]",
 		Short: "list every registered tool (check that a plugin registered)",
-		Flags: func(fs *flag.FlagSet) { fs.Bool("json", false, "print JSON: names, flags, input and output schemas") },
-		Run:   runTools,
+		Flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&asJSON, "json", false, "print JSON: names, flags, input and output schemas")
+		},
+		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+			return runTools(env, asJSON, args)
+		},
 	})
 }
 
@@ -32,20 +38,17 @@ type toolInfo struct {
 	OutputSchema json.RawMessage      `json:"output_schema,omitempty"`
 }
 
-func runTools(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+func runTools(env *Env, asJSON bool, args []string) error {
 	if len(args) > 0 {
 		return &usageError{"unexpected arguments"}
 	}
 	tools := registry.Default.Tools()
-	if fs.Lookup("json").Value.(flag.Getter).Get().(bool) {
+	if asJSON {
 		out := make([]toolInfo, len(tools))
 		for i, t := range tools {
 			out[i] = toolInfo{t.Name, t.ModelName(), t.Description, t.Preserve, t.AgentUse(), t.Annotations, t.InputSchema, t.OutputSchema}
 		}
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(out)
+		return writeJSON(env.Stdout, out)
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tMODEL NAME\tPRESERVE\tAGENT USE\tDESCRIPTION")
@@ -56,10 +59,6 @@ func runTools(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) er
 }
 
 func firstLine(s string) string {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' {
-			return s[:i]
-		}
-	}
-	return s
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

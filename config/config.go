@@ -241,11 +241,8 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 	c := &Config{Path: name}
 	md, err := toml.Decode(src, c)
 	if err != nil {
-		var pe toml.ParseError
-		if ppe := (*toml.ParseError)(nil); errors.As(err, &ppe) {
-			pe = *ppe
-		}
-		if errors.As(err, &pe) || pe.Message != "" {
+		var pe toml.ParseError // the toml package returns it by value
+		if errors.As(err, &pe) {
 			key := pe.LastKey
 			if key == "" {
 				key = "(syntax)"
@@ -339,6 +336,7 @@ func lineOf(src string, key []string) int {
 	if len(key) == 0 {
 		return 0
 	}
+	want := strings.Join(key, ".")
 	table := ""
 	best := 0
 	for i, raw := range strings.Split(src, "\n") {
@@ -349,7 +347,7 @@ func lineOf(src string, key []string) int {
 		if strings.HasPrefix(line, "[") {
 			h := strings.Trim(strings.SplitN(line, "#", 2)[0], "[] \t")
 			table = normalizeKey(h)
-			if table == strings.Join(key, ".") && best == 0 {
+			if table == want && best == 0 {
 				best = i + 1
 			}
 			continue
@@ -363,7 +361,6 @@ func lineOf(src string, key []string) int {
 		if table != "" {
 			full = table + "." + k
 		}
-		want := strings.Join(key, ".")
 		if full == want {
 			return i + 1
 		}

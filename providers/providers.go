@@ -40,10 +40,16 @@ type Connection struct {
 	ClientVersion string
 }
 
-// key is the cache key of the View a connection gets: every field a
-// provider may depend on, and nothing it may not.
-func (c *Connection) key() string {
-	return strings.Join([]string{c.Transport, c.Profile, c.Principal, c.SessionKey, c.Workspace, fmt.Sprint(c.CodeMode)}, "\x00")
+// viewKey is the cache key of the View a connection gets: every field a
+// provider may depend on, and nothing it may not. A comparable struct, so a
+// lookup builds no string.
+type viewKey struct {
+	transport, profile, principal, sessionKey, workspace string
+	codeMode                                             bool
+}
+
+func (c *Connection) key() viewKey {
+	return viewKey{c.Transport, c.Profile, c.Principal, c.SessionKey, c.Workspace, c.CodeMode}
 }
 
 // Provider prepares the tools for a connection, Bub's tool_providers: it
@@ -119,7 +125,7 @@ type Chain struct {
 	codeMode  CodeModeFunc
 
 	mu    sync.Mutex
-	cache map[string]*View
+	cache map[viewKey]*View
 }
 
 // ChainOptions configure a Chain. Nil providers are skipped.
@@ -132,7 +138,7 @@ type ChainOptions struct {
 
 // NewChain returns a Chain over reg.
 func NewChain(reg *registry.Registry, opts *ChainOptions) *Chain {
-	c := &Chain{reg: reg, cache: map[string]*View{}}
+	c := &Chain{reg: reg, cache: map[viewKey]*View{}}
 	if opts != nil {
 		for _, p := range opts.Providers {
 			if p != nil {
@@ -199,6 +205,6 @@ func (c *Chain) Build(ctx context.Context, conn *Connection) (*View, error) {
 // Reset drops every cached View; call it when configuration changes.
 func (c *Chain) Reset() {
 	c.mu.Lock()
-	c.cache = map[string]*View{}
+	c.cache = map[viewKey]*View{}
 	c.mu.Unlock()
 }

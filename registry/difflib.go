@@ -2,8 +2,6 @@ package registry
 
 import "sort"
 
-func sortStrings(s []string) { sort.Strings(s) }
-
 // CloseMatches returns up to n candidates whose similarity to word is at
 // least cutoff, best first: Python's difflib.get_close_matches, which Bub
 // uses for "did you mean" suggestions.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -141,11 +142,8 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	if opts != nil {
 		o = *opts
 	}
-	all := append(append([]Hooks(nil), o.Hooks...), reg.Hooks()...)
-	hooks := make([]Hooks, 0, len(all))
-	for i := len(all) - 1; i >= 0; i-- {
-		hooks = append(hooks, all[i])
-	}
+	hooks := append(append([]Hooks(nil), o.Hooks...), reg.Hooks()...)
+	slices.Reverse(hooks)
 	e := &Executor{reg: reg, raw: o.Raw, hooks: hooks, log: o.Logger}
 	if e.log == nil {
 		e.log = slog.Default()
@@ -222,7 +220,7 @@ func (e *Executor) CallTool(ctx context.Context, t *Tool, c Call) Result {
 	}
 	if err := ctx.Err(); err != nil {
 		res.Value = nil
-		res.Err = &Error{Kind: KindTool, Message: fmt.Sprintf("Tool '%s' call was cancelled.", t.Name), Cause: err}
+		res.Err = cancelled(t.Name, err)
 		res.Duration = time.Since(start)
 		e.log.LogAttrs(ctx, slog.LevelInfo, "tool.call.cancelled", slog.String("name", t.Name), slog.Duration("elapsed_time", res.Duration))
 		return res
@@ -255,8 +253,7 @@ func (e *Executor) invoke(ctx context.Context, t *Tool, tc *ToolContext, args js
 	defer func() {
 		if p := recover(); p != nil {
 			e.log.LogAttrs(ctx, slog.LevelError, "tool.call.panic", slog.String("name", t.Name), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-			v, rerr = nil, &Error{Kind: KindTool, Message: fmt.Sprintf("Tool '%s' execution failed.", t.Name),
-				Details: map[string]any{"error": fmt.Sprintf("panic: %v", p)}}
+			v, rerr = nil, executionFailed(t.Name, fmt.Sprintf("panic: %v", p), nil)
 		}
 	}()
 	out, err := t.Handler(ctx, tc, args)
@@ -267,8 +264,17 @@ func (e *Executor) invoke(ctx context.Context, t *Tool, tc *ToolContext, args js
 	if errors.As(err, &be) {
 		return nil, be
 	}
-	return nil, &Error{Kind: KindTool, Message: fmt.Sprintf("Tool '%s' execution failed.", t.Name),
-		Details: map[string]any{"error": err.Error()}, Cause: err}
+	return nil, executionFailed(t.Name, err.Error(), err)
+}
+
+// executionFailed is the error of a handler that failed or panicked.
+func executionFailed(tool, detail string, cause error) *Error {
+	return &Error{Kind: KindTool, Message: "Tool '" + tool + "' execution failed.", Details: map[string]any{"error": detail}, Cause: cause}
+}
+
+// cancelled is the error of a call whose context ended before it finished.
+func cancelled(tool string, cause error) *Error {
+	return &Error{Kind: KindTool, Message: "Tool '" + tool + "' call was cancelled.", Cause: cause}
 }
 
 func (e *Executor) runBefore(ctx context.Context, h *Hooks, call *ToolCall) (d Decision, ok bool) {
@@ -303,8 +309,7 @@ func (e *Executor) CallMany(ctx context.Context, calls []Call) []Result {
 			defer func() { done <- struct{}{} }()
 			if e.sem != nil {
 				if err := e.sem.Acquire(ctx, 1); err != nil {
-					out[i] = Result{Tool: calls[i].Tool, Args: calls[i].Args, Err: &Error{Kind: KindTool,
-						Message: fmt.Sprintf("Tool '%s' call was cancelled.", calls[i].Tool), Cause: err}}
+					out[i] = Result{Tool: calls[i].Tool, Args: calls[i].Args, Err: cancelled(calls[i].Tool, err)}
 					return
 				}
 				defer e.sem.Release(1)
@@ -329,7 +334,7 @@ func summarizeArgs(args json.RawMessage) string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sortStrings(keys)
+	slices.Sort(keys)
 	var b strings.Builder
 	b.WriteString("{ ")
 	for i, k := range keys {

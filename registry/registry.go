@@ -12,15 +12,21 @@ import (
 // init(), the database/sql driver pattern; tests build their own with New.
 type Registry struct {
 	mu    sync.RWMutex
-	tools map[string]*Tool // by runtime name
-	index map[string]*Tool // by normalized runtime and model name
-	sites map[string]string
+	tools map[string]registered // by runtime name
+	index map[string]*Tool      // by normalized runtime and model name
 	hooks []Hooks
+}
+
+// registered is a tool and the call site that registered it, which a clash
+// error names.
+type registered struct {
+	tool *Tool
+	site string
 }
 
 // New returns an empty registry.
 func New() *Registry {
-	return &Registry{tools: map[string]*Tool{}, index: map[string]*Tool{}, sites: map[string]string{}}
+	return &Registry{tools: map[string]registered{}, index: map[string]*Tool{}}
 }
 
 // Default is the process-wide registry that init() functions register into.
@@ -62,22 +68,19 @@ func (r *Registry) register(t *Tool, site string) error {
 		return fmt.Errorf("registry: tool %q has no handler (registered at %s)", t.Name, site)
 	}
 	if t.validator == nil {
-		v, err := compileValidator(t.Name, t.InputSchema)
-		if err != nil {
+		if err := t.compile(); err != nil {
 			return err
 		}
-		t.validator = v
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	keys := []string{normalize(t.Name), normalize(t.ModelName())}
 	for _, k := range keys {
 		if old, ok := r.index[k]; ok {
-			return fmt.Errorf("registry: tool %q registered twice: at %s and at %s (clashes with %q)", t.Name, r.sites[old.Name], site, old.Name)
+			return fmt.Errorf("registry: tool %q registered twice: at %s and at %s (clashes with %q)", t.Name, r.tools[old.Name].site, site, old.Name)
 		}
 	}
-	r.tools[t.Name] = t
-	r.sites[t.Name] = site
+	r.tools[t.Name] = registered{t, site}
 	for _, k := range keys {
 		r.index[k] = t
 	}
@@ -94,7 +97,6 @@ func (r *Registry) Unregister(name string) bool {
 		return false
 	}
 	delete(r.tools, t.Name)
-	delete(r.sites, t.Name)
 	delete(r.index, normalize(t.Name))
 	delete(r.index, normalize(t.ModelName()))
 	return true
@@ -132,8 +134,8 @@ func quoteJoin(names []string) string {
 func (r *Registry) Tools() []*Tool {
 	r.mu.RLock()
 	out := make([]*Tool, 0, len(r.tools))
-	for _, t := range r.tools {
-		out = append(out, t)
+	for _, e := range r.tools {
+		out = append(out, e.tool)
 	}
 	r.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

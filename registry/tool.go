@@ -59,6 +59,16 @@ type Tool struct {
 // ModelName is the name models see: dots become underscores.
 func (t *Tool) ModelName() string { return ModelName(t.Name) }
 
+// compile prepares what calls need: the argument validator.
+func (t *Tool) compile() error {
+	v, err := compileValidator(t.Name, t.InputSchema)
+	if err != nil {
+		return err
+	}
+	t.validator = v
+	return nil
+}
+
 // AgentUse reports whether models may see and call the tool.
 func (t *Tool) AgentUse() bool { return !t.CommandOnly }
 
@@ -139,8 +149,7 @@ func NewTool[In, Out any](name, description string, fn func(ctx context.Context,
 		var v In
 		if len(args) > 0 {
 			if err := json.Unmarshal(args, &v); err != nil {
-				return nil, &Error{Kind: KindInvalidInput, Message: fmt.Sprintf("Tool '%s' argument validation failed.", name),
-					Details: map[string]any{"errors": []any{map[string]any{"loc": "", "msg": err.Error()}}}, Cause: err}
+				return nil, invalidInput(name, []any{map[string]any{"loc": "", "msg": err.Error()}}, err)
 			}
 		}
 		return fn(ctx, tc, v)
@@ -173,10 +182,8 @@ func NewRawTool(name, description string, inputSchema json.RawMessage, h Handler
 	for _, o := range opts {
 		o(t)
 	}
-	v, err := compileValidator(name, inputSchema)
-	if err != nil {
+	if err := t.compile(); err != nil {
 		return nil, err
 	}
-	t.validator = v
 	return t, nil
 }

@@ -151,8 +151,12 @@ func (v *validator) check(raw json.RawMessage, lax bool) (json.RawMessage, *Erro
 	return b, nil
 }
 
-func (v *validator) fail(errs []any, cause error) *Error {
-	return &Error{Kind: KindInvalidInput, Message: fmt.Sprintf("Tool '%s' argument validation failed.", v.tool),
+func (v *validator) fail(errs []any, cause error) *Error { return invalidInput(v.tool, errs, cause) }
+
+// invalidInput is the error of arguments that do not fit a tool's schema;
+// errs are {loc, msg} pairs.
+func invalidInput(tool string, errs []any, cause error) *Error {
+	return &Error{Kind: KindInvalidInput, Message: "Tool '" + tool + "' argument validation failed.",
 		Details: map[string]any{"errors": errs}, Cause: cause}
 }
 
