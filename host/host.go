@@ -190,7 +190,7 @@ func (h *Host) Resolve(ctx context.Context, conn *providers.Connection) error {
 			conn.Workspace = h.workspace
 		}
 	}
-	sess, err := h.store.Session(conn.Workspace, conn.SessionKey)
+	sess, err := h.Session(conn)
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
 	}
@@ -256,8 +256,7 @@ func (h *Host) call(ctx context.Context, conn *providers.Connection, tool *regis
 		return registry.Result{Tool: tool.Name, Err: perr}
 	}
 	c.Context = tc
-	runID := tc.RunID
-	meta := map[string]any{"run_id": runID, "transport": conn.Transport, "profile": conn.Profile}
+	meta := map[string]any{"run_id": tc.RunID, "transport": conn.Transport, "profile": conn.Profile}
 	if conn.Principal != "" {
 		meta["principal"] = conn.Principal
 	}
@@ -269,7 +268,7 @@ func (h *Host) call(ctx context.Context, conn *providers.Connection, tool *regis
 	if len(c.Args) == 0 {
 		rawArgs = map[string]any{}
 	}
-	callID := runID
+	callID := tc.RunID
 	if _, err := tape.AppendAsync(sessions.KindToolCall, map[string]any{"calls": []any{map[string]any{
 		"id": callID, "type": "function", "function": map[string]any{"name": tool.ModelName(), "arguments": rawArgs},
 	}}}, meta); err != nil {
@@ -306,13 +305,18 @@ func (h *Host) prepare(ctx context.Context, conn *providers.Connection, envSessi
 		return ctx, nil, nil, registry.AsError(err, registry.KindConfig)
 	}
 	if runID == "" {
-		runID = conn.Transport + "-" + strconv.FormatUint(h.runs.Add(1), 10)
+		runID = h.newRunID(conn)
 	}
 	tc := &registry.ToolContext{SessionID: conn.SessionKey, RunID: runID, State: state, Env: env, Peer: peer}
 	ctx = sessions.NewContext(ctx, sess)
 	ctx = WithConnection(ctx, conn)
 	ctx = context.WithValue(ctx, hostKey{}, h)
 	return ctx, tc, sess, nil
+}
+
+// newRunID returns a fresh run id, unique within the host.
+func (h *Host) newRunID(conn *providers.Connection) string {
+	return conn.Transport + "-" + strconv.FormatUint(h.runs.Add(1), 10)
 }
 
 // CallNested runs a call that code inside run_code made, as Bub's nested
@@ -347,7 +351,7 @@ func (h *Host) CallNested(ctx context.Context, conn *providers.Connection, tool 
 		tc.Env = env
 	}
 	if tc.RunID == "" {
-		tc.RunID = conn.Transport + "-" + strconv.FormatUint(h.runs.Add(1), 10)
+		tc.RunID = h.newRunID(conn)
 	}
 	if _, ok := ConnectionFrom(ctx); !ok {
 		ctx = WithConnection(ctx, conn)

@@ -109,17 +109,17 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 			}
 			r = r.WithContext(context.WithValue(r.Context(), httpConnKey{}, hc))
 			sid := r.Header.Get("Mcp-Session-Id")
-			if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") == "" && sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol {
+			// A session of the 2025 protocol: streams resume from the event store.
+			session := sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
+			switch {
+			case r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "":
 				s.parking.serveGET(streamable, w, r, sid)
 				return
-			}
-			if r.Method == http.MethodDelete && sid != "" {
-				defer s.parking.forget(sid)
-			}
-			if r.Method == http.MethodPost {
-				resumable := r.Header.Get("Mcp-Session-Id") != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
-				servePollable(streamable, w, r, resumable)
+			case r.Method == http.MethodPost:
+				servePollable(streamable, w, r, session)
 				return
+			case r.Method == http.MethodDelete && sid != "":
+				defer s.parking.forget(sid)
 			}
 			streamable.ServeHTTP(w, r)
 		})

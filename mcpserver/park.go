@@ -24,7 +24,7 @@ type parking struct {
 	closeOnce sync.Once
 	mu        sync.Mutex
 	byID      map[string]*parkedGET
-	handed    map[string]chan struct{} // closed once mcp-go serves the session's GET stream
+	handed    map[string]*handOff // sessions whose GET stream mcp-go serves
 }
 
 type parkedGET struct {
@@ -32,46 +32,52 @@ type parkedGET struct {
 	unpark chan struct{}
 }
 
+// handOff records that a session's GET stream belongs to mcp-go; ready is
+// closed once mcp-go serves it.
+type handOff struct {
+	once  sync.Once
+	ready chan struct{}
+}
+
+// markReady closes ready; h may be nil (the session was forgotten).
+func (h *handOff) markReady() {
+	if h != nil {
+		h.once.Do(func() { close(h.ready) })
+	}
+}
+
 func newParking() *parking {
-	return &parking{closing: make(chan struct{}), byID: map[string]*parkedGET{}, handed: map[string]chan struct{}{}}
+	return &parking{closing: make(chan struct{}), byID: map[string]*parkedGET{}, handed: map[string]*handOff{}}
 }
 
 // serveGET serves a standalone GET stream: parked, or through mcp-go once
 // the session needs it.
 func (p *parking) serveGET(h http.Handler, w http.ResponseWriter, r *http.Request, sessionID string) {
-	ready, handed := p.readyChan(sessionID)
-	if !handed {
-		if !p.park(w, r, sessionID) {
-			return
-		}
-		ready, _ = p.readyChan(sessionID)
+	ho, parked, ok := p.park(w, r, sessionID)
+	if !ok {
+		return
+	}
+	if parked {
 		w = sentHeaders{w}
 	}
 	// mcp-go attaches the connection to its listening stream before its
 	// first flush, so that flush says the stream is ready for requests.
-	h.ServeHTTP(&readyWriter{ResponseWriter: w, ready: ready}, r)
-}
-
-func (p *parking) readyChan(sessionID string) (chan struct{}, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ch, ok := p.handed[sessionID]
-	return ch, ok
+	h.ServeHTTP(&readyWriter{ResponseWriter: w, ho: ho}, r)
 }
 
 // park holds a GET stream open until the client leaves or the session
-// needs the real stream. It returns true when the caller must now serve the
-// request through mcp-go (headers have already been sent).
-func (p *parking) park(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+// needs the real stream. ok reports whether the caller must now serve the
+// request through mcp-go, parked whether headers were already sent; ho is
+// the session's hand-off.
+func (p *parking) park(w http.ResponseWriter, r *http.Request, sessionID string) (ho *handOff, parked, ok bool) {
 	p.mu.Lock()
-	if _, ok := p.handed[sessionID]; ok {
+	if ho, handed := p.handed[sessionID]; handed {
 		p.mu.Unlock()
-		return true
+		return ho, false, true
 	}
+	// A GET that supersedes an earlier one takes its place; the earlier
+	// one just waits for its client to go.
 	pg := &parkedGET{unpark: make(chan struct{})}
-	if old := p.byID[sessionID]; old != nil {
-		old.once.Do(func() {}) // superseded: the old one just waits for its client to go
-	}
 	p.byID[sessionID] = pg
 	p.mu.Unlock()
 	defer func() {
@@ -91,11 +97,13 @@ func (p *parking) park(w http.ResponseWriter, r *http.Request, sessionID string)
 	}
 	select {
 	case <-r.Context().Done():
-		return false
+		return nil, true, false
 	case <-p.closing:
-		return false
+		return nil, true, false
 	case <-pg.unpark:
-		return true
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.handed[sessionID], true, true
 	}
 }
 
@@ -107,15 +115,15 @@ func (p *parking) park(w http.ResponseWriter, r *http.Request, sessionID string)
 func (p *parking) handOver(sessionID string) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ready, ok := p.handed[sessionID]
+	ho, ok := p.handed[sessionID]
 	if !ok {
-		ready = make(chan struct{})
-		p.handed[sessionID] = ready
+		ho = &handOff{ready: make(chan struct{})}
+		p.handed[sessionID] = ho
 	}
 	if pg := p.byID[sessionID]; pg != nil {
 		pg.once.Do(func() { close(pg.unpark) })
 	}
-	return ready
+	return ho.ready
 }
 
 // shutdown ends every parked stream, so a graceful shutdown is not held
@@ -129,21 +137,17 @@ func (p *parking) forget(sessionID string) {
 	p.mu.Unlock()
 }
 
-// readyWriter closes ready on the first flush.
+// readyWriter marks the hand-off ready on the first flush.
 type readyWriter struct {
 	http.ResponseWriter
-	ready chan struct{}
-	once  sync.Once
+	ho *handOff
 }
 
 func (rw *readyWriter) Flush() {
 	if f, ok := rw.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
-	rw.once.Do(func() {
-		defer func() { _ = recover() }() // already closed by an earlier stream
-		close(rw.ready)
-	})
+	rw.ho.markReady()
 }
 
 func (rw *readyWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }

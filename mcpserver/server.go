@@ -76,7 +76,6 @@ type Server struct {
 	objectOut sync.Map // *registry.Tool → bool: object output schema
 	parking   *parking
 	inflight  sync.WaitGroup
-	calls     atomic.Int64
 	workers   int
 }
 
@@ -113,16 +112,13 @@ func New(opts *Options) (*Server, error) {
 
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
-		conn := s.connection(ctx, &req.Params.ClientInfo)
-		if v, err := s.view(ctx, conn); err == nil {
-			res.Instructions = v.Instructions
-		}
+		// The session may not know the client yet: take it from the request.
+		conn := ConnectionFromContext(ctx)
+		conn.ClientName, conn.ClientVersion = req.Params.ClientInfo.Name, req.Params.ClientInfo.Version
+		s.instructions(ctx, conn, &res.Instructions)
 	})
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
-		conn := s.connection(ctx, nil)
-		if v, err := s.view(ctx, conn); err == nil {
-			res.Instructions = v.Instructions
-		}
+		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
 	})
 	serverOpts := []server.ServerOption{
 		server.WithToolCapabilities(false),
@@ -153,21 +149,7 @@ func New(opts *Options) (*Server, error) {
 // MCP exposes the underlying mcp-go server (for extensions and tests).
 func (s *Server) MCP() *server.MCPServer { return s.mcp }
 
-// connection rebuilds the caller's Connection from ctx and resolves it.
-func (s *Server) connection(ctx context.Context, client *mcp.Implementation) *providers.Connection {
-	c, _ := ctx.Value(connKey{}).(providers.Connection)
-	if client == nil {
-		if sess, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
-			info := sess.GetClientInfo()
-			client = &info
-		}
-	}
-	if client != nil {
-		c.ClientName, c.ClientVersion = client.Name, client.Version
-	}
-	return &c
-}
-
+// view resolves conn through the Backend and returns its View.
 func (s *Server) view(ctx context.Context, conn *providers.Connection) (*providers.View, error) {
 	if err := s.backend.Resolve(ctx, conn); err != nil {
 		return nil, err
@@ -175,10 +157,17 @@ func (s *Server) view(ctx context.Context, conn *providers.Connection) (*provide
 	return s.backend.View(ctx, conn)
 }
 
+// instructions sets *dst to the instructions of conn's View, if it has one.
+func (s *Server) instructions(ctx context.Context, conn *providers.Connection, dst *string) {
+	if v, err := s.view(ctx, conn); err == nil {
+		*dst = v.Instructions
+	}
+}
+
 // filter is mcp-go's tool filter: it ignores the global list and returns the
 // connection's View, which mcp-go also uses to gate tools/call.
 func (s *Server) filter(ctx context.Context, _ []mcp.Tool) []mcp.Tool {
-	v, err := s.view(ctx, s.connection(ctx, nil))
+	v, err := s.view(ctx, ConnectionFromContext(ctx))
 	if err != nil {
 		s.log.WarnContext(ctx, "mcp.view.failed", "error", err)
 		return nil
@@ -243,8 +232,7 @@ var ErrToolNotFound = errors.New("tool not found")
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
-	s.calls.Add(1)
-	conn := s.connection(ctx, nil)
+	conn := ConnectionFromContext(ctx)
 	v, err := s.view(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
@@ -349,9 +337,6 @@ func (s *Server) waitCalls(ctx context.Context) bool {
 		return false
 	}
 }
-
-// Calls reports how many tool calls the server has handled.
-func (s *Server) Calls() int64 { return s.calls.Load() }
 
 // peer is the registry.Peer of one MCP request.
 type peer struct {

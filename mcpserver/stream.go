@@ -144,6 +144,10 @@ type pollableKey struct{}
 // stream was closed for polling: the call must go on.
 func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, resumable bool) {
 	pw := newPollableWriter(w, resumable)
+	if !resumable { // CloseStream never detaches it: serve in place
+		h.ServeHTTP(pw, r.WithContext(context.WithValue(r.Context(), pollableKey{}, pw)))
+		return
+	}
 	inner, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	stop := context.AfterFunc(r.Context(), func() {
 		if !pw.isDetached() {

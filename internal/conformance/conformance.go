@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
@@ -46,10 +47,13 @@ type EchoArgs struct {
 	Message string `json:"message" jsonschema:"description=Text to echo back"`
 }
 
-func noArgs(name, desc string, fn func(ctx context.Context, tc *registry.ToolContext) (any, error), opts ...registry.Option) *registry.Tool {
+// readOnly annotates the fixtures that change nothing.
+var readOnly = registry.WithAnnotations(registry.Annotations{ReadOnly: true, Idempotent: true})
+
+func noArgs(name, desc string, fn func(ctx context.Context, tc *registry.ToolContext) (any, error)) *registry.Tool {
 	return registry.MustNewTool(name, desc, func(ctx context.Context, tc *registry.ToolContext, _ none) (any, error) {
 		return fn(ctx, tc)
-	}, append([]registry.Option{registry.WithAnnotations(registry.Annotations{ReadOnly: true, Idempotent: true})}, opts...)...)
+	}, readOnly)
 }
 
 // json2020 is the schema the json-schema-2020-12 scenario wants back
@@ -60,7 +64,7 @@ func init() {
 	registry.MustRegister(registry.MustNewTool("echo", "Echo a message back (for benchmarks).",
 		func(ctx context.Context, tc *registry.ToolContext, in EchoArgs) (string, error) {
 			return "Echo: " + in.Message, nil
-		}, registry.WithAnnotations(registry.Annotations{ReadOnly: true, Idempotent: true})))
+		}, readOnly))
 
 	registry.MustRegister(noArgs("test_simple_text", "Returns a simple text response.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		return "This is a simple text response for testing.", nil
@@ -161,7 +165,7 @@ func init() {
 }
 
 func mustRaw(name, desc, schema string, h registry.Handler) *registry.Tool {
-	t, err := registry.NewRawTool(name, desc, json.RawMessage(schema), h, registry.WithAnnotations(registry.Annotations{ReadOnly: true, Idempotent: true}))
+	t, err := registry.NewRawTool(name, desc, json.RawMessage(schema), h, readOnly)
 	if err != nil {
 		panic(err)
 	}
@@ -257,7 +261,7 @@ func (completions) CompletePromptArgument(ctx context.Context, prompt string, ar
 	words := []string{"paris", "park", "party", "test", "testValue1", "testValue2"}
 	var out []string
 	for _, w := range words {
-		if len(arg.Value) <= len(w) && w[:len(arg.Value)] == arg.Value {
+		if strings.HasPrefix(w, arg.Value) {
 			out = append(out, w)
 		}
 	}
