@@ -52,24 +52,25 @@ const (
 // never alias the caller's maps. Output matches encoding/json with HTML
 // escaping off (Python writes with ensure_ascii=False). A nil map is {}.
 func encodeObject(v map[string]any) ([]byte, map[string]any, error) {
-	if v == nil {
-		return []byte("{}"), map[string]any{}, nil
-	}
-	b, c, err := appendValue(make([]byte, 0, 128), v, 0, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	return b, c.(map[string]any), nil
+	return appendObject(make([]byte, 0, 128), v, true)
 }
 
-// encodeOnly is encodeObject without the decoded copy, for entries whose
-// copy nobody needs before they are written (see Tape.AppendAsync).
-func encodeOnly(v map[string]any) ([]byte, error) {
+// appendObject appends v as a JSON object to dst and, when keep is set,
+// returns its decoded copy (see encodeObject); without keep the copy is
+// nil. A nil map is {}.
+func appendObject(dst []byte, v map[string]any, keep bool) ([]byte, map[string]any, error) {
 	if v == nil {
-		return []byte("{}"), nil
+		var c map[string]any
+		if keep {
+			c = map[string]any{}
+		}
+		return append(dst, "{}"...), c, nil
 	}
-	b, _, err := appendValue(make([]byte, 0, 128), v, 0, false)
-	return b, err
+	b, c, err := appendValue(dst, v, 0, keep)
+	if err != nil || !keep {
+		return b, nil, err
+	}
+	return b, c.(map[string]any), nil
 }
 
 // maxDepth bounds nesting, so a self-referencing map is an error rather
@@ -77,8 +78,7 @@ func encodeOnly(v map[string]any) ([]byte, error) {
 const maxDepth = 1000
 
 // appendValue encodes v and, when keep is set, builds its decoded copy in
-// the same walk. The
-// common JSON-shaped types are handled directly; anything else (structs,
+// the same walk. The common JSON-shaped types are handled directly; anything else (structs,
 // Marshalers, float32, json.Number, …) goes through encoding/json and is
 // decoded back, which is slower but exact.
 func appendValue(dst []byte, v any, depth int, keep bool) ([]byte, any, error) {
@@ -92,22 +92,22 @@ func appendValue(dst []byte, v any, depth int, keep bool) ([]byte, any, error) {
 		if !utf8.ValidString(x) {
 			break // encoding/json replaces each invalid byte; let it
 		}
-		return appendJSONString(dst, x), x, nil
+		return appendJSONString(dst, x), kept(keep, x), nil
 	case bool:
-		return strconv.AppendBool(dst, x), x, nil
+		return strconv.AppendBool(dst, x), kept(keep, x), nil
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return nil, nil, fmt.Errorf("unsupported value: %v", x)
 		}
-		return appendFloat(dst, x), x, nil
+		return appendFloat(dst, x), kept(keep, x), nil
 	case int:
-		return strconv.AppendInt(dst, int64(x), 10), float64(x), nil
+		return strconv.AppendInt(dst, int64(x), 10), kept(keep, float64(x)), nil
 	case int64:
-		return strconv.AppendInt(dst, x, 10), float64(x), nil
+		return strconv.AppendInt(dst, x, 10), kept(keep, float64(x)), nil
 	case int32:
-		return strconv.AppendInt(dst, int64(x), 10), float64(x), nil
+		return strconv.AppendInt(dst, int64(x), 10), kept(keep, float64(x)), nil
 	case uint64:
-		return strconv.AppendUint(dst, x, 10), float64(x), nil
+		return strconv.AppendUint(dst, x, 10), kept(keep, float64(x)), nil
 	case map[string]any:
 		if x == nil {
 			return append(dst, "null"...), nil, nil
@@ -147,6 +147,15 @@ func appendValue(dst []byte, v any, depth int, keep bool) ([]byte, any, error) {
 		return appendList(dst, x, depth, keep)
 	}
 	return appendSlow(dst, v, keep)
+}
+
+// kept boxes a scalar's decoded copy only when one is wanted: boxing a
+// string or number allocates, and the no-copy path (audit entries) is hot.
+func kept[T string | bool | float64](keep bool, v T) any {
+	if !keep {
+		return nil
+	}
+	return v
 }
 
 // appendList encodes a slice element by element, like appendValue.

@@ -111,6 +111,10 @@ func FuzzEncodeObject(f *testing.F) {
 		if diff := cmp.Diff(wantM, gotM); diff != "" {
 			t.Fatalf("encodeObject(%s) copy (-want +got):\n%s", in, diff)
 		}
+		// The no-copy path (entries kept only as their line) writes the same bytes.
+		if onlyB, onlyM, err := appendObject(nil, v, false); err != nil || !bytes.Equal(onlyB, gotB) || onlyM != nil {
+			t.Fatalf("appendObject(%s, keep=false) = %s, %v, %v; want %s, nil, nil", in, onlyB, onlyM, err, gotB)
+		}
 		if strings.Contains(string(gotB), "\n") {
 			t.Fatalf("encoded object contains a raw newline: %q", gotB)
 		}

@@ -32,6 +32,12 @@ func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// resolveWorkspace resolves ws as Store.Session does, to name its tape.
+func resolveWorkspace(ws string) string {
+	r, _ := resolveExisting(ws)
+	return r
+}
+
 // openStore opens a store on home and closes it when the test ends.
 func openStore(t *testing.T, home string, opts *Options) *Store {
 	t.Helper()

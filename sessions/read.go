@@ -129,8 +129,10 @@ func (i Info) String() string {
 // tokens from prompt_tokens_details / input_tokens_details (cached_tokens
 // or cache_read_input_tokens), else a top-level cached_tokens or
 // cache_read_input_tokens; nil unless both are known and prompt > 0.
+// That usage is tracked as entries are added, so Info reads no file.
 func (t *Tape) Info() Info {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	info := Info{
 		Name:                   t.name,
 		Entries:                len(t.records),
@@ -142,33 +144,28 @@ func (t *Tape) Info() Info {
 			info.LastAnchor = fmt.Sprint(v)
 		}
 	}
-	var events []record // newest first
-	for i := len(t.records) - 1; i >= 0; i-- {
-		if t.records[i].Kind == KindEvent {
-			events = append(events, t.records[i])
-		}
-	}
-	t.mu.Unlock()
-	rd := t.reader()
-	defer rd.close()
-	for _, r := range events {
-		e, err := rd.entry(r)
-		if err != nil || e.Payload["name"] != "run" {
-			continue
-		}
-		data, _ := e.Payload["data"].(map[string]any)
-		usage, _ := data["usage"].(map[string]any)
-		total, ok := asInt(usage["total_tokens"])
-		if !ok {
-			continue
-		}
+	if t.usage != nil {
+		total, _ := asInt(t.usage["total_tokens"])
 		info.LastTokenUsage = &total
-		if rate, ok := cacheHitRate(usage); ok {
+		if rate, ok := cacheHitRate(t.usage); ok {
 			info.LastTokenCacheHitRate = &rate
 		}
-		break
 	}
 	return info
+}
+
+// runUsage returns data.usage of a "run" event payload when it has an
+// integer total_tokens, the runs Info reports on.
+func runUsage(payload map[string]any) (map[string]any, bool) {
+	if payload["name"] != "run" {
+		return nil, false
+	}
+	data, _ := payload["data"].(map[string]any)
+	usage, _ := data["usage"].(map[string]any)
+	if _, ok := asInt(usage["total_tokens"]); !ok {
+		return nil, false
+	}
+	return usage, true
 }
 
 func cacheHitRate(usage map[string]any) (float64, bool) {

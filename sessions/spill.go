@@ -306,29 +306,34 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 	var b strings.Builder
 	for k, rec := range recs {
 		idx := start + k
-		invalid := incomplete(h, fmt.Sprintf("invalid chunk %d for handle %s", idx, pyRepr(h)))
 		r, err := rd.entry(rec)
 		if err != nil {
 			return SpillPage{}, err
 		}
-		if rh, _ := r.Meta["spill_handle"].(string); rh != h {
-			return SpillPage{}, invalid
-		}
-		if n, ok := asInt(r.Meta["spill_chunk"]); !ok || n != idx {
-			return SpillPage{}, invalid
-		}
-		results, _ := r.Payload["results"].([]any)
-		if len(results) != 1 {
-			return SpillPage{}, invalid
-		}
-		c, ok := results[0].(string)
+		c, ok := spillChunk(r, h, idx)
 		if !ok {
-			return SpillPage{}, invalid
+			return SpillPage{}, incomplete(h, fmt.Sprintf("invalid chunk %d for handle %s", idx, pyRepr(h)))
 		}
 		b.WriteString(c)
 	}
 	page.First, page.Last, page.Content = start, stop-1, b.String()
 	return page, nil
+}
+
+// spillChunk returns the text of chunk idx of spill h, if r is that chunk.
+func spillChunk(r Entry, h string, idx int) (string, bool) {
+	if rh, _ := r.Meta["spill_handle"].(string); rh != h {
+		return "", false
+	}
+	if n, ok := asInt(r.Meta["spill_chunk"]); !ok || n != idx {
+		return "", false
+	}
+	results, _ := r.Payload["results"].([]any)
+	if len(results) != 1 {
+		return "", false
+	}
+	c, ok := results[0].(string)
+	return c, ok
 }
 
 // FormatSpillReference is the text the model sees instead of a spilled

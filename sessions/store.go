@@ -54,7 +54,7 @@ type Store struct {
 	closed   bool
 	sessions map[string]*sessionSlot
 
-	// resolved memoises resolveWorkspace for workspaces that exist:
+	// resolved memoises resolveExisting for workspaces that exist:
 	// Session runs on every tool call (three times per MCP tools/call),
 	// and EvalSymlinks lstats every path component.
 	resolved sync.Map // workspace as given → resolved path
@@ -147,15 +147,9 @@ func TapeName(workspace, sessionID string) string {
 	return hex.EncodeToString(w[:])[:16] + "__" + hex.EncodeToString(i[:])[:16]
 }
 
-// resolveWorkspace mirrors Python's Path(workspace).resolve(): absolute,
-// cleaned, symlinks followed when the path exists.
-func resolveWorkspace(ws string) string {
-	r, _ := resolveExisting(ws)
-	return r
-}
-
-// resolveExisting is resolveWorkspace, also reporting whether the path
-// exists (symlinks were followed).
+// resolveExisting mirrors Python's Path(workspace).resolve(): absolute,
+// cleaned, symlinks followed when the path exists. It also reports whether
+// the path exists (symlinks were followed).
 func resolveExisting(ws string) (string, bool) {
 	abs, err := filepath.Abs(ws)
 	if err != nil {
@@ -167,8 +161,8 @@ func resolveExisting(ws string) (string, bool) {
 	return abs, false
 }
 
-// resolve is resolveWorkspace, memoised once the
-// path exists (a missing one may still appear, so it is not cached).
+// resolve is resolveExisting, memoised once the path exists (a missing one
+// may still appear, so it is not cached).
 func (s *Store) resolve(ws string) string {
 	if r, ok := s.resolved.Load(ws); ok {
 		return r.(string)

@@ -41,6 +41,7 @@ type Tape struct {
 	anchors  int
 	last     int // index of the last anchor, -1 if none
 	settings Settings
+	usage    map[string]any // data.usage of the latest "run" event with total_tokens
 }
 
 // record is an entry as the tape holds it. Once its line is on disk, a
@@ -69,12 +70,15 @@ type pendingLine struct {
 }
 
 // draft is an entry before it has an id: its kind, its encoded objects
-// and their in-memory form.
+// and the maps the appended Entry carries: the tape's decoded copies for
+// anchors and events, else the caller's own maps (lineOnly), which the
+// tape does not keep.
 type draft struct {
-	kind    string
-	payload []byte
-	meta    []byte
-	p, m    map[string]any
+	kind     string
+	payload  []byte
+	meta     []byte
+	p, m     map[string]any
+	lineOnly bool
 }
 
 func newTape(s *Store, name, path string) *Tape {
@@ -91,29 +95,24 @@ func makeDraft(kind string, payload, meta map[string]any) (draft, error) {
 	if kind == "" {
 		return draft{}, errors.New("sessions: empty entry kind")
 	}
-	if kind != KindAnchor && kind != KindEvent {
-		// Only anchors and events feed derived state (anchor index,
-		// settings); other entries are read back from their line, so no
-		// decoded copy is built for them.
-		pb, err := encodeOnly(payload)
-		if err != nil {
-			return draft{}, fmt.Errorf("sessions: encode %s payload: %w", kind, err)
-		}
-		mb, err := encodeOnly(meta)
-		if err != nil {
-			return draft{}, fmt.Errorf("sessions: encode %s meta: %w", kind, err)
-		}
-		return draft{kind: kind, payload: pb, meta: mb}, nil
-	}
-	pb, p, err := encodeObject(payload)
+	// Only anchors and events feed derived state (anchor index, settings,
+	// usage); other entries are read back from their line, so no decoded
+	// copy is built for them. Payload and meta share one buffer.
+	keep := kind == KindAnchor || kind == KindEvent
+	buf, p, err := appendObject(make([]byte, 0, 256), payload, keep)
 	if err != nil {
 		return draft{}, fmt.Errorf("sessions: encode %s payload: %w", kind, err)
 	}
-	mb, m, err := encodeObject(meta)
+	n := len(buf)
+	buf, m, err := appendObject(buf, meta, keep)
 	if err != nil {
 		return draft{}, fmt.Errorf("sessions: encode %s meta: %w", kind, err)
 	}
-	return draft{kind: kind, payload: pb, meta: mb, p: p, m: m}, nil
+	d := draft{kind: kind, payload: buf[:n:n], meta: buf[n:], p: p, m: m}
+	if !keep {
+		d.p, d.m, d.lineOnly = payload, meta, true
+	}
+	return d, nil
 }
 
 // Append records an entry and writes it to the file with one write(2)
@@ -134,11 +133,7 @@ func (t *Tape) Append(kind string, payload, meta map[string]any) (Entry, error) 
 	if len(es) == 0 {
 		return Entry{}, err
 	}
-	e := es[0]
-	if e.Payload == nil && e.Kind != KindAnchor && e.Kind != KindEvent {
-		e.Payload, e.Meta = payload, meta // no decoded copy was kept (see makeDraft)
-	}
-	return e, err
+	return es[0], err
 }
 
 // AppendEvent appends {"name": name, "data": data} as an "event" entry
@@ -172,9 +167,6 @@ func (t *Tape) AppendAsync(kind string, payload, meta map[string]any) (Entry, er
 		return Entry{}, ErrClosed
 	}
 	e, line := t.recordLocked(d)
-	if e.Payload == nil && e.Kind != KindAnchor && e.Kind != KindEvent {
-		e.Payload, e.Meta = payload, meta // no decoded copy was kept (see makeDraft)
-	}
 	first := false
 	if t.path != "" {
 		first = len(t.pending) == 0
@@ -260,15 +252,15 @@ func (t *Tape) recordLocked(d draft) (Entry, []byte) {
 	t.nextID++
 	line := appendLine(make([]byte, 0, len(d.payload)+len(d.meta)+96), e.ID, e.Kind, d.payload, d.meta, e.Date)
 	r := record{Entry: e, off: -1, n: len(line) - 1}
-	if d.p == nil {
-		r.line = line // readers decode the entry from its line
+	if d.lineOnly {
+		r.Payload, r.Meta, r.line = nil, nil, line // readers decode the entry from its line
 	}
 	t.addLocked(r)
 	return e, line
 }
 
 // addLocked appends a record and updates the derived state (anchor index,
-// settings). t.mu must be held.
+// settings, token usage). t.mu must be held.
 func (t *Tape) addLocked(r record) {
 	t.records = append(t.records, r)
 	idx := len(t.records) - 1
@@ -280,6 +272,9 @@ func (t *Tape) addLocked(r record) {
 		t.anchorAt[name] = idx
 	case KindEvent:
 		t.settings.apply(r.Payload)
+		if u, ok := runUsage(r.Payload); ok {
+			t.usage = u
+		}
 	}
 	if r.ID >= t.nextID {
 		t.nextID = r.ID + 1
@@ -649,6 +644,7 @@ func (t *Tape) reset(stamp string, mustArchive bool) (string, error) {
 	t.anchors = 0
 	t.last = -1
 	t.settings = Settings{}
+	t.usage = nil
 	t.mu.Unlock()
 	return archived, nil
 }

@@ -88,6 +88,7 @@ func TestAppendErrors(t *testing.T) {
 	}{
 		{"empty kind", "", nil},
 		{"unencodable payload", KindEvent, map[string]any{"f": func() {}}},
+		{"unencodable line-only payload", KindMessage, map[string]any{"f": func() {}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -581,17 +582,23 @@ func FuzzTapeLine(f *testing.F) {
 	})
 }
 
-func BenchmarkAppend(b *testing.B) {
+// benchTape returns a fresh file-backed tape closed when b ends.
+func benchTape(b *testing.B) *Tape {
+	b.Helper()
 	s, err := Open(b.TempDir(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
 	sess, err := s.Session(b.TempDir(), "bench")
 	if err != nil {
 		b.Fatal(err)
 	}
-	tp := sess.Tape()
+	return sess.Tape()
+}
+
+func BenchmarkAppend(b *testing.B) {
+	tp := benchTape(b)
 	payload := msg("assistant", strings.Repeat("lorem ipsum ", 20))
 	meta := map[string]any{"run_id": "run-1"}
 	b.ReportAllocs()
@@ -603,22 +610,24 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 func BenchmarkAppendAsync(b *testing.B) {
-	s, err := Open(b.TempDir(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	sess, err := s.Session(b.TempDir(), "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	tp := sess.Tape()
-	data := map[string]any{"status": "ok", "step": 3, "elapsed_ms": 12.5}
 	meta := map[string]any{"run_id": "run-1"}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := tp.AppendAsync(KindEvent, eventPayload("loop.step", data), meta); err != nil {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name, kind string
+		payload    map[string]any
+	}{
+		// Events keep a decoded copy; tool results (the audit pair of
+		// every call) are kept only as their line.
+		{"event", KindEvent, eventPayload("loop.step", map[string]any{"status": "ok", "step": 3, "elapsed_ms": 12.5})},
+		{"tool_result", KindToolResult, map[string]any{"results": []any{map[string]any{"call_id": "run-1", "output": "ok", "status": "ok", "elapsed_ms": 12}}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			tp := benchTape(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tp.AppendAsync(bc.kind, bc.payload, meta); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
