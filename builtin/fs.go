@@ -97,8 +97,8 @@ func readPage(ctx context.Context, path string, offset, limit int) (FSReadResult
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 64<<10)
-	if head, _ := br.Peek(8 << 10); bytes.IndexByte(head, 0) >= 0 {
-		return FSReadResult{}, fail(registry.KindInvalidInput, "%s is a binary file (NUL byte at offset %d), not text", path, bytes.IndexByte(head, 0))
+	if head, _ := br.Peek(binarySniffLen); nulIndex(head) >= 0 {
+		return FSReadResult{}, fail(registry.KindInvalidInput, "%s is a binary file (NUL byte at offset %d), not text", path, nulIndex(head))
 	}
 	sc := bufio.NewScanner(br)
 	sc.Buffer(make([]byte, 64<<10), MaxPageBytes)
@@ -191,10 +191,7 @@ func lineEnd(s string, i int, cr bool) (end, next int) {
 // splitlines. LF-only text is returned as a substring, without copying.
 func selectLines(text string, offset, limit int) (string, int, bool) {
 	cr := strings.IndexByte(text, '\r') >= 0
-	i := 0
-	for line := 0; line < offset && i < len(text); line++ {
-		_, i = lineEnd(text, i, cr)
-	}
+	i := skipLines(text, offset, cr)
 	start, last, n := i, i, 0
 	var b strings.Builder
 	for i < len(text) && (limit < 0 || n < limit) {
@@ -217,7 +214,11 @@ func selectLines(text string, offset, limit int) (string, int, bool) {
 // lineStart returns the byte offset where line n (0-based) of text starts,
 // or len(text) when text has fewer lines.
 func lineStart(text string, n int) int {
-	cr := strings.IndexByte(text, '\r') >= 0
+	return skipLines(text, n, strings.IndexByte(text, '\r') >= 0)
+}
+
+// skipLines returns where line n of text starts; cr is as for lineEnd.
+func skipLines(text string, n int, cr bool) int {
 	i := 0
 	for line := 0; line < n && i < len(text); line++ {
 		_, i = lineEnd(text, i, cr)

@@ -196,3 +196,10 @@ func (p *recordingPeer) Elicit(context.Context, registry.ElicitRequest) (*regist
 }
 
 var _ registry.Peer = (*recordingPeer)(nil)
+
+// count returns how many shells env holds.
+func (t *shellTable) count(env environment.Environment) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.envs[env])
+}

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,10 +165,25 @@ func (d *utf8Decoder) decode(p []byte) string {
 		d.pending = append([]byte(nil), p[len(p)-keep:]...)
 		p = p[:len(p)-keep]
 	}
-	if utf8.Valid(p) {
-		return string(p)
+	return validUTF8(p)
+}
+
+// validUTF8 returns b as text, invalid bytes replaced by U+FFFD.
+func validUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
 	}
-	return strings.ToValidUTF8(string(p), "\uFFFD")
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// binarySniffLen is how much of a file or body is searched for a NUL
+// byte, the usual sign of binary content (as environment.ReadText does).
+const binarySniffLen = 8 << 10
+
+// nulIndex returns the offset of the first NUL byte in the first
+// binarySniffLen bytes of b, or -1.
+func nulIndex(b []byte) int {
+	return bytes.IndexByte(b[:min(len(b), binarySniffLen)], 0)
 }
 
 // flush returns what is left at end of stream: an incomplete character is

@@ -146,13 +146,6 @@ func (t *shellTable) dropEnv(env environment.Environment) {
 	delete(t.envs, env)
 }
 
-// count returns how many shells env holds (for tests).
-func (t *shellTable) count(env environment.Environment) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.envs[env])
-}
-
 func newShellID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)

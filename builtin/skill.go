@@ -302,18 +302,13 @@ var templateRE = regexp.MustCompile(`\$(?:(\$)|([_a-zA-Z][_a-zA-Z0-9]*)|\{([_a-z
 // unknown names as they are (Python's Template.safe_substitute).
 func substitute(text string, vars map[string]string) string {
 	return templateRE.ReplaceAllStringFunc(text, func(m string) string {
-		sub := templateRE.FindStringSubmatch(m)
-		switch {
-		case sub[1] != "":
+		// m is "$$", "$NAME" or "${NAME}": no need to match it again.
+		if m == "$$" {
 			return "$"
-		case sub[2] != "":
-			if v, ok := vars[sub[2]]; ok {
-				return v
-			}
-		case sub[3] != "":
-			if v, ok := vars[sub[3]]; ok {
-				return v
-			}
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(m[1:], "{"), "}")
+		if v, ok := vars[name]; ok {
+			return v
 		}
 		return m
 	})

@@ -16,7 +16,8 @@ type spillReadArgs struct {
 }
 
 // SpillReadResult is spill.read's structured result: one page of a spilled
-// tool result.
+// tool result. It is sessions.SpillPage with JSON names, so the two convert
+// into each other.
 type SpillReadResult struct {
 	Handle string `json:"handle"`
 	// Bytes and Chunks describe the whole spilled result.
@@ -30,17 +31,12 @@ type SpillReadResult struct {
 	Content    string `json:"content"`
 }
 
-func (r SpillReadResult) page() sessions.SpillPage {
-	return sessions.SpillPage{Handle: r.Handle, Bytes: r.Bytes, Chunks: r.Chunks, First: r.First, Last: r.Last,
-		NextCursor: r.NextCursor, Complete: r.Complete, Content: r.Content}
-}
-
 func spillReadTool() *registry.Tool {
 	return registry.MustNewTool("spill.read",
 		"Read bounded chunks from an oversized tool result stored in the current session's spill tape.",
 		runSpillRead,
 		registry.WithPreserve(),
-		registry.WithRenderer(func(r SpillReadResult) string { return r.page().String() }),
+		registry.WithRenderer(func(r SpillReadResult) string { return sessions.SpillPage(r).String() }),
 		registry.WithAnnotations(registry.Annotations{Title: "Read a spilled tool result", ReadOnly: true, Idempotent: true}))
 }
 
@@ -66,6 +62,5 @@ func runSpillRead(ctx context.Context, tc *registry.ToolContext, in spillReadArg
 		}
 		return SpillReadResult{}, &registry.Error{Kind: kind, Message: err.Error(), Cause: err}
 	}
-	return SpillReadResult{Handle: p.Handle, Bytes: p.Bytes, Chunks: p.Chunks, First: p.First, Last: p.Last,
-		NextCursor: p.NextCursor, Complete: p.Complete, Content: p.Content}, nil
+	return SpillReadResult(p), nil
 }

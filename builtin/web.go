@@ -1,7 +1,6 @@
 package builtin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,20 +85,20 @@ func runWebFetch(ctx context.Context, tc *registry.ToolContext, in webFetchArgs)
 	if err != nil {
 		return WebFetchResult{}, fetchError(final, timeout, err)
 	}
-	ctype := resp.Header.Get("Content-Type")
+	mediaType, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	charset := params["charset"]
 	if resp.StatusCode >= 400 {
 		return WebFetchResult{}, &registry.Error{Kind: registry.KindTool,
 			Message: fmt.Sprintf("HTTP %s: %s", resp.Status, final),
-			Details: map[string]any{"status": resp.StatusCode, "url": final, "body": preview(decodeBody(body, ctype), 2000)}}
+			Details: map[string]any{"status": resp.StatusCode, "url": final, "body": preview(decodeBody(body, charset), 2000)}}
 	}
 	if int64(len(body)) > opts.MaxBytes {
 		return WebFetchResult{}, fail(registry.KindTool, "response from %s is larger than %d bytes, the web.fetch limit", final, opts.MaxBytes)
 	}
-	mediaType, _, _ := mime.ParseMediaType(ctype)
 	if isBinary(mediaType, body) {
 		return WebFetchResult{}, fail(registry.KindTool, "%s returned binary content (%s, %d bytes); web.fetch returns text only", final, orUnknown(mediaType), len(body))
 	}
-	return WebFetchResult{URL: final, Status: resp.StatusCode, ContentType: mediaType, Content: decodeBody(body, ctype)}, nil
+	return WebFetchResult{URL: final, Status: resp.StatusCode, ContentType: mediaType, Content: decodeBody(body, charset)}, nil
 }
 
 func orUnknown(s string) string {
@@ -218,14 +217,14 @@ func isBinary(mediaType string, body []byte) bool {
 			return true
 		}
 	}
-	return bytes.IndexByte(body[:min(len(body), 8<<10)], 0) >= 0
+	return nulIndex(body) >= 0
 }
 
 // decodeBody returns the body as UTF-8 text. Latin-1 is converted; other
-// charsets are taken as UTF-8 with invalid bytes replaced by U+FFFD.
-func decodeBody(body []byte, contentType string) string {
-	_, params, _ := mime.ParseMediaType(contentType)
-	switch strings.ToLower(params["charset"]) {
+// charsets (the Content-Type's charset parameter) are taken as UTF-8 with
+// invalid bytes replaced by U+FFFD.
+func decodeBody(body []byte, charset string) string {
+	switch strings.ToLower(charset) {
 	case "iso-8859-1", "latin1", "latin-1":
 		var b strings.Builder
 		b.Grow(len(body))
@@ -234,10 +233,7 @@ func decodeBody(body []byte, contentType string) string {
 		}
 		return b.String()
 	}
-	if utf8.Valid(body) {
-		return string(body)
-	}
-	return strings.ToValidUTF8(string(body), "\uFFFD")
+	return validUTF8(body)
 }
 
 // preview cuts s to at most n characters.

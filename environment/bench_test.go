@@ -1,7 +1,10 @@
 package environment
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -35,6 +38,27 @@ func BenchmarkExecBashTrue(b *testing.B) {
 		cmd := exec.Command("bash", "-c", "true")
 		cmd.Dir = dir
 		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReadText reads a 3.4 MB text file; the buffer is sized from
+// the file, so the allocations stay few whatever the size.
+func BenchmarkReadText(b *testing.B) {
+	e, err := NewLocal(&LocalOptions{Workspace: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	p := filepath.Join(e.Workspace(), "f.txt")
+	if err := os.WriteFile(p, []byte(strings.Repeat("hello world line\n", 200000)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.ReadText(ctx, p); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -179,10 +179,12 @@ func (e *LocalEnvironment) ReadText(ctx context.Context, p string) (string, erro
 		// Files under /proc report size 0; the cap must hold anyway.
 		r = io.LimitReader(f, e.maxRead+1)
 	}
-	data, err := io.ReadAll(r)
-	if err != nil {
+	// Size the buffer from the Stat above, so reading does not regrow it.
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(r); err != nil {
 		return "", fmt.Errorf("environment: read %s: %w", path, err)
 	}
+	data := buf.Bytes()
 	if e.maxRead > 0 && int64(len(data)) > e.maxRead {
 		return "", tooLargeError(path, fmt.Sprintf("more than %d bytes", e.maxRead), e.maxRead)
 	}

@@ -83,7 +83,6 @@ type LocalEnvironment struct {
 	maxRead    int64
 	waitDelay  time.Duration
 	shell      string // absolute path of bash or sh; empty if neither exists
-	shellError error
 
 	mu       sync.Mutex
 	closed   bool
@@ -170,8 +169,6 @@ func NewLocal(opts *LocalOptions) (*LocalEnvironment, error) {
 		e.shell = sh
 	} else if sh, err := exec.LookPath("sh"); err == nil {
 		e.shell = sh
-	} else {
-		e.shellError = errors.New("environment: neither bash nor sh found in PATH")
 	}
 	if o.NewCodeRunner != nil {
 		run, done, err := o.NewCodeRunner(e)
@@ -222,7 +219,7 @@ func (e *LocalEnvironment) Spawn(ctx context.Context, spec Spec) (Process, error
 		return nil, errors.New("environment: spec sets both Command and Argv; set exactly one")
 	case spec.Command != "":
 		if e.shell == "" {
-			return nil, e.shellError
+			return nil, errNoShell
 		}
 		name, args = e.shell, []string{"-c", spec.Command}
 	case len(spec.Argv) > 0:
@@ -278,9 +275,6 @@ func (e *LocalEnvironment) Spawn(ctx context.Context, spec Spec) (Process, error
 		p.cutOutput()
 		<-p.exited
 		return nil, ErrClosed
-	}
-	if e.procs == nil { // a LocalEnvironment not made by NewLocal
-		e.procs = make(map[*localProcess]struct{})
 	}
 	e.pruneLocked()
 	e.procs[p] = struct{}{}
@@ -373,6 +367,9 @@ func (e *LocalEnvironment) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// errNoShell is Spawn's error for a Command when NewLocal found no shell.
+var errNoShell = errors.New("environment: neither bash nor sh found in PATH")
 
 // checkEnv rejects entries that are not KEY=VALUE, which exec would
 // otherwise pass through as garbage.

@@ -236,12 +236,12 @@ func (p *localProcess) cutOutput() {
 // buffered in the pipe and then io.EOF, so readers cannot hang on a pipe
 // kept open by a descendant that outlived the process.
 type stream struct {
-	f         *os.File
-	abandoned atomic.Bool
-	ended     atomic.Bool
-	endOnce   sync.Once
-	abandonMu sync.Once
-	eof       chan struct{} // closed when a reader has seen the end
+	f           *os.File
+	abandoned   atomic.Bool
+	ended       atomic.Bool
+	endOnce     sync.Once
+	abandonOnce sync.Once
+	eof         chan struct{} // closed when a reader has seen the end
 }
 
 func newStream(f *os.File) *stream {
@@ -303,7 +303,7 @@ func (s *stream) readBuffered(b []byte) (int, error) {
 // abandon switches the stream to non-blocking reads and wakes a reader
 // blocked on an empty pipe.
 func (s *stream) abandon() {
-	s.abandonMu.Do(func() {
+	s.abandonOnce.Do(func() {
 		// Deadline first: a reader that sees abandoned, or is woken
 		// by the deadline, clears it afterwards.
 		_ = s.f.SetReadDeadline(time.Unix(1, 0))

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 // table, or a zombie waiting for a parent that may never reap it (PID 1 in
 // a container often does not).
 func Gone(pid int) bool {
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
+	if !hasProcfs() {
 		// No procfs: zombies count as alive here, which is stricter.
 		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 	}
@@ -32,6 +33,13 @@ func Gone(pid int) bool {
 	}
 	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
+
+// hasProcfs reports whether /proc is mounted; it is checked once, not on
+// every poll of WaitGone.
+var hasProcfs = sync.OnceValue(func() bool {
+	_, err := os.Stat("/proc/self/stat")
+	return err == nil
+})
 
 // WaitGone polls until every pid is Gone and fails the test if one still
 // runs after timeout.
