@@ -12,8 +12,6 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -293,19 +291,32 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 		msgs = append(msgs, user)
 		req := &model.Request{Model: modelID(spec), Messages: msgs, Tools: specs, MaxTokens: a.opts.Settings.MaxTokens}
 		reply, err := a.complete(ctx, client, req, step, sink)
-		elapsed := func() int64 { return time.Since(start).Milliseconds() }
+		// endStep records the step's loop.step event; errText is set for
+		// the statuses that carry an error.
+		endStep := func(status, errText string) {
+			data := map[string]any{"step": step, "elapsed_ms": time.Since(start).Milliseconds(), "status": status, "date": now()}
+			if errText != "" {
+				data["error"] = errText
+			}
+			a.event(tape, "loop.step", data)
+		}
+		// recordPrompt records the step's system prompt and user message.
+		recordPrompt := func() {
+			a.append(tape, sessions.KindSystem, map[string]any{"content": system}, meta)
+			a.append(tape, sessions.KindMessage, map[string]any{"role": "user", "content": prompt}, meta)
+		}
 		if err != nil {
 			if ctx.Err() == nil && handoffs > 0 && model.IsContextLength(err) {
 				handoffs--
 				a.handoff(tape, err)
-				a.event(tape, "loop.step", map[string]any{"step": step, "elapsed_ms": elapsed(), "status": "auto_handoff", "error": err.Error(), "date": now()})
+				endStep("auto_handoff", err.Error())
 				sink.Emit(Event{Kind: EventHandoff, Step: step, Error: err.Error()})
 				prompt = t.Prompt
 				continue
 			}
 			a.append(tape, sessions.KindError, map[string]any{"kind": "provider", "message": err.Error()}, meta)
 			a.event(tape, "run", map[string]any{"status": "error", "model": spec}, meta)
-			a.event(tape, "loop.step", map[string]any{"step": step, "elapsed_ms": elapsed(), "status": "error", "error": err.Error(), "date": now()})
+			endStep("error", err.Error())
 			sink.Emit(Event{Kind: EventError, Step: step, Error: err.Error()})
 			return res, err
 		}
@@ -317,11 +328,10 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 			sink.Emit(Event{Kind: EventUsage, Step: step, Usage: &u})
 		}
 		if len(reply.ToolCalls) == 0 {
-			a.append(tape, sessions.KindSystem, map[string]any{"content": system}, meta)
-			a.append(tape, sessions.KindMessage, map[string]any{"role": "user", "content": prompt}, meta)
+			recordPrompt()
 			a.append(tape, sessions.KindMessage, map[string]any{"role": "assistant", "content": reply.Text}, meta)
 			a.event(tape, "run", runData, meta)
-			a.event(tape, "loop.step", map[string]any{"step": step, "elapsed_ms": elapsed(), "status": "ok", "date": now()})
+			endStep("ok", "")
 			res.Text = reply.Text
 			u := res.Usage
 			sink.Emit(Event{Kind: EventFinal, Step: step, Text: reply.Text, Usage: &u})
@@ -342,17 +352,16 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 		if reply.Text != "" {
 			callPayload["content"] = reply.Text
 		}
-		a.append(tape, sessions.KindSystem, map[string]any{"content": system}, meta)
-		a.append(tape, sessions.KindMessage, map[string]any{"role": "user", "content": prompt}, meta)
+		recordPrompt()
 		a.append(tape, sessions.KindToolCall, callPayload, meta)
 		a.append(tape, sessions.KindToolResult, map[string]any{"results": outputs}, meta)
 		a.event(tape, "run", runData, meta)
 		if err := ctx.Err(); err != nil {
-			a.event(tape, "loop.step", map[string]any{"step": step, "elapsed_ms": elapsed(), "status": "error", "error": "cancelled", "date": now()})
+			endStep("error", "cancelled")
 			sink.Emit(Event{Kind: EventError, Step: step, Error: "cancelled"})
 			return res, err
 		}
-		a.event(tape, "loop.step", map[string]any{"step": step, "elapsed_ms": elapsed(), "status": "continue", "date": now()})
+		endStep("continue", "")
 		prompt = ContinuePrompt
 	}
 	err = fmt.Errorf("agent: max_steps_reached=%d: the model was still calling tools after %d steps; raise BUB_MAX_STEPS or [agent] max_steps to let it go on: %w", maxSteps, maxSteps, ErrMaxSteps)
@@ -371,9 +380,7 @@ func nilIfEmpty(s []string) any {
 func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 func newRunID() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return "run-" + time.Now().UTC().Format("20060102T150405.000000Z") + "-" + hex.EncodeToString(b[:])
+	return "run-" + time.Now().UTC().Format("20060102T150405.000000Z") + "-" + randomHex(4)
 }
 
 func modelID(spec string) string {

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -400,7 +401,7 @@ func TestAuthErrorNotRetried(t *testing.T) {
 func TestCancelStopsTurn(t *testing.T) {
 	srv := fakemodel.NewOpenAI(t, fakemodel.Replies(t, fakemodel.Reply{Delay: 10 * time.Second}))
 	f := newFixture(t, fixtureOpts{url: srv.URL})
-	ctx, cancel := contextWithTimeout(t, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err := f.agent.Run(ctx, &agent.Turn{Conn: f.conn, Prompt: "hang"})

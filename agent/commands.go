@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -77,14 +78,14 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 	case "tools":
 		return a.listTools(ctx, conn), nil
 	case "model":
-		c, err := command.Parse(line)
+		c, err := command.FromWords(words[0], words[1:])
 		if err != nil {
 			return "", err
 		}
 		return a.setModel(conn, c)
 	case "code_mode":
 		if _, err := reg.Lookup("code_mode"); err != nil {
-			c, err := command.Parse(line)
+			c, err := command.FromWords(words[0], words[1:])
 			if err != nil {
 				return "", err
 			}
@@ -100,7 +101,7 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 		}
 		return result(a.h.CallCommand(ctx, conn, bash.Name, mustJSON(map[string]any{"command": line}), nil))
 	}
-	c, err := command.Parse(line)
+	c, err := command.FromWords(words[0], words[1:])
 	if err != nil {
 		return "", err
 	}
@@ -126,7 +127,7 @@ func result(r registry.Result) (string, error) {
 
 func anyMap(m map[string]any) any {
 	var v any
-	if err := unmarshalJSON(mustJSON(m), &v); err != nil {
+	if err := json.Unmarshal(mustJSON(m), &v); err != nil {
 		return m
 	}
 	return v

@@ -13,23 +13,24 @@ import (
 
 func TestCommands(t *testing.T) {
 	f := newFixture(t, fixtureOpts{url: "http://127.0.0.1:1"})
+	// name is the command's name as the tape records it.
 	tests := []struct {
-		line, out, err string
+		line, name, out, err string
 	}{
-		{line: "help", out: agent.HelpText},
-		{line: "fs.write path=c.txt content='a b'", out: "wrote: " + f.path("c.txt")},
-		{line: "fs.read c.txt", out: "a b"},
-		{line: "echo from-bash", out: "from-bash"},
-		{line: "fs_read path=c.txt", err: "[tool] command exited with code 127"}, // model names are not commands: bash runs it
-		{line: "fs.read path=c.txt extra", err: "positional argument 'extra' cannot appear after keyword arguments"},
-		{line: "fs.read offset=x path=c.txt", err: "[invalid_input] Tool 'fs.read' argument validation failed."},
-		{line: "", err: "empty command"},
-		{line: `fs.read "c.txt`, err: "no closing quotation"},
-		{line: "model openai:other-model", out: "Session model set to openai:other-model (applies from the next turn)."},
-		{line: "model", out: "Session model: openai:other-model"},
-		{line: "model nocolon", err: `model: "nocolon" is not provider:model`},
-		{line: "code_mode enable=true", out: "Session code mode enabled (applies from the next turn)."},
-		{line: "code_mode enable=maybe", err: `code_mode: enable must be true or false, got "maybe"`},
+		{line: "help", name: "help", out: agent.HelpText},
+		{line: "fs.write path=c.txt content='a b'", name: "fs.write", out: "wrote: " + f.path("c.txt")},
+		{line: "fs.read c.txt", name: "fs.read", out: "a b"},
+		{line: "echo from-bash", name: "echo", out: "from-bash"},
+		{line: "fs_read path=c.txt", name: "fs_read", err: "[tool] command exited with code 127"}, // model names are not commands: bash runs it
+		{line: "fs.read path=c.txt extra", name: "fs.read", err: "positional argument 'extra' cannot appear after keyword arguments"},
+		{line: "fs.read offset=x path=c.txt", name: "fs.read", err: "[invalid_input] Tool 'fs.read' argument validation failed."},
+		{line: "", name: "", err: "empty command"},
+		{line: `fs.read "c.txt`, name: "", err: "no closing quotation"},
+		{line: "model openai:other-model", name: "model", out: "Session model set to openai:other-model (applies from the next turn)."},
+		{line: "model", name: "model", out: "Session model: openai:other-model"},
+		{line: "model nocolon", name: "model", err: `model: "nocolon" is not provider:model`},
+		{line: "code_mode enable=true", name: "code_mode", out: "Session code mode enabled (applies from the next turn)."},
+		{line: "code_mode enable=maybe", name: "code_mode", err: `code_mode: enable must be true or false, got "maybe"`},
 	}
 	for _, tt := range tests {
 		out, err := f.agent.Command(t.Context(), f.conn, tt.line)
@@ -69,24 +70,18 @@ func TestCommands(t *testing.T) {
 			got = append(got, map[string]any{"raw": d["raw"], "name": d["name"], "status": d["status"]})
 		}
 	}
-	want := []map[string]any{
-		{"raw": "help", "name": "help", "status": "ok"},
-		{"raw": "fs.write path=c.txt content='a b'", "name": "fs.write", "status": "ok"},
-		{"raw": "fs.read c.txt", "name": "fs.read", "status": "ok"},
-		{"raw": "echo from-bash", "name": "echo", "status": "ok"},
-		{"raw": "fs_read path=c.txt", "name": "fs_read", "status": "error"},
-		{"raw": "fs.read path=c.txt extra", "name": "fs.read", "status": "error"},
-		{"raw": "fs.read offset=x path=c.txt", "name": "fs.read", "status": "error"},
-		{"raw": "", "name": "", "status": "error"},
-		{"raw": `fs.read "c.txt`, "name": "", "status": "error"},
-		{"raw": "model openai:other-model", "name": "model", "status": "ok"},
-		{"raw": "model", "name": "model", "status": "ok"},
-		{"raw": "model nocolon", "name": "model", "status": "error"},
-		{"raw": "code_mode enable=true", "name": "code_mode", "status": "ok"},
-		{"raw": "code_mode enable=maybe", "name": "code_mode", "status": "error"},
-		{"raw": "quit", "name": "quit", "status": "ok"},
-		{"raw": "tools", "name": "tools", "status": "ok"},
+	var want []map[string]any
+	for _, tt := range tests {
+		status := "ok"
+		if tt.err != "" {
+			status = "error"
+		}
+		want = append(want, map[string]any{"raw": tt.line, "name": tt.name, "status": status})
 	}
+	want = append(want,
+		map[string]any{"raw": "quit", "name": "quit", "status": "ok"},
+		map[string]any{"raw": "tools", "name": "tools", "status": "ok"},
+	)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("command events (-want +got):\n%s", diff)
 	}

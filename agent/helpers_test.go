@@ -12,7 +12,6 @@ import (
 	"github.com/bubbuild/bub-mcp/agent"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/host"
-	"github.com/bubbuild/bub-mcp/internal/fakemodel"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
@@ -65,8 +64,6 @@ type fixtureOpts struct {
 	url         string
 	concurrency int
 	maxSteps    int
-	timeout     time.Duration
-	attempts    int
 	profileTOML string
 }
 
@@ -127,8 +124,8 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if provider == "anthropic" {
 		base = o.url
 	}
-	settings := agent.Settings{Model: provider + ":fake-model", APIKey: "test-key", APIBase: base, MaxSteps: o.maxSteps, Timeout: o.timeout}
-	aopts := &agent.Options{Settings: settings, SystemPrompt: testSystem, Backoff: 5 * time.Millisecond, Attempts: o.attempts, Logger: slog.New(slog.DiscardHandler)}
+	settings := agent.Settings{Model: provider + ":fake-model", APIKey: "test-key", APIBase: base, MaxSteps: o.maxSteps}
+	aopts := &agent.Options{Settings: settings, SystemPrompt: testSystem, Backoff: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: f.home, Workspace: f.ws, Getenv: func(string) string { return "" },
 		Logger: slog.New(slog.DiscardHandler), Providers: []providers.Provider{agent.Provider(cfg, aopts)}})
 	if err != nil {
@@ -211,5 +208,3 @@ func entryKinds(es []sessions.Entry) []string {
 	}
 	return out
 }
-
-var _ = fakemodel.Replies

@@ -14,5 +14,3 @@ func mustJSON(v any) json.RawMessage {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
-
-func unmarshalJSON(b []byte, v any) error { return json.Unmarshal(b, v) }

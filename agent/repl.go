@@ -97,15 +97,9 @@ func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLO
 				sink.Emit(Event{Kind: EventCommand, Name: "history", Text: strings.Join(history[:len(history)-1], "\n")})
 				continue
 			}
-			out, err := a.Command(ctx, conn, body)
-			if errors.Is(err, ErrQuit) {
+			if errors.Is(a.emitCommand(ctx, conn, body, sink), ErrQuit) {
 				return nil
 			}
-			ev := Event{Kind: EventCommand, Name: firstWord(body), Text: out}
-			if err != nil {
-				ev.Error = err.Error()
-			}
-			sink.Emit(ev)
 			continue
 		}
 		if a.ModelFor(conn) == "" {
@@ -130,17 +124,27 @@ func (a *Agent) Once(ctx context.Context, conn *providers.Connection, prompt str
 		sink = discard{}
 	}
 	if body, ok := command.Strip(prompt, ""); ok {
-		out, err := a.Command(ctx, conn, body)
+		err := a.emitCommand(ctx, conn, body, sink)
 		if errors.Is(err, ErrQuit) {
 			return nil
 		}
-		ev := Event{Kind: EventCommand, Name: firstWord(body), Text: out}
-		if err != nil {
-			ev.Error = err.Error()
-		}
-		sink.Emit(ev)
 		return err
 	}
 	_, err := a.Run(ctx, &Turn{Conn: conn, Prompt: prompt, Sink: sink})
+	return err
+}
+
+// emitCommand runs a comma command and emits its output as a command
+// event, except for ,quit, whose ErrQuit it only returns.
+func (a *Agent) emitCommand(ctx context.Context, conn *providers.Connection, body string, sink Sink) error {
+	out, err := a.Command(ctx, conn, body)
+	if errors.Is(err, ErrQuit) {
+		return err
+	}
+	ev := Event{Kind: EventCommand, Name: firstWord(body), Text: out}
+	if err != nil {
+		ev.Error = err.Error()
+	}
+	sink.Emit(ev)
 	return err
 }

@@ -77,18 +77,7 @@ func TestAgentRunOverMCP(t *testing.T) {
 		fakemodel.Reply{Text: "Wrote mcp.txt."},
 	))
 	f := newFixture(t, fixtureOpts{url: srv.URL, profileTOML: "[profiles.default]\nagent = true\n[profiles.plain]\n"})
-	s, err := mcpserver.New(&mcpserver.Options{Backend: f.host, Registry: f.reg, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handler, closeSessions := s.Handler(mcpserver.HTTPOptions{DefaultProfile: "default", Profiles: f.cfg.ProfileNames()})
-	ts := httptest.NewServer(handler)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		closeSessions(ctx)
-		ts.Close()
-	})
+	ts := serveMCP(t, f)
 
 	for _, version := range []string{mcp.ProtocolVersion20251125, mcp.LATEST_PROTOCOL_VERSION} {
 		t.Run(version, func(t *testing.T) {
@@ -151,18 +140,7 @@ func TestAgentRunOverMCP(t *testing.T) {
 func TestAgentRunCancelled(t *testing.T) {
 	srv := fakemodel.NewOpenAI(t, fakemodel.Replies(t, fakemodel.Reply{Delay: 20 * time.Second}))
 	f := newFixture(t, fixtureOpts{url: srv.URL, profileTOML: "[profiles.default]\nagent = true\n"})
-	s, err := mcpserver.New(&mcpserver.Options{Backend: f.host, Registry: f.reg, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handler, closeSessions := s.Handler(mcpserver.HTTPOptions{DefaultProfile: "default", Profiles: f.cfg.ProfileNames()})
-	ts := httptest.NewServer(handler)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		closeSessions(ctx)
-		ts.Close()
-	})
+	ts := serveMCP(t, f)
 	c := dialMCP(t, ts.URL+"/mcp", mcp.ProtocolVersion20251125)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
@@ -197,6 +175,25 @@ func TestAgentRunCancelled(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// serveMCP serves f's host over streamable HTTP, profile "default" at
+// /mcp, until the test ends.
+func serveMCP(t *testing.T, f *fixture) *httptest.Server {
+	t.Helper()
+	s, err := mcpserver.New(&mcpserver.Options{Backend: f.host, Registry: f.reg, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler, closeSessions := s.Handler(mcpserver.HTTPOptions{DefaultProfile: "default", Profiles: f.cfg.ProfileNames()})
+	ts := httptest.NewServer(handler)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		closeSessions(ctx)
+		ts.Close()
+	})
+	return ts
 }
 
 func dialMCP(t *testing.T, url, version string) *client.Client {

@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"iter"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -38,11 +37,7 @@ func newAnthropic(cfg Config) *anthropicClient {
 // messages of one role are merged, since the API wants them alternating
 // and starting with the user.
 func (c *anthropicClient) params(req *Request) anthropic.MessageNewParams {
-	maxTokens := req.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = DefaultMaxTokens
-	}
-	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: int64(maxTokens)}
+	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: req.maxTokens()}
 	var msgs []anthropic.MessageParam
 	add := func(role anthropic.MessageParamRole, blocks ...anthropic.ContentBlockParamUnion) {
 		if len(blocks) == 0 {
@@ -183,11 +178,7 @@ func (c *anthropicClient) Stream(ctx context.Context, req *Request) (iter.Seq2[E
 			}
 		}
 		if err := stream.Err(); err != nil {
-			var me *Error
-			if !errors.As(err, &me) {
-				me = &Error{Provider: Anthropic, Message: "stream failed: " + err.Error(), Retryable: IsRetryable(err), Err: err}
-			}
-			yield(Event{}, me)
+			yield(Event{}, streamError(Anthropic, err))
 			return
 		}
 		for _, i := range order {

@@ -204,6 +204,16 @@ func IsRetryable(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.As(err, &ne)
 }
 
+// streamError is the *Error of a stream that failed once the response
+// had begun; an *Error from statusMiddleware passes through.
+func streamError(provider string, err error) error {
+	var me *Error
+	if errors.As(err, &me) {
+		return me
+	}
+	return &Error{Provider: provider, Message: "stream failed: " + err.Error(), Retryable: IsRetryable(err), Err: err}
+}
+
 func retryableStatus(code int) bool {
 	return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
 }
@@ -351,3 +361,10 @@ func New(cfg Config) (Client, error) {
 
 // DefaultMaxTokens is used when a Request leaves MaxTokens zero.
 const DefaultMaxTokens = 16384
+
+func (r *Request) maxTokens() int64 {
+	if r.MaxTokens <= 0 {
+		return DefaultMaxTokens
+	}
+	return int64(r.MaxTokens)
+}

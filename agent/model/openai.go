@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"iter"
 	"sort"
 	"strconv"
@@ -39,15 +38,11 @@ func (c *openAIClient) params(req *Request) openai.ChatCompletionNewParams {
 		Model:         shared.ChatModel(req.Model),
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	}
-	maxTokens := req.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = DefaultMaxTokens
-	}
 	if c.provider == "openai" {
 		// OpenAI's reasoning models refuse max_tokens.
-		p.MaxCompletionTokens = openai.Int(int64(maxTokens))
+		p.MaxCompletionTokens = openai.Int(req.maxTokens())
 	} else {
-		p.MaxTokens = openai.Int(int64(maxTokens))
+		p.MaxTokens = openai.Int(req.maxTokens())
 	}
 	for _, m := range req.Messages {
 		switch m.Role {
@@ -142,7 +137,7 @@ func (c *openAIClient) Stream(ctx context.Context, req *Request) (iter.Seq2[Even
 			}
 		}
 		if err := stream.Err(); err != nil {
-			yield(Event{}, c.wrap(err))
+			yield(Event{}, streamError(c.provider, err))
 			return
 		}
 		idx := make([]int64, 0, len(calls))
@@ -183,12 +178,4 @@ func reasoningDelta(raw string) string {
 		return d.Reasoning
 	}
 	return d.ReasoningContent
-}
-
-func (c *openAIClient) wrap(err error) error {
-	var me *Error
-	if errors.As(err, &me) {
-		return me
-	}
-	return &Error{Provider: c.provider, Message: "stream failed: " + err.Error(), Retryable: IsRetryable(err), Err: err}
 }
