@@ -526,16 +526,13 @@ func skillsPrompt(workspace string, allowed []string) string {
 	if allowed == nil {
 		return builtin.SkillsPrompt(workspace)
 	}
-	var b strings.Builder
+	var skills []builtin.Skill
 	for _, s := range builtin.DiscoverSkills(workspace) {
 		if matchesFold(allowed, s.Name) {
-			b.WriteString("- " + s.Name + ": " + s.Description + "\n")
+			skills = append(skills, s)
 		}
 	}
-	if b.Len() == 0 {
-		return ""
-	}
-	return "<available_skills>\n" + b.String() + "</available_skills>"
+	return builtin.FormatSkills(skills)
 }
 
 func matchesFold(list []string, s string) bool {

@@ -164,7 +164,12 @@ func readSkill(dir string) (Skill, bool) {
 //	- name: description
 //	</available_skills>
 func SkillsPrompt(workspace string) string {
-	skills := DiscoverSkills(workspace)
+	return FormatSkills(DiscoverSkills(workspace))
+}
+
+// FormatSkills is SkillsPrompt for a given list (say, the skills a
+// subagent may use); empty for none.
+func FormatSkills(skills []Skill) string {
 	if len(skills) == 0 {
 		return ""
 	}
