@@ -256,30 +256,18 @@ func (h *Host) call(ctx context.Context, conn *providers.Connection, tool *regis
 		return registry.Result{Tool: tool.Name, Err: perr}
 	}
 	c.Context = tc
-	meta := map[string]any{"run_id": tc.RunID, "transport": conn.Transport, "profile": conn.Profile}
-	if conn.Principal != "" {
-		meta["principal"] = conn.Principal
-	}
-	if conn.ClientName != "" {
-		meta["client"] = conn.ClientName + "/" + conn.ClientVersion
-	}
 	tape := sess.Tape()
-	var rawArgs any = json.RawMessage(c.Args)
-	if len(c.Args) == 0 {
-		rawArgs = map[string]any{}
-	}
 	callID := tc.RunID
-	if _, err := tape.AppendAsync(sessions.KindToolCall, map[string]any{"calls": []any{map[string]any{
-		"id": callID, "type": "function", "function": map[string]any{"name": tool.ModelName(), "arguments": rawArgs},
-	}}}, meta); err != nil {
+	buf := make([]byte, 0, 256+len(c.Args))
+	buf = auditMeta(buf, conn, callID)
+	meta := buf[:len(buf):len(buf)] // shared by both entries
+	payload := auditCall(buf[len(buf):], callID, tool.ModelName(), c.Args)
+	if err := tape.AppendAsyncJSON(sessions.KindToolCall, payload, meta); err != nil {
 		h.log.WarnContext(ctx, "host.audit.failed", "error", err)
 	}
 	res := h.exec.CallTool(ctx, tool, c)
-	result := map[string]any{"call_id": callID, "output": res.Output(), "status": "ok", "elapsed_ms": res.Duration.Milliseconds()}
-	if res.Err != nil {
-		result["status"] = "error"
-	}
-	if _, err := tape.AppendAsync(sessions.KindToolResult, map[string]any{"results": []any{result}}, meta); err != nil {
+	payload = auditResult(make([]byte, 0, 96+len(res.Text)), callID, &res)
+	if err := tape.AppendAsyncJSON(sessions.KindToolResult, payload, meta); err != nil {
 		h.log.WarnContext(ctx, "host.audit.failed", "error", err)
 	}
 	return res

@@ -356,6 +356,12 @@ func (p *peer) Progress(ctx context.Context, progress, total float64, message st
 	if message != "" {
 		params["message"] = message
 	}
+	if c := stdioFrom(ctx); c != nil {
+		if c.Initialized() {
+			c.notify("notifications/progress", params)
+		}
+		return
+	}
 	if err := p.s.mcp.SendNotificationToClient(ctx, "notifications/progress", params); err != nil {
 		p.s.log.DebugContext(ctx, "mcp.progress.dropped", "error", err)
 		return
@@ -366,6 +372,13 @@ func (p *peer) Progress(ctx context.Context, progress, total float64, message st
 func (p *peer) Log(ctx context.Context, level slog.Level, logger string, data any) {
 	lvl := mcpLevel(level)
 	n := mcp.NewLoggingMessageNotification(lvl, logger, data)
+	if c := stdioFrom(ctx); c != nil {
+		if c.Initialized() && logWanted(ctx, lvl) {
+			// The shape of mcp-go's own log notifications.
+			c.notify(n.Method, map[string]any{"level": n.Params.Level, "logger": n.Params.Logger, "data": n.Params.Data})
+		}
+		return
+	}
 	if err := p.s.mcp.SendLogMessageToClient(ctx, n); err != nil {
 		p.s.log.DebugContext(ctx, "mcp.log.dropped", "error", err)
 		return
@@ -418,7 +431,7 @@ func (p *peer) Sample(ctx context.Context, req registry.SampleRequest) (*registr
 	r.Messages = msgs
 	r.SystemPrompt = req.SystemPrompt
 	r.MaxTokens = maxTokens
-	if sess := server.ClientSessionFromContext(ctx); sess != nil && sess.SessionID() != "" {
+	if sess := server.ClientSessionFromContext(ctx); sess != nil && stdioFrom(ctx) == nil && sess.SessionID() != "" {
 		// Sampling needs mcp-go's own GET stream (see park.go).
 		select {
 		case <-p.s.parking.handOver(sess.SessionID()):

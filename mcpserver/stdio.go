@@ -1,32 +1,58 @@
 package mcpserver
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
-	"log"
-	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
 // ServeStdio serves one client on in/out until in closes or ctx ends. On
 // ctx's end, in-flight calls get grace to finish before they are
-// cancelled. Nothing but protocol is written to out.
+// cancelled; when in closes they are cancelled at once (the client is
+// gone). Nothing but protocol is written to out.
+//
+// The transport is bub-mcp's own rather than mcp-go's StdioServer, with
+// mcp-go's MCPServer.HandleMessage still answering every request, so the
+// protocol logic stays mcp-go's. What differs is the plumbing around it:
+// each line is parsed once (StdioServer parses it five times before
+// HandleMessage sees it, probing for responses to its own requests), one
+// write(2) per message, no goroutine per read, and a tool's progress and
+// log notifications are written in order before its result (StdioServer
+// queues them to a goroutine that may write them after the result, when
+// the client drops them).
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, conn providers.Connection, grace time.Duration) error {
 	conn.Transport = "stdio"
 	calls, cancelCalls := context.WithCancel(context.Background())
 	defer cancelCalls()
-	std := server.NewStdioServer(s.mcp)
-	server.WithWorkerPoolSize(s.workers)(std)
-	std.SetContextFunc(func(ctx context.Context) context.Context { return withConnection(ctx, conn) })
-	std.SetErrorLogger(log.New(slogWriter{s.log}, "", 0))
+	c := newStdioConn(s, out)
+	c.id = "stdio-" + strconv.FormatInt(stdioSessions.Add(1), 10)
+	if err := s.mcp.RegisterSession(calls, c); err != nil {
+		return fmt.Errorf("mcpserver: stdio session: %w", err)
+	}
+	defer s.mcp.UnregisterSession(context.Background(), c.id)
+	base := s.mcp.WithContext(calls, c)
+	base = withConnection(base, conn)
+	base = context.WithValue(base, stdioKey{}, c)
+	go c.pump(calls)
+
 	errc := make(chan error, 1)
-	go func() { errc <- std.Listen(calls, in, out) }()
+	go func() { errc <- c.read(base, in) }()
 	select {
 	case err := <-errc:
+		cancelCalls()
+		c.wg.Wait()
 		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 			return nil
 		}
@@ -39,17 +65,429 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, co
 		s.log.Warn("mcp.stdio.shutdown.cancelling", "reason", "grace period over")
 	}
 	cancelCalls()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
 	select {
-	case <-errc:
+	case <-done:
 	case <-time.After(shutdownTimeout):
 	}
+	// The reader may still be blocked on in; it ends with the process.
 	return nil
 }
 
-// slogWriter adapts mcp-go's *log.Logger output to slog (stderr).
-type slogWriter struct{ l *slog.Logger }
+// stdioSessions numbers stdio sessions, which mcp-go needs to tell apart
+// when one process serves several (tests do).
+var stdioSessions atomic.Int64
 
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Warn("mcp.stdio", "msg", string(p))
-	return len(p), nil
+type stdioKey struct{}
+
+// stdioFrom returns the stdio connection serving ctx's request, if any.
+func stdioFrom(ctx context.Context) *stdioConn {
+	c, _ := ctx.Value(stdioKey{}).(*stdioConn)
+	return c
 }
+
+// maxStdioLine bounds one incoming message. A longer line is answered
+// with a parse error and skipped, instead of growing memory without end.
+const maxStdioLine = 64 << 20
+
+// stdioConn is the one client of a stdio transport and its mcp-go
+// ClientSession: logging level, client info, and the server's own
+// requests to the client (sampling, elicitation, roots).
+type stdioConn struct {
+	s   *Server
+	id  string
+	out io.Writer
+	wmu sync.Mutex // serialises writes: one message per write(2)
+	wg  sync.WaitGroup
+	sem chan struct{} // bounds concurrent tools/call
+
+	// Requests run on pooled goroutines: a fresh goroutine per request
+	// would grow its stack through HandleMessage's depth every time.
+	jobs    chan func()
+	idle    atomic.Int32 // workers started and not exited
+	maxIdle int32
+
+	notes       chan mcp.JSONRPCNotification
+	initialized atomic.Bool
+	level       atomic.Value // mcp.LoggingLevel
+
+	infoMu  sync.RWMutex
+	info    mcp.Implementation
+	caps    mcp.ClientCapabilities
+	version string
+
+	nextID  atomic.Int64
+	pendMu  sync.Mutex
+	pending map[int64]chan rpcReply
+}
+
+// rpcReply is the client's answer to one of the server's requests.
+type rpcReply struct {
+	result json.RawMessage
+	err    *mcp.JSONRPCErrorDetails
+}
+
+func newStdioConn(s *Server, out io.Writer) *stdioConn {
+	return &stdioConn{
+		s:       s,
+		out:     out,
+		sem:     make(chan struct{}, s.workers),
+		jobs:    make(chan func()),
+		maxIdle: int32(s.workers),
+		notes:   make(chan mcp.JSONRPCNotification, 100),
+		pending: map[int64]chan rpcReply{},
+	}
+}
+
+// envelope is what the read loop needs of a message to route it.
+type envelope struct {
+	ID     json.RawMessage          `json:"id"`
+	Method string                   `json:"method"`
+	Result json.RawMessage          `json:"result"`
+	Error  *mcp.JSONRPCErrorDetails `json:"error"`
+}
+
+// read serves in line by line until it ends.
+func (c *stdioConn) read(ctx context.Context, in io.Reader) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, tooLong, err := readLine(r)
+		switch {
+		case tooLong:
+			c.s.log.Warn("mcp.stdio.message.too_long", "limit_bytes", maxStdioLine)
+			c.parseError()
+		case len(bytes.TrimSpace(line)) > 0:
+			c.dispatch(ctx, line)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// readLine returns the next line, a fresh slice (handlers keep it). A
+// line over maxStdioLine is discarded and reported as tooLong.
+func readLine(r *bufio.Reader) (line []byte, tooLong bool, err error) {
+	frag, err := r.ReadSlice('\n')
+	line = bytes.Clone(frag)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		frag, err = r.ReadSlice('\n')
+		if len(line)+len(frag) > maxStdioLine {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = r.ReadSlice('\n')
+			}
+			return nil, true, err
+		}
+		line = append(line, frag...)
+	}
+	return line, false, err
+}
+
+// parseError answers a line that is no JSON-RPC message.
+func (c *stdioConn) parseError() {
+	c.writeMessage(mcp.JSONRPCError{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		ID:      mcp.NewRequestId(nil),
+		Error:   mcp.NewJSONRPCErrorDetails(mcp.PARSE_ERROR, "Parse error", nil),
+	})
+}
+
+// dispatch routes one message: responses to the server's own requests go
+// to their waiter, notifications are handled in order on the read loop,
+// requests each on their own goroutine (tools/call bounded by the worker
+// count) so a slow one never stalls the others.
+func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
+	var env envelope
+	if json.Unmarshal(line, &env) != nil {
+		c.parseError()
+		return
+	}
+	hasID := len(env.ID) > 0 && string(env.ID) != "null"
+	if env.Method == "" && hasID && (env.Result != nil || env.Error != nil) {
+		c.reply(env)
+		return
+	}
+	if !hasID {
+		if resp := c.handle(ctx, line); resp != nil {
+			c.writeMessage(resp)
+		}
+		return
+	}
+	c.wg.Add(1)
+	c.run(ctx, func() {
+		defer c.wg.Done()
+		if env.Method == string(mcp.MethodToolsCall) {
+			select {
+			case c.sem <- struct{}{}:
+				defer func() { <-c.sem }()
+			case <-ctx.Done():
+				return
+			}
+		}
+		if resp := c.handle(ctx, line); resp != nil {
+			c.writeMessage(resp)
+		}
+	})
+}
+
+// run hands job to an idle worker, or starts one (up to maxIdle workers
+// stay around), or else runs it on a goroutine of its own: the read loop
+// never waits, so a request blocked on the client (sampling) cannot stall
+// the response it waits for.
+func (c *stdioConn) run(ctx context.Context, job func()) {
+	select {
+	case c.jobs <- job:
+		return
+	default:
+	}
+	if c.idle.Add(1) <= c.maxIdle {
+		go c.worker(ctx, job)
+		return
+	}
+	c.idle.Add(-1)
+	go job()
+}
+
+func (c *stdioConn) worker(ctx context.Context, job func()) {
+	defer c.idle.Add(-1)
+	for {
+		job()
+		select {
+		case job = <-c.jobs:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// handle runs mcp-go's HandleMessage; a panic becomes an internal error
+// for the request instead of ending the process.
+func (c *stdioConn) handle(ctx context.Context, msg json.RawMessage) (resp mcp.JSONRPCMessage) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.log.Error("mcp.stdio.panic", "panic", r)
+			var env envelope
+			if json.Unmarshal(msg, &env) == nil && len(env.ID) > 0 {
+				var id any
+				_ = json.Unmarshal(env.ID, &id)
+				resp = mcp.JSONRPCError{
+					JSONRPC: mcp.JSONRPC_VERSION,
+					ID:      mcp.NewRequestId(id),
+					Error:   mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r), nil),
+				}
+			}
+		}
+	}()
+	return c.s.mcp.HandleMessage(ctx, msg)
+}
+
+// reply hands a response to the request waiting for it. A response no
+// request waits for (a late answer after a timeout) is dropped.
+func (c *stdioConn) reply(env envelope) {
+	id, err := strconv.ParseInt(string(env.ID), 10, 64)
+	if err != nil {
+		c.s.log.Debug("mcp.stdio.response.unknown", "id", string(env.ID))
+		return
+	}
+	c.pendMu.Lock()
+	ch, ok := c.pending[id]
+	delete(c.pending, id)
+	c.pendMu.Unlock()
+	if !ok {
+		c.s.log.Debug("mcp.stdio.response.unknown", "id", id)
+		return
+	}
+	ch <- rpcReply{result: env.Result, err: env.Error}
+}
+
+// encoders pools the buffers messages are encoded into.
+var encoders = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// writeMessage encodes msg as one line (as json.Marshal would, newline
+// added) and writes it with a single write.
+func (c *stdioConn) writeMessage(msg any) {
+	buf := encoders.Get().(*bytes.Buffer)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(msg); err != nil {
+		c.s.log.Error("mcp.stdio.encode", "error", err)
+	} else {
+		c.write(buf.Bytes())
+	}
+	if buf.Cap() <= 64<<10 {
+		encoders.Put(buf)
+	}
+}
+
+func (c *stdioConn) write(line []byte) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.out.Write(line); err != nil {
+		c.s.log.Debug("mcp.stdio.write", "error", err)
+	}
+}
+
+// pump writes the notifications mcp-go queues for this client (resource
+// updates, list changes); a tool's own notifications are written directly
+// by its peer (see notify).
+func (c *stdioConn) pump(ctx context.Context) {
+	for {
+		select {
+		case n := <-c.notes:
+			c.writeMessage(n)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// notify writes a notification now, so it reaches the client before the
+// result of the call that sent it.
+func (c *stdioConn) notify(method string, params map[string]any) {
+	c.writeMessage(mcp.JSONRPCNotification{
+		JSONRPC:      mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}},
+	})
+}
+
+// request sends the client a request and waits for its result.
+func (c *stdioConn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	id := c.nextID.Add(1)
+	ch := make(chan rpcReply, 1)
+	c.pendMu.Lock()
+	c.pending[id] = ch
+	c.pendMu.Unlock()
+	defer func() {
+		c.pendMu.Lock()
+		delete(c.pending, id)
+		c.pendMu.Unlock()
+	}()
+	msg := struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      int64  `json:"id"`
+		Method  string `json:"method"`
+		Params  any    `json:"params,omitempty"`
+	}{mcp.JSONRPC_VERSION, id, method, params}
+	c.writeMessage(msg)
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("%s request failed: %s", method, r.err.Message)
+		}
+		return r.result, nil
+	}
+}
+
+// mcp-go's ClientSession and its optional interfaces.
+
+func (c *stdioConn) SessionID() string { return c.id }
+
+func (c *stdioConn) NotificationChannel() chan<- mcp.JSONRPCNotification { return c.notes }
+
+func (c *stdioConn) Initialize() {
+	if c.level.Load() == nil {
+		c.level.Store(mcp.LoggingLevelError)
+	}
+	c.initialized.Store(true)
+}
+
+func (c *stdioConn) Initialized() bool { return c.initialized.Load() }
+
+func (c *stdioConn) SetLogLevel(level mcp.LoggingLevel) { c.level.Store(level) }
+
+func (c *stdioConn) GetLogLevel() mcp.LoggingLevel {
+	if l, ok := c.level.Load().(mcp.LoggingLevel); ok {
+		return l
+	}
+	return mcp.LoggingLevelError
+}
+
+func (c *stdioConn) GetClientInfo() mcp.Implementation {
+	c.infoMu.RLock()
+	defer c.infoMu.RUnlock()
+	return c.info
+}
+
+func (c *stdioConn) SetClientInfo(info mcp.Implementation) {
+	c.infoMu.Lock()
+	c.info = info
+	c.infoMu.Unlock()
+}
+
+func (c *stdioConn) GetClientCapabilities() mcp.ClientCapabilities {
+	c.infoMu.RLock()
+	defer c.infoMu.RUnlock()
+	return c.caps
+}
+
+func (c *stdioConn) SetClientCapabilities(caps mcp.ClientCapabilities) {
+	c.infoMu.Lock()
+	c.caps = caps
+	c.infoMu.Unlock()
+}
+
+// ProtocolVersion is the version negotiated by initialize.
+func (c *stdioConn) ProtocolVersion() string {
+	c.infoMu.RLock()
+	defer c.infoMu.RUnlock()
+	return c.version
+}
+
+// SetProtocolVersion records the version initialize negotiated.
+func (c *stdioConn) SetProtocolVersion(v string) {
+	c.infoMu.Lock()
+	c.version = v
+	c.infoMu.Unlock()
+}
+
+func (c *stdioConn) RequestSampling(ctx context.Context, req mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	raw, err := c.request(ctx, string(mcp.MethodSamplingCreateMessage), req.CreateMessageParams)
+	if err != nil {
+		return nil, err
+	}
+	var res mcp.CreateMessageResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("sampling response: %w", err)
+	}
+	content, err := mcp.ParseSamplingContent(res.Content)
+	if err != nil {
+		return nil, fmt.Errorf("sampling response content: %w", err)
+	}
+	res.Content = content
+	return &res, nil
+}
+
+func (c *stdioConn) RequestElicitation(ctx context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	raw, err := c.request(ctx, string(mcp.MethodElicitationCreate), req.Params)
+	if err != nil {
+		return nil, err
+	}
+	var res mcp.ElicitationResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("elicitation response: %w", err)
+	}
+	return &res, nil
+}
+
+func (c *stdioConn) ListRoots(ctx context.Context, _ mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
+	raw, err := c.request(ctx, string(mcp.MethodListRoots), nil)
+	if err != nil {
+		return nil, err
+	}
+	var res mcp.ListRootsResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("roots response: %w", err)
+	}
+	return &res, nil
+}
+
+var (
+	_ server.SessionWithLogging         = (*stdioConn)(nil)
+	_ server.SessionWithClientInfo      = (*stdioConn)(nil)
+	_ server.SessionWithSampling        = (*stdioConn)(nil)
+	_ server.SessionWithElicitation     = (*stdioConn)(nil)
+	_ server.SessionWithRoots           = (*stdioConn)(nil)
+	_ server.SessionWithProtocolVersion = (*stdioConn)(nil)
+)

@@ -141,6 +141,16 @@ func appendValue(dst []byte, v any, depth int, keep bool) ([]byte, any, error) {
 			}
 		}
 		return append(dst, '}'), out, nil
+	case json.RawMessage:
+		if !keep && x != nil {
+			// Already JSON: compacting validates it and keeps the line one
+			// line, without the encode-and-decode round trip.
+			buf := bytes.NewBuffer(dst)
+			if err := json.Compact(buf, x); err != nil {
+				return nil, nil, err
+			}
+			return buf.Bytes(), nil, nil
+		}
 	case []any:
 		return appendList(dst, x, depth, keep)
 	case []string:
@@ -234,6 +244,11 @@ func decodeObject(b []byte) (map[string]any, error) {
 	}
 	return m, nil
 }
+
+// AppendString appends s as a JSON string literal, byte for byte what
+// tape lines hold (encoding/json with HTML escaping off), for callers that
+// build entries for [Tape.AppendAsyncJSON].
+func AppendString(dst []byte, s string) []byte { return appendJSONString(dst, s) }
 
 // appendJSONString appends s as a JSON string literal, byte for byte what
 // encoding/json (HTML escaping off) writes. Strings needing no escapes are

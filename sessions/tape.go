@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"bytes"
 	"bufio"
 	"errors"
 	"fmt"
@@ -161,6 +162,11 @@ func (t *Tape) AppendAsync(kind string, payload, meta map[string]any) (Entry, er
 	if err != nil {
 		return Entry{}, err
 	}
+	return t.queue(d)
+}
+
+// queue records d and leaves its line to the next group commit.
+func (t *Tape) queue(d draft) (Entry, error) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -177,6 +183,29 @@ func (t *Tape) AppendAsync(kind string, payload, meta map[string]any) (Entry, er
 		t.store.markDirty(t)
 	}
 	return e, nil
+}
+
+// AppendAsyncJSON is AppendAsync for an entry its caller encoded: payload
+// and meta must each be one JSON object in compact form (no newline), as
+// [AppendString] and json.Compact write them; they are written as they
+// are. It is the audit trail's path, where building maps only to encode
+// them was most of the cost. Anchors and events, which feed the tape's
+// derived state, must go through Append.
+func (t *Tape) AppendAsyncJSON(kind string, payload, meta []byte) error {
+	if kind == "" || kind == KindAnchor || kind == KindEvent {
+		return fmt.Errorf("sessions: AppendAsyncJSON cannot record a %q entry", kind)
+	}
+	if !isObject(payload) || !isObject(meta) {
+		return fmt.Errorf("sessions: %s entry: payload and meta must be compact JSON objects", kind)
+	}
+	_, err := t.queue(draft{kind: kind, payload: payload, meta: meta, lineOnly: true})
+	return err
+}
+
+// isObject is AppendAsyncJSON's cheap guard against a broken line: an
+// object's braces and no newline. Full validation is the caller's.
+func isObject(b []byte) bool {
+	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' && bytes.IndexByte(b, '\n') < 0
 }
 
 // appendDrafts records drafts in order and writes them, plus anything

@@ -455,6 +455,43 @@ func TestGroupCommit(t *testing.T) {
 	})
 }
 
+func TestAppendAsyncJSON(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	s := openStore(t, home, &Options{CommitInterval: time.Hour})
+	tp := session(t, s, ws, "raw").Tape()
+	payload := AppendString([]byte(`{"results":[{"output":`), "a \"quoted\"\nline <b>")
+	payload = append(payload, "}]}"...)
+	if err := tp.AppendAsyncJSON(KindToolResult, payload, []byte(`{"run_id":"r1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		kind          string
+		payload, meta string
+	}{
+		{KindAnchor, `{}`, `{}`},
+		{KindEvent, `{}`, `{}`},
+		{"", `{}`, `{}`},
+		{KindToolCall, `[1]`, `{}`},
+		{KindToolCall, "{\n}", `{}`},
+		{KindToolCall, `{}`, ``},
+	} {
+		if err := tp.AppendAsyncJSON(bad.kind, []byte(bad.payload), []byte(bad.meta)); err == nil {
+			t.Errorf("AppendAsyncJSON(%q, %q, %q) = nil, want an error", bad.kind, bad.payload, bad.meta)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openStore(t, home, nil)
+	es := session(t, s2, ws, "raw").Tape().Entries()
+	want := []Entry{{ID: 1, Kind: KindToolResult,
+		Payload: map[string]any{"results": []any{map[string]any{"output": "a \"quoted\"\nline <b>"}}},
+		Meta:    map[string]any{"run_id": "r1"}}}
+	if diff := cmp.Diff(want, es, cmpopts.IgnoreFields(Entry{}, "Date")); diff != "" {
+		t.Errorf("entries after restart (-want +got):\n%s", diff)
+	}
+}
+
 func TestWriteFailureKeepsEntriesQueued(t *testing.T) {
 	home := t.TempDir()
 	var logs logBuffer

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -50,8 +51,16 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The same diagnostic as bub-mcp's, so both sides of a benchmark can
+	// be profiled alike.
+	if path := os.Getenv("BUB_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	if err := run(ctx, log, *addr); err != nil {
 		log.Error("plainmcp", "error", err)
+		pprof.StopCPUProfile()
 		stop()
 		os.Exit(1)
 	}

@@ -1,0 +1,135 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	stdlog "log"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/host"
+	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// BenchmarkStdioEcho serves an echo tool over in-process pipes, as bub-mcp
+// (host, audit tape, views, validation) and as a plain mcp-go StdioServer,
+// and makes calls with a window of w outstanding requests. It is the
+// process-free counterpart of internal/bench's BenchmarkEcho: ns/op and
+// allocs/op include the client's small share (writing requests, reading
+// lines), the same for both.
+func BenchmarkStdioEcho(b *testing.B) {
+	for _, kind := range []string{"bub", "plain"} {
+		for _, w := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/w=%d", kind, w), func(b *testing.B) {
+				serve := serveBub
+				if kind == "plain" {
+					serve = servePlain
+				}
+				benchStdio(b, serve, w)
+			})
+		}
+	}
+}
+
+type stdioServe func(b *testing.B, ctx context.Context, in io.Reader, out io.Writer)
+
+func serveBub(b *testing.B, ctx context.Context, in io.Reader, out io.Writer) {
+	cfg, err := config.Parse("bench.toml", "", func(string) string { return "" })
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := registry.New()
+	reg.MustRegister(registry.MustNewTool("echo", "Echo a message back.", func(ctx context.Context, tc *registry.ToolContext, in struct {
+		Message string `json:"message" jsonschema:"description=Text to echo back"`
+	}) (string, error) {
+		return "Echo: " + in.Message, nil
+	}))
+	log := slog.New(slog.DiscardHandler)
+	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: b.TempDir(), Workspace: b.TempDir(), Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close() })
+	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: reg, Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.ServeStdio(ctx, in, out, providers.Connection{Profile: "default"}, time.Second)
+}
+
+func servePlain(b *testing.B, ctx context.Context, in io.Reader, out io.Writer) {
+	s := server.NewMCPServer("plain", "dev")
+	s.AddTool(mcp.NewTool("echo", mcp.WithString("message", mcp.Required())),
+		mcp.NewTypedToolHandler(func(ctx context.Context, req mcp.CallToolRequest, in struct {
+			Message string `json:"message"`
+		}) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("Echo: " + in.Message), nil
+		}))
+	std := server.NewStdioServer(s)
+	std.SetErrorLogger(stdlog.New(io.Discard, "", 0))
+	go std.Listen(ctx, in, out)
+}
+
+// benchRequest is a sessionless (2026-07-28) tools/call, as the mcp-go
+// client sends it.
+func benchRequest(id int) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"}}}}` + "\n")
+}
+
+func benchStdio(b *testing.B, serve stdioServe, window int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	defer inW.Close()
+	serve(b, ctx, inR, outW)
+	r := bufio.NewReaderSize(outR, 64<<10)
+	roundTrip := func(n int) {
+		errc := make(chan error, 1)
+		go func() {
+			for i := 0; i < n; i++ {
+				if _, err := inW.Write(benchRequest(i)); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+		for i := 0; i < n; i++ {
+			line, err := r.ReadSlice('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			if i == 0 && !containsEcho(line) {
+				b.Fatalf("unexpected response: %s", line)
+			}
+		}
+		if err := <-errc; err != nil {
+			b.Fatal(err)
+		}
+	}
+	roundTrip(50) // warm up
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += window {
+		roundTrip(min(window, b.N-done))
+	}
+}
+
+func containsEcho(line []byte) bool {
+	for i := 0; i+len("Echo: hello") <= len(line); i++ {
+		if string(line[i:i+len("Echo: hello")]) == "Echo: hello" {
+			return true
+		}
+	}
+	return false
+}
