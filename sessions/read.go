@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -11,7 +10,7 @@ import (
 // AppendAsync has not written yet.
 func (t *Tape) Entries() []Entry {
 	t.mu.Lock()
-	rs := slices.Clone(t.records)
+	rs := t.refsLocked(0, len(t.records))
 	t.mu.Unlock()
 	return t.entries(rs)
 }
@@ -20,7 +19,7 @@ func (t *Tape) Entries() []Entry {
 // of them when there is none): the part of the tape a new turn builds on.
 func (t *Tape) SinceLastAnchor() []Entry {
 	t.mu.Lock()
-	rs := slices.Clone(t.records[t.last+1:])
+	rs := t.refsLocked(t.last+1, len(t.records))
 	t.mu.Unlock()
 	return t.entries(rs)
 }
@@ -62,10 +61,10 @@ func (t *Tape) Anchors(limit int) []Anchor {
 	defer t.mu.Unlock()
 	var out []Anchor
 	for i := len(t.records) - 1; i >= 0 && len(out) < limit; i-- {
-		r := t.records[i]
-		if r.Kind != KindAnchor {
+		if t.kindOf(i) != KindAnchor {
 			continue
 		}
+		r := t.live[i] // anchors stay in memory
 		a := Anchor{ID: r.ID, Name: "-", State: map[string]any{}, Date: r.Date}
 		if v, ok := r.Payload["name"]; ok && v != nil {
 			a.Name = fmt.Sprint(v)
@@ -140,7 +139,7 @@ func (t *Tape) Info() Info {
 		EntriesSinceLastAnchor: len(t.records) - t.last - 1,
 	}
 	if t.last >= 0 {
-		if v, ok := t.records[t.last].Payload["name"]; ok && v != nil {
+		if v, ok := t.live[t.last].Payload["name"]; ok && v != nil {
 			info.LastAnchor = fmt.Sprint(v)
 		}
 	}

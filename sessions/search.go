@@ -71,7 +71,7 @@ func (t *Tape) Search(q SearchQuery) SearchResult {
 		kinds = defaultSearchKinds
 	}
 	t.mu.Lock()
-	recs := slices.Clone(t.records)
+	recs := t.refsLocked(0, len(t.records))
 	t.mu.Unlock()
 
 	rd := t.reader()
@@ -80,7 +80,7 @@ func (t *Tape) Search(q SearchQuery) SearchResult {
 	seen := map[string]struct{}{}
 	var hits []Entry
 	for i := len(recs) - 1; i >= 0 && len(hits) < limit; i-- {
-		if !slices.Contains(kinds, recs[i].Kind) {
+		if !slices.Contains(kinds, recs[i].kind) {
 			continue
 		}
 		e, err := rd.entry(recs[i])

@@ -230,11 +230,11 @@ func (s *Session) ReadSpill(handle string, cursor, count int, fromEnd bool) (Spi
 func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, error) {
 	noSpill := &SpillError{Handle: h, Err: ErrNoSpill}
 	t.mu.Lock()
-	var man *record
+	var man *ref
 	if i, ok := t.anchorAt[manifestAnchor(h)]; ok {
 		for j := i + 1; j < len(t.records); j++ {
-			if t.records[j].Kind == KindEvent {
-				r := t.records[j]
+			if t.kindOf(j) == KindEvent {
+				r := t.refLocked(j)
 				man = &r
 				break
 			}
@@ -288,11 +288,11 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 
 	t.mu.Lock()
 	ci, ok := t.anchorAt[chunkAnchor(h, start)]
-	var recs []record
+	var recs []ref
 	if ok {
 		for j := ci + 1; j < len(t.records) && len(recs) < stop-start; j++ {
-			if t.records[j].Kind == KindToolResult {
-				recs = append(recs, t.records[j])
+			if t.kindOf(j) == KindToolResult {
+				recs = append(recs, t.refLocked(j))
 			}
 		}
 	}

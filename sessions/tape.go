@@ -36,6 +36,9 @@ type Tape struct {
 	mu       sync.Mutex
 	closed   bool
 	records  []record
+	live     map[int]*held // by index into records: entries held in memory
+	kinds    []string      // interned entry kinds (record.kind)
+	kindIdx  map[string]uint32
 	nextID   int
 	pending  []pendingLine
 	anchorAt map[string]int // anchor name -> index of its last record
@@ -43,25 +46,92 @@ type Tape struct {
 	last     int // index of the last anchor, -1 if none
 	settings Settings
 	usage    map[string]any // data.usage of the latest "run" event with total_tokens
+	dates    dateFormatter
 }
 
-// record is an entry as the tape holds it. Once its line is on disk, a
-// record other than an anchor drops its decoded payload and meta (evicted)
-// and readers load them back by offset: a long-running server appends an
-// audit pair per tool call, and keeping each decoded tree would grow the
-// heap without bound. Anchors stay whole; they are few and read often.
+// dateFormatter formats entry dates as time.RFC3339Nano in UTC does,
+// reusing the formatted second: a date for every audit entry was a
+// noticeable share of a tool call's cost. Not safe for concurrent use
+// (the tape's mu guards it).
+type dateFormatter struct {
+	sec    int64
+	prefix []byte // "2006-01-02T15:04:05" of sec
+}
+
+func (f *dateFormatter) format(now time.Time) string {
+	now = now.UTC()
+	if sec := now.Unix(); sec != f.sec || f.prefix == nil {
+		f.sec, f.prefix = sec, now.AppendFormat(f.prefix[:0], "2006-01-02T15:04:05")
+	}
+	var buf [40]byte
+	b := append(buf[:0], f.prefix...)
+	if ns := now.Nanosecond(); ns != 0 {
+		b = append(b, '.')
+		var frac [9]byte
+		for i := 8; i >= 0; i-- {
+			frac[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := 9
+		for frac[n-1] == '0' {
+			n--
+		}
+		b = append(b, frac[:n]...)
+	}
+	return string(append(b, 'Z'))
+}
+
+// record locates one entry of the tape. It holds no pointers: a
+// long-running server appends an audit pair per tool call, and an index of
+// pointer-free records is free for the garbage collector to keep, where
+// one of entries made every collection scan the whole history. What an
+// entry holds in memory lives in Tape.live: anchors always (few, read
+// often), entries whose line is not on disk yet, and every entry of a tape
+// without a file. Written entries are read back by offset.
 type record struct {
-	Entry
-	off     int64  // file offset of the line, -1 until written
-	n       int    // line length without the newline
-	evicted bool   // Payload and Meta are on disk only
-	line    []byte // the encoded line while it has no decoded copy and is not yet on disk
+	id   int
+	off  int64  // file offset of the line, -1 until written
+	n    int    // line length without the newline
+	kind uint32 // index into Tape.kinds
 }
 
-// evict drops a written record's decoded objects (see record).
-func (t *Tape) evict(r *record) {
-	if t.path != "" && r.off >= 0 && r.Kind != KindAnchor {
-		r.Payload, r.Meta, r.evicted, r.line = nil, nil, true, nil
+// held is an entry kept in memory. It is never changed once made, so
+// readers take it under t.mu and use it after.
+type held struct {
+	Entry
+	line []byte // the encoded line, when no decoded copy is kept
+}
+
+// ref is a record with what readers need of it outside t.mu.
+type ref struct {
+	record
+	kind string
+	h    *held
+}
+
+// refLocked returns record i as a ref. t.mu must be held.
+func (t *Tape) refLocked(i int) ref {
+	r := t.records[i]
+	return ref{record: r, kind: t.kinds[r.kind], h: t.live[i]}
+}
+
+// refsLocked returns records [from, to) as refs. t.mu must be held.
+func (t *Tape) refsLocked(from, to int) []ref {
+	out := make([]ref, 0, max(to-from, 0))
+	for i := from; i < to; i++ {
+		out = append(out, t.refLocked(i))
+	}
+	return out
+}
+
+// kindOf returns record i's kind. t.mu must be held.
+func (t *Tape) kindOf(i int) string { return t.kinds[t.records[i].kind] }
+
+// evict lets a written entry other than an anchor go from memory (see
+// record). t.mu must be held.
+func (t *Tape) evict(i int) {
+	if t.path != "" && t.records[i].off >= 0 && t.kindOf(i) != KindAnchor {
+		delete(t.live, i)
 	}
 }
 
@@ -83,7 +153,8 @@ type draft struct {
 }
 
 func newTape(s *Store, name, path string) *Tape {
-	return &Tape{name: name, path: path, store: s, nextID: 1, last: -1, anchorAt: map[string]int{}}
+	return &Tape{name: name, path: path, store: s, nextID: 1, last: -1, anchorAt: map[string]int{},
+		live: map[int]*held{}, kindIdx: map[string]uint32{}}
 }
 
 // Name is the tape's name, the file name without ".jsonl".
@@ -276,37 +347,45 @@ func (t *Tape) recordLocked(d draft) (Entry, []byte) {
 		Kind:    d.kind,
 		Payload: d.p,
 		Meta:    d.m,
-		Date:    time.Now().UTC().Format(time.RFC3339Nano),
+		Date:    t.dates.format(time.Now()),
 	}
 	t.nextID++
 	line := appendLine(make([]byte, 0, len(d.payload)+len(d.meta)+96), e.ID, e.Kind, d.payload, d.meta, e.Date)
-	r := record{Entry: e, off: -1, n: len(line) - 1}
+	h := &held{Entry: e}
 	if d.lineOnly {
-		r.Payload, r.Meta, r.line = nil, nil, line // readers decode the entry from its line
+		h.Payload, h.Meta, h.line = nil, nil, line // readers decode the entry from its line
 	}
-	t.addLocked(r)
+	t.addLocked(record{id: e.ID, off: -1, n: len(line) - 1}, e.Kind, h)
 	return e, line
 }
 
-// addLocked appends a record and updates the derived state (anchor index,
-// settings, token usage). t.mu must be held.
-func (t *Tape) addLocked(r record) {
+// addLocked appends a record, held in memory as h, and updates the derived
+// state (anchor index, settings, token usage). t.mu must be held.
+func (t *Tape) addLocked(r record, kind string, h *held) {
+	k, ok := t.kindIdx[kind]
+	if !ok {
+		k = uint32(len(t.kinds))
+		t.kinds = append(t.kinds, kind)
+		t.kindIdx[kind] = k
+	}
+	r.kind = k
 	t.records = append(t.records, r)
 	idx := len(t.records) - 1
-	switch r.Kind {
+	t.live[idx] = h
+	switch kind {
 	case KindAnchor:
 		t.anchors++
 		t.last = idx
-		name, _ := r.Payload["name"].(string)
+		name, _ := h.Payload["name"].(string)
 		t.anchorAt[name] = idx
 	case KindEvent:
-		t.settings.apply(r.Payload)
-		if u, ok := runUsage(r.Payload); ok {
+		t.settings.apply(h.Payload)
+		if u, ok := runUsage(h.Payload); ok {
 			t.usage = u
 		}
 	}
-	if r.ID >= t.nextID {
-		t.nextID = r.ID + 1
+	if r.id >= t.nextID {
+		t.nextID = r.id + 1
 	}
 }
 
@@ -408,9 +487,8 @@ func (t *Tape) writeLocked(batch []pendingLine) error {
 	off := base
 	for _, p := range batch[:written] {
 		if p.idx < len(t.records) {
-			r := &t.records[p.idx]
-			r.off = off
-			t.evict(r)
+			t.records[p.idx].off = off
+			t.evict(p.idx)
 		}
 		off += int64(len(p.line))
 	}
@@ -541,8 +619,8 @@ func (t *Tape) load() error {
 			e, perr := parseLine(body)
 			switch {
 			case perr == nil:
-				t.addLocked(record{Entry: e, off: off, n: len(body)})
-				t.evict(&t.records[len(t.records)-1])
+				t.addLocked(record{id: e.ID, off: off, n: len(body)}, e.Kind, &held{Entry: e})
+				t.evict(len(t.records) - 1)
 			case errors.Is(perr, errBlankLine):
 			case !complete:
 				t.store.log.Warn("sessions: skipping torn last tape line", "tape", t.path, "line", lineNo, "error", perr)
@@ -566,15 +644,15 @@ func (t *Tape) load() error {
 // it. An entry that cannot be read back (the file was damaged underneath
 // us) is returned without payload and meta, and the failure is logged:
 // readers are reports, not writers.
-func (t *Tape) entries(rs []record) []Entry {
+func (t *Tape) entries(rs []ref) []Entry {
 	rd := t.reader()
 	defer rd.close()
 	out := make([]Entry, len(rs))
 	for i, r := range rs {
 		e, err := rd.entry(r)
 		if err != nil {
-			t.store.log.Warn("sessions: reading back a tape entry", "tape", t.name, "id", r.ID, "error", err)
-			e = r.Entry
+			t.store.log.Warn("sessions: reading back a tape entry", "tape", t.name, "id", r.id, "error", err)
+			e = Entry{ID: r.id, Kind: r.kind}
 		}
 		out[i] = e
 	}
@@ -597,12 +675,12 @@ func (rd *entryReader) close() {
 }
 
 // entry returns r's full entry.
-func (rd *entryReader) entry(r record) (Entry, error) {
-	if r.line != nil {
-		return parseLine(r.line[:r.n])
-	}
-	if !r.evicted {
-		return r.Entry, nil
+func (rd *entryReader) entry(r ref) (Entry, error) {
+	if r.h != nil {
+		if r.h.line != nil {
+			return parseLine(r.h.line[:r.n])
+		}
+		return r.h.Entry, nil
 	}
 	t := rd.t
 	if rd.f == nil {
@@ -614,14 +692,14 @@ func (rd *entryReader) entry(r record) (Entry, error) {
 	}
 	buf := make([]byte, r.n)
 	if _, err := rd.f.ReadAt(buf, r.off); err != nil {
-		return Entry{}, fmt.Errorf("sessions: read entry %d of tape %s: %w", r.ID, t.name, err)
+		return Entry{}, fmt.Errorf("sessions: read entry %d of tape %s: %w", r.id, t.name, err)
 	}
 	e, err := parseLine(buf)
 	if err != nil {
 		return Entry{}, err
 	}
-	if e.ID != r.ID {
-		return Entry{}, fmt.Errorf("sessions: entry %d of tape %s moved on disk", r.ID, t.name)
+	if e.ID != r.id {
+		return Entry{}, fmt.Errorf("sessions: entry %d of tape %s moved on disk", r.id, t.name)
 	}
 	return e, nil
 }
@@ -667,6 +745,7 @@ func (t *Tape) reset(stamp string, mustArchive bool) (string, error) {
 
 	t.mu.Lock()
 	t.records = nil
+	t.live = map[int]*held{}
 	t.pending = nil
 	t.nextID = 1
 	t.anchorAt = map[string]int{}

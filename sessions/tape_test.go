@@ -455,6 +455,17 @@ func TestGroupCommit(t *testing.T) {
 	})
 }
 
+func TestDateFormatter(t *testing.T) {
+	var f dateFormatter
+	base := time.Date(2026, 11, 30, 10, 44, 7, 0, time.FixedZone("X", 3600))
+	for _, d := range []time.Duration{0, 1, 10, 120, 999999999, 1e9, 1e9 + 5e8, 3e9 + 123456789, 86400e9 + 1000, -7e9 + 40} {
+		now := base.Add(d)
+		if got, want := f.format(now), now.UTC().Format(time.RFC3339Nano); got != want {
+			t.Errorf("format(%v) = %q, want %q", now, got, want)
+		}
+	}
+}
+
 func TestAppendAsyncJSON(t *testing.T) {
 	home, ws := t.TempDir(), t.TempDir()
 	s := openStore(t, home, &Options{CommitInterval: time.Hour})
