@@ -76,7 +76,8 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		server.WithStreamableHTTPLogger(s.log),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			hc, _ := r.Context().Value(httpConnKey{}).(httpConn)
-			return withConnection(ctx, providers.Connection{Transport: "http", Profile: hc.profile, Principal: hc.principal})
+			ctx = withConnection(ctx, providers.Connection{Transport: "http", Profile: hc.profile, Principal: hc.principal})
+			return withRequest(ctx)
 		}),
 	)
 	profiles := map[string]bool{}

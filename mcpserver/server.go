@@ -87,6 +87,44 @@ func withConnection(ctx context.Context, c providers.Connection) context.Context
 	return context.WithValue(ctx, connKey{}, c)
 }
 
+type requestKey struct{}
+
+// request memoises one request's resolved connection and View: mcp-go's
+// tool filter and the call handler both need them, and resolving twice was
+// a measurable share of a call.
+type request struct {
+	mu   sync.Mutex
+	conn *providers.Connection
+	view *providers.View
+}
+
+// withRequest gives ctx, one request's context, its memo.
+func withRequest(ctx context.Context) context.Context {
+	return context.WithValue(ctx, requestKey{}, &request{})
+}
+
+// resolve returns the caller's resolved connection and View, once per
+// request where the transport set up a memo.
+func (s *Server) resolve(ctx context.Context) (*providers.Connection, *providers.View, error) {
+	r, _ := ctx.Value(requestKey{}).(*request)
+	if r != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.view != nil {
+			return r.conn, r.view, nil
+		}
+	}
+	conn := ConnectionFromContext(ctx)
+	v, err := s.view(ctx, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r != nil {
+		r.conn, r.view = conn, v
+	}
+	return conn, v, nil
+}
+
 // New builds a Server. The tool set is taken from the registry now.
 func New(opts *Options) (*Server, error) {
 	if opts == nil || opts.Backend == nil {
@@ -167,7 +205,7 @@ func (s *Server) instructions(ctx context.Context, conn *providers.Connection, d
 // filter is mcp-go's tool filter: it ignores the global list and returns the
 // connection's View, which mcp-go also uses to gate tools/call.
 func (s *Server) filter(ctx context.Context, _ []mcp.Tool) []mcp.Tool {
-	v, err := s.view(ctx, ConnectionFromContext(ctx))
+	_, v, err := s.resolve(ctx)
 	if err != nil {
 		s.log.WarnContext(ctx, "mcp.view.failed", "error", err)
 		return nil
@@ -232,8 +270,7 @@ var ErrToolNotFound = errors.New("tool not found")
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s.inflight.Add(1)
 	defer s.inflight.Done()
-	conn := ConnectionFromContext(ctx)
-	v, err := s.view(ctx, conn)
+	conn, v, err := s.resolve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}

@@ -95,12 +95,15 @@ const maxStdioLine = 64 << 20
 // ClientSession: logging level, client info, and the server's own
 // requests to the client (sampling, elicitation, roots).
 type stdioConn struct {
-	s   *Server
-	id  string
-	out io.Writer
-	wmu sync.Mutex // serialises writes: one message per write(2)
-	wg  sync.WaitGroup
-	sem chan struct{} // bounds concurrent tools/call
+	s       *Server
+	id      string
+	out     io.Writer
+	wmu     sync.Mutex // guards queued, spare, writing (see write)
+	queued  []byte
+	spare   []byte
+	writing bool
+	wg      sync.WaitGroup
+	sem     chan struct{} // bounds concurrent tools/call
 
 	// Requests run on pooled goroutines: a fresh goroutine per request
 	// would grow its stack through HandleMessage's depth every time.
@@ -138,14 +141,6 @@ func newStdioConn(s *Server, out io.Writer) *stdioConn {
 		notes:   make(chan mcp.JSONRPCNotification, 100),
 		pending: map[int64]chan rpcReply{},
 	}
-}
-
-// envelope is what the read loop needs of a message to route it.
-type envelope struct {
-	ID     json.RawMessage          `json:"id"`
-	Method string                   `json:"method"`
-	Result json.RawMessage          `json:"result"`
-	Error  *mcp.JSONRPCErrorDetails `json:"error"`
 }
 
 // read serves in line by line until it ends.
@@ -198,8 +193,8 @@ func (c *stdioConn) parseError() {
 // requests each on their own goroutine (tools/call bounded by the worker
 // count) so a slow one never stalls the others.
 func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
-	var env envelope
-	if json.Unmarshal(line, &env) != nil {
+	env, err := parseEnvelope(line)
+	if err != nil {
 		c.parseError()
 		return
 	}
@@ -225,7 +220,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 				return
 			}
 		}
-		if resp := c.handle(ctx, line); resp != nil {
+		if resp := c.handle(withRequest(ctx), line); resp != nil {
 			c.writeMessage(resp)
 		}
 	})
@@ -267,8 +262,7 @@ func (c *stdioConn) handle(ctx context.Context, msg json.RawMessage) (resp mcp.J
 	defer func() {
 		if r := recover(); r != nil {
 			c.s.log.Error("mcp.stdio.panic", "panic", r)
-			var env envelope
-			if json.Unmarshal(msg, &env) == nil && len(env.ID) > 0 {
+			if env, err := parseEnvelope(msg); err == nil && len(env.ID) > 0 {
 				var id any
 				_ = json.Unmarshal(env.ID, &id)
 				resp = mcp.JSONRPCError{
@@ -319,12 +313,35 @@ func (c *stdioConn) writeMessage(msg any) {
 	}
 }
 
+// write queues line for out. Whoever finds no write in progress writes
+// everything queued, in order, until the queue is empty; the others return
+// at once. Under concurrent calls several responses thus share one
+// write(2), and order is kept: a tool's notifications still precede its
+// result.
 func (c *stdioConn) write(line []byte) {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if _, err := c.out.Write(line); err != nil {
-		c.s.log.Debug("mcp.stdio.write", "error", err)
+	c.queued = append(c.queued, line...)
+	if c.writing {
+		c.wmu.Unlock()
+		return
 	}
+	c.writing = true
+	for len(c.queued) > 0 {
+		buf := c.queued
+		c.queued = c.spare[:0]
+		c.wmu.Unlock()
+		if _, err := c.out.Write(buf); err != nil {
+			c.s.log.Debug("mcp.stdio.write", "error", err)
+		}
+		c.wmu.Lock()
+		if cap(buf) <= 1<<20 {
+			c.spare = buf[:0]
+		} else {
+			c.spare = nil // a huge result's buffer is not kept
+		}
+	}
+	c.writing = false
+	c.wmu.Unlock()
 }
 
 // pump writes the notifications mcp-go queues for this client (resource
