@@ -46,7 +46,7 @@ func hostCall(t *testing.T, h *host.Host, conn *providers.Connection, tool strin
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(args)
-	return h.Call(t.Context(), conn, tl, raw, nil)
+	return h.Call(t.Context(), conn, tl, registry.Call{Args: raw}, nil)
 }
 
 var spillHandleRE = regexp.MustCompile(`handle: ([0-9a-f]{32})\]`)

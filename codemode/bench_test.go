@@ -28,7 +28,7 @@ func benchRunCode(b *testing.B, code, want string) []time.Duration {
 	}
 	a := args(b, map[string]any{"code": code})
 	ctx := context.Background()
-	run := func() registry.Result { return h.Call(ctx, conn, rc, a, nil) }
+	run := func() registry.Result { return h.Call(ctx, conn, rc, registry.Call{Args: a}, nil) }
 	if res := run(); res.Err != nil || res.Text != want { // creates the environment and its runner
 		b.Fatalf("run_code = %q, %v; want %q", res.Text, res.Err, want)
 	}

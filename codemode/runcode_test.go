@@ -188,7 +188,7 @@ func runCode(t testing.TB, ctx context.Context, h *host.Host, peer registry.Peer
 	if timeout > 0 {
 		a["timeout_seconds"] = timeout
 	}
-	return h.Call(ctx, conn, rc, args(t, a), peer)
+	return h.Call(ctx, conn, rc, registry.Call{Args: args(t, a)}, peer)
 }
 
 // progressPeer records progress notifications.

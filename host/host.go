@@ -246,8 +246,10 @@ func (h *Host) Environment(ctx context.Context, conn *providers.Connection) (env
 // Environment are attached to the call, and the call and its result are
 // appended to the session's tape as an audit trail (group-committed, off
 // the hot path).
-func (h *Host) Call(ctx context.Context, conn *providers.Connection, tool *registry.Tool, args json.RawMessage, peer registry.Peer) registry.Result {
-	return h.call(ctx, conn, tool, registry.Call{Tool: tool.Name, Args: args}, peer)
+// c's Args (and Decoded) are used; Tool and Context are set here.
+func (h *Host) Call(ctx context.Context, conn *providers.Connection, tool *registry.Tool, c registry.Call, peer registry.Peer) registry.Result {
+	c.Tool, c.Lax = tool.Name, false
+	return h.call(ctx, conn, tool, c, peer)
 }
 
 func (h *Host) call(ctx context.Context, conn *providers.Connection, tool *registry.Tool, c registry.Call, peer registry.Peer) registry.Result {

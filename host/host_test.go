@@ -100,7 +100,7 @@ func TestCallAttachesSessionEnvironmentAndAudit(t *testing.T) {
 	if !ok {
 		t.Fatal("whoami not in view")
 	}
-	res := h.Call(context.Background(), conn, tool, nil, nil)
+	res := h.Call(context.Background(), conn, tool, registry.Call{}, nil)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}

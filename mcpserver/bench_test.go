@@ -7,7 +7,10 @@ import (
 	"io"
 	stdlog "log"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -43,38 +47,11 @@ func BenchmarkStdioEcho(b *testing.B) {
 type stdioServe func(b *testing.B, ctx context.Context, in io.Reader, out io.Writer)
 
 func serveBub(b *testing.B, ctx context.Context, in io.Reader, out io.Writer) {
-	cfg, err := config.Parse("bench.toml", "", func(string) string { return "" })
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := registry.New()
-	reg.MustRegister(registry.MustNewTool("echo", "Echo a message back.", func(ctx context.Context, tc *registry.ToolContext, in struct {
-		Message string `json:"message" jsonschema:"description=Text to echo back"`
-	}) (string, error) {
-		return "Echo: " + in.Message, nil
-	}))
-	log := slog.New(slog.DiscardHandler)
-	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: b.TempDir(), Workspace: b.TempDir(), Logger: log})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { h.Close() })
-	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: reg, Logger: log})
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.ServeStdio(ctx, in, out, providers.Connection{Profile: "default"}, time.Second)
+	go bubServer(b).ServeStdio(ctx, in, out, providers.Connection{Profile: "default"}, time.Second)
 }
 
 func servePlain(b *testing.B, ctx context.Context, in io.Reader, out io.Writer) {
-	s := server.NewMCPServer("plain", "dev")
-	s.AddTool(mcp.NewTool("echo", mcp.WithString("message", mcp.Required())),
-		mcp.NewTypedToolHandler(func(ctx context.Context, req mcp.CallToolRequest, in struct {
-			Message string `json:"message"`
-		}) (*mcp.CallToolResult, error) {
-			return mcp.NewToolResultText("Echo: " + in.Message), nil
-		}))
-	std := server.NewStdioServer(s)
+	std := server.NewStdioServer(plainServer())
 	std.SetErrorLogger(stdlog.New(io.Discard, "", 0))
 	go std.Listen(ctx, in, out)
 }
@@ -132,4 +109,108 @@ func containsEcho(line []byte) bool {
 		}
 	}
 	return false
+}
+
+// BenchmarkHTTPEcho is BenchmarkStdioEcho over streamable HTTP: bub-mcp's
+// handler (auth and host checks, views, audit) and a plain mcp-go
+// StreamableHTTPServer on loopback test servers, called by the mcp-go
+// client (sessionless 2026-07-28 protocol) from c goroutines.
+func BenchmarkHTTPEcho(b *testing.B) {
+	for _, kind := range []string{"bub", "plain"} {
+		for _, c := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/c=%d", kind, c), func(b *testing.B) {
+				var h http.Handler
+				if kind == "bub" {
+					h = bubHandler(b)
+				} else {
+					h = server.NewStreamableHTTPServer(plainServer())
+				}
+				mux := http.NewServeMux()
+				mux.Handle("/mcp", h)
+				ts := httptest.NewServer(mux)
+				defer ts.Close()
+				cl, err := client.NewStreamableHttpClient(ts.URL + "/mcp")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cl.Close()
+				ctx := context.Background()
+				if err := cl.Start(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := cl.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+					b.Fatal(err)
+				}
+				req := mcp.CallToolRequest{}
+				req.Params.Name = "echo"
+				req.Params.Arguments = map[string]any{"message": "hello"}
+				call := func() {
+					res, err := cl.CallTool(ctx, req)
+					if err != nil || res.IsError {
+						b.Fatalf("call: %v %+v", err, res)
+					}
+				}
+				for range 200 {
+					call()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				per := b.N / c
+				for i := range c {
+					n := per
+					if i == 0 {
+						n += b.N % c
+					}
+					wg.Go(func() {
+						for range n {
+							call()
+						}
+					})
+				}
+				wg.Wait()
+			})
+		}
+	}
+}
+
+func plainServer() *server.MCPServer {
+	s := server.NewMCPServer("plain", "dev")
+	s.AddTool(mcp.NewTool("echo", mcp.WithString("message", mcp.Required())),
+		mcp.NewTypedToolHandler(func(ctx context.Context, req mcp.CallToolRequest, in struct {
+			Message string `json:"message"`
+		}) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("Echo: " + in.Message), nil
+		}))
+	return s
+}
+
+func bubServer(b *testing.B) *mcpserver.Server {
+	cfg, err := config.Parse("bench.toml", "", func(string) string { return "" })
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := registry.New()
+	reg.MustRegister(registry.MustNewTool("echo", "Echo a message back.", func(ctx context.Context, tc *registry.ToolContext, in struct {
+		Message string `json:"message" jsonschema:"description=Text to echo back"`
+	}) (string, error) {
+		return "Echo: " + in.Message, nil
+	}))
+	log := slog.New(slog.DiscardHandler)
+	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: b.TempDir(), Workspace: b.TempDir(), Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close() })
+	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: reg, Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv
+}
+
+func bubHandler(b *testing.B) http.Handler {
+	h, closeSessions := bubServer(b).Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}, CheckHosts: true})
+	b.Cleanup(func() { closeSessions(context.Background()) })
+	return h
 }

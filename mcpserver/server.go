@@ -35,8 +35,9 @@ type Backend interface {
 	Resolve(ctx context.Context, conn *providers.Connection) error
 	// View returns the connection's View.
 	View(ctx context.Context, conn *providers.Connection) (*providers.View, error)
-	// Call runs one call of a tool from the connection's View.
-	Call(ctx context.Context, conn *providers.Connection, tool *registry.Tool, args json.RawMessage, peer registry.Peer) registry.Result
+	// Call runs one call of a tool from the connection's View; call carries
+	// the arguments (Args, and Decoded when the transport decoded them).
+	Call(ctx context.Context, conn *providers.Connection, tool *registry.Tool, call registry.Call, peer registry.Peer) registry.Result
 }
 
 // Extension adds protocol features beyond tools (resources, prompts,
@@ -278,12 +279,12 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if !ok {
 		return nil, fmt.Errorf("tool '%s' not found: %w", req.Params.Name, ErrToolNotFound)
 	}
-	args, err := rawArguments(req)
+	call, err := toolCall(req)
 	if err != nil {
 		return mcp.NewToolResultError(fmt.Sprintf("[invalid_input] Tool '%s' argument validation failed.\n%v", tool.Name, err)), nil
 	}
 	p := &peer{s: s, token: progressToken(req)}
-	res := s.backend.Call(ctx, conn, tool, args, p)
+	res := s.backend.Call(ctx, conn, tool, call, p)
 	if n := p.sent.Load(); n > 0 {
 		// mcp-go may drop a notification its forwarder picked up while the
 		// response was being written (mcp-go PR #969); the event store
@@ -297,18 +298,26 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	return s.toResult(tool, &res), nil
 }
 
-func rawArguments(req mcp.CallToolRequest) (json.RawMessage, error) {
+// toolCall takes the arguments as mcp-go parsed them: the raw bytes it
+// keeps, with their decoding when it made one, so they are neither
+// encoded nor decoded again.
+func toolCall(req mcp.CallToolRequest) (registry.Call, error) {
+	if raw := req.Params.RawArguments; len(raw) > 0 && req.Params.Arguments != nil { // not "null"
+		c := registry.Call{Args: raw}
+		c.Decoded, _ = req.Params.Arguments.(map[string]any)
+		return c, nil
+	}
 	switch a := req.Params.Arguments.(type) {
 	case nil:
-		return json.RawMessage("{}"), nil
+		return registry.Call{Args: json.RawMessage("{}")}, nil
 	case json.RawMessage:
-		return a, nil
+		return registry.Call{Args: a}, nil
 	default:
 		b, err := json.Marshal(a)
 		if err != nil {
-			return nil, fmt.Errorf("arguments: %w", err)
+			return registry.Call{}, fmt.Errorf("arguments: %w", err)
 		}
-		return b, nil
+		return registry.Call{Args: b}, nil
 	}
 }
 

@@ -25,6 +25,11 @@ type Call struct {
 	// Lax coerces strings to the schema's scalar types ("5"→5). Only for
 	// arguments a human typed (comma commands, `bub-mcp call`).
 	Lax bool
+	// Decoded is Args already decoded as encoding/json decodes an object
+	// into any, when the caller has it (the MCP layer does): validation
+	// then skips decoding Args again. It must be Args' decoding; it is not
+	// modified, and ignored once a hook rewrites the arguments.
+	Decoded map[string]any
 }
 
 // Result is the outcome of a call.
@@ -193,6 +198,7 @@ func (e *Executor) CallTool(ctx context.Context, t *Tool, c Call) Result {
 		if d.action == proceed {
 			if d.args != nil {
 				call.Args = d.args
+				c.Decoded = nil
 			}
 			continue
 		}
@@ -210,7 +216,7 @@ func (e *Executor) CallTool(ctx context.Context, t *Tool, c Call) Result {
 	}
 	res.Args = call.Args
 	if !decided {
-		args, verr := t.validator.check(call.Args, c.Lax)
+		args, verr := t.validator.check(call.Args, c.Decoded, c.Lax)
 		if verr != nil {
 			res.Err = verr
 		} else {

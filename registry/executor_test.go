@@ -64,38 +64,61 @@ func TestValidation(t *testing.T) {
 		{"not json", `{"order_id":`, false, true, "", ""},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res := e.Call(context.Background(), Call{Tool: "orders_get", Args: json.RawMessage(tt.args), Lax: tt.lax})
-			if tt.wantErr {
-				if res.Err == nil {
-					t.Fatalf("Call(%s) succeeded with %q; want invalid_input", tt.args, res.Text)
-				}
-				if res.Err.Kind != KindInvalidInput || res.Err.Message != "Tool 'orders.get' argument validation failed." {
-					t.Errorf("err = %v; want invalid_input validation message", res.Err)
-				}
-				errs, _ := res.Err.Details["errors"].([]any)
-				if len(errs) == 0 {
-					t.Fatalf("no validator details in %v", res.Err.Details)
-				}
-				found := false
-				for _, x := range errs {
-					m := x.(map[string]any)
-					if m["loc"] == tt.wantLoc && m["msg"] != "" {
-						found = true
+		for _, decoded := range []bool{false, true} {
+			name := tt.name
+			if decoded {
+				name += "/decoded"
+			}
+			t.Run(name, func(t *testing.T) {
+				c := Call{Tool: "orders_get", Args: json.RawMessage(tt.args), Lax: tt.lax}
+				var before map[string]any
+				if decoded {
+					// What the MCP layer hands over: Args with its decoding.
+					if json.Unmarshal(c.Args, &c.Decoded) != nil {
+						t.Skip("arguments are not an object")
 					}
+					json.Unmarshal(c.Args, &before)
 				}
-				if !found {
-					t.Errorf("details %v lack an error at %q", errs, tt.wantLoc)
+				res := e.Call(context.Background(), c)
+				if decoded && !cmp.Equal(before, c.Decoded) {
+					t.Errorf("Decoded was modified: %v, was %v", c.Decoded, before)
 				}
-				return
+				checkValidation(t, tt.args, tt.wantErr, tt.wantLoc, tt.want, res)
+			})
+		}
+	}
+}
+
+func checkValidation(t *testing.T, args string, wantErr bool, wantLoc, want string, res Result) {
+	t.Helper()
+	if wantErr {
+		if res.Err == nil {
+			t.Fatalf("Call(%s) succeeded with %q; want invalid_input", args, res.Text)
+		}
+		if res.Err.Kind != KindInvalidInput || res.Err.Message != "Tool 'orders.get' argument validation failed." {
+			t.Errorf("err = %v; want invalid_input validation message", res.Err)
+		}
+		errs, _ := res.Err.Details["errors"].([]any)
+		if len(errs) == 0 {
+			t.Fatalf("no validator details in %v", res.Err.Details)
+		}
+		found := false
+		for _, x := range errs {
+			m := x.(map[string]any)
+			if m["loc"] == wantLoc && m["msg"] != "" {
+				found = true
 			}
-			if res.Err != nil {
-				t.Fatalf("Call(%s) err = %v", tt.args, res.Err)
-			}
-			if diff := cmp.Diff(tt.want, res.Text); diff != "" {
-				t.Errorf("text (-want +got):\n%s", diff)
-			}
-		})
+		}
+		if !found {
+			t.Errorf("details %v lack an error at %q", errs, wantLoc)
+		}
+		return
+	}
+	if res.Err != nil {
+		t.Fatalf("Call(%s) err = %v", args, res.Err)
+	}
+	if diff := cmp.Diff(want, res.Text); diff != "" {
+		t.Errorf("text (-want +got):\n%s", diff)
 	}
 }
 

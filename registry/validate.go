@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -109,17 +110,24 @@ func normalizeNumbers(v any) any {
 // should get: defaults filled in and, with lax set, strings coerced to the
 // declared scalar types ("5"→5, "true"→true). The raw bytes are returned
 // unchanged when nothing had to be added, which is the common case.
-func (v *validator) check(raw json.RawMessage, lax bool) (json.RawMessage, *Error) {
+// decoded, when not nil, is raw already decoded (see Call.Decoded); it is
+// copied before anything is added.
+func (v *validator) check(raw json.RawMessage, decoded map[string]any, lax bool) (json.RawMessage, *Error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
 	}
-	var doc any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, v.fail([]any{map[string]any{"loc": "", "msg": "arguments are not valid JSON: " + err.Error()}}, err)
-	}
-	obj, ok := doc.(map[string]any)
-	if !ok {
-		return nil, v.fail([]any{map[string]any{"loc": "", "msg": "arguments must be a JSON object"}}, nil)
+	obj := decoded
+	if obj == nil {
+		var doc any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			return nil, v.fail([]any{map[string]any{"loc": "", "msg": "arguments are not valid JSON: " + err.Error()}}, err)
+		}
+		var ok bool
+		if obj, ok = doc.(map[string]any); !ok {
+			return nil, v.fail([]any{map[string]any{"loc": "", "msg": "arguments must be a JSON object"}}, nil)
+		}
+	} else if lax || v.missingDefaults(obj) {
+		obj = maps.Clone(obj)
 	}
 	changed := false
 	if lax {
@@ -152,6 +160,16 @@ func (v *validator) check(raw json.RawMessage, lax bool) (json.RawMessage, *Erro
 }
 
 func (v *validator) fail(errs []any, cause error) *Error { return invalidInput(v.tool, errs, cause) }
+
+// missingDefaults reports whether check would add a default to obj.
+func (v *validator) missingDefaults(obj map[string]any) bool {
+	for k := range v.defaults {
+		if _, ok := obj[k]; !ok {
+			return true
+		}
+	}
+	return false
+}
 
 // invalidInput is the error of arguments that do not fit a tool's schema;
 // errs are {loc, msg} pairs.
