@@ -283,6 +283,14 @@ func appendJSONString(dst []byte, s string) []byte {
 // appendLine appends one complete tape line, newline included, with the
 // field order Python's asdict(TapeEntry) uses.
 func appendLine(dst []byte, id int, kind string, payload, meta []byte, date string) []byte {
+	dst = appendLineHead(dst, id, kind, payload, meta)
+	dst = appendJSONString(dst[:len(dst)-1], date) // the head ends with the date's opening quote
+	return append(dst, "}\n"...)
+}
+
+// appendLineHead appends a line up to the date's characters (the caller
+// appends a date that needs no escaping, then appendLineTail).
+func appendLineHead(dst []byte, id int, kind string, payload, meta []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = strconv.AppendInt(dst, int64(id), 10)
 	dst = append(dst, `,"kind":`...)
@@ -291,10 +299,10 @@ func appendLine(dst []byte, id int, kind string, payload, meta []byte, date stri
 	dst = append(dst, payload...)
 	dst = append(dst, `,"meta":`...)
 	dst = append(dst, meta...)
-	dst = append(dst, `,"date":`...)
-	dst = appendJSONString(dst, date)
-	return append(dst, "}\n"...)
+	return append(dst, `,"date":"`...)
 }
+
+func appendLineTail(dst []byte) []byte { return append(dst, "\"}\n"...) }
 
 // errBlankLine marks a line with nothing on it; loaders skip it quietly.
 var errBlankLine = errors.New("sessions: blank tape line")

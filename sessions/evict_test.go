@@ -33,9 +33,9 @@ func TestWrittenEntriesLeaveMemory(t *testing.T) {
 	}
 	// Queued, not yet written: no decoded copy is held, yet readers see it.
 	tape.mu.Lock()
-	queued := tape.live[len(tape.records)-1]
+	queued, ok := tape.live[len(tape.records)-1]
 	tape.mu.Unlock()
-	if queued == nil || queued.line == nil || queued.Payload != nil {
+	if !ok || queued.line == nil || queued.Payload != nil {
 		t.Errorf("queued audit entry: %+v; want the line only", queued)
 	}
 	if got := tape.Entries(); !cmp.Equal(got[len(got)-1].Payload, map[string]any{"calls": []any{map[string]any{"id": fmt.Sprint(n - 1)}}}) {

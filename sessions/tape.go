@@ -36,7 +36,7 @@ type Tape struct {
 	mu       sync.Mutex
 	closed   bool
 	records  []record
-	live     map[int]*held // by index into records: entries held in memory
+	live     map[int]held // by index into records: entries held in memory
 	kinds    []string      // interned entry kinds (record.kind)
 	kindIdx  map[string]uint32
 	nextID   int
@@ -59,12 +59,17 @@ type dateFormatter struct {
 }
 
 func (f *dateFormatter) format(now time.Time) string {
+	var buf [40]byte
+	return string(f.append(buf[:0], now))
+}
+
+// append appends now's date to b.
+func (f *dateFormatter) append(b []byte, now time.Time) []byte {
 	now = now.UTC()
 	if sec := now.Unix(); sec != f.sec || f.prefix == nil {
 		f.sec, f.prefix = sec, now.AppendFormat(f.prefix[:0], "2006-01-02T15:04:05")
 	}
-	var buf [40]byte
-	b := append(buf[:0], f.prefix...)
+	b = append(b, f.prefix...)
 	if ns := now.Nanosecond(); ns != 0 {
 		b = append(b, '.')
 		var frac [9]byte
@@ -78,7 +83,7 @@ func (f *dateFormatter) format(now time.Time) string {
 		}
 		b = append(b, frac[:n]...)
 	}
-	return string(append(b, 'Z'))
+	return append(b, 'Z')
 }
 
 // record locates one entry of the tape. It holds no pointers: a
@@ -95,8 +100,9 @@ type record struct {
 	kind uint32 // index into Tape.kinds
 }
 
-// held is an entry kept in memory. It is never changed once made, so
-// readers take it under t.mu and use it after.
+// held is an entry kept in memory, stored by value (no allocation of its
+// own). What it refers to is never changed once made, so readers copy it
+// under t.mu and use it after.
 type held struct {
 	Entry
 	line []byte // the encoded line, when no decoded copy is kept
@@ -106,13 +112,15 @@ type held struct {
 type ref struct {
 	record
 	kind string
-	h    *held
+	h    held
+	ok   bool // h is set: the entry is in memory
 }
 
 // refLocked returns record i as a ref. t.mu must be held.
 func (t *Tape) refLocked(i int) ref {
 	r := t.records[i]
-	return ref{record: r, kind: t.kinds[r.kind], h: t.live[i]}
+	h, ok := t.live[i]
+	return ref{record: r, kind: t.kinds[r.kind], h: h, ok: ok}
 }
 
 // refsLocked returns records [from, to) as refs. t.mu must be held.
@@ -150,11 +158,12 @@ type draft struct {
 	meta     []byte
 	p, m     map[string]any
 	lineOnly bool
+	noEntry  bool // nobody reads the returned Entry: its Date is not made
 }
 
 func newTape(s *Store, name, path string) *Tape {
 	return &Tape{name: name, path: path, store: s, nextID: 1, last: -1, anchorAt: map[string]int{},
-		live: map[int]*held{}, kindIdx: map[string]uint32{}}
+		live: map[int]held{}, kindIdx: map[string]uint32{}}
 }
 
 // Name is the tape's name, the file name without ".jsonl".
@@ -269,7 +278,7 @@ func (t *Tape) AppendAsyncJSON(kind string, payload, meta []byte) error {
 	if !isObject(payload) || !isObject(meta) {
 		return fmt.Errorf("sessions: %s entry: payload and meta must be compact JSON objects", kind)
 	}
-	_, err := t.queue(draft{kind: kind, payload: payload, meta: meta, lineOnly: true})
+	_, err := t.queue(draft{kind: kind, payload: payload, meta: meta, lineOnly: true, noEntry: true})
 	return err
 }
 
@@ -342,16 +351,15 @@ func needsSync(e Entry) bool {
 // recordLocked assigns the next id and date, keeps the entry in memory and
 // returns it with its encoded line. t.mu must be held.
 func (t *Tape) recordLocked(d draft) (Entry, []byte) {
-	e := Entry{
-		ID:      t.nextID,
-		Kind:    d.kind,
-		Payload: d.p,
-		Meta:    d.m,
-		Date:    t.dates.format(time.Now()),
-	}
+	e := Entry{ID: t.nextID, Kind: d.kind, Payload: d.p, Meta: d.m}
 	t.nextID++
-	line := appendLine(make([]byte, 0, len(d.payload)+len(d.meta)+96), e.ID, e.Kind, d.payload, d.meta, e.Date)
-	h := &held{Entry: e}
+	line := appendLineHead(make([]byte, 0, len(d.payload)+len(d.meta)+96), e.ID, e.Kind, d.payload, d.meta)
+	n := len(line)
+	line = appendLineTail(t.dates.append(line, time.Now()))
+	if !d.noEntry {
+		e.Date = string(line[n : len(line)-3]) // the date without `"}\n`
+	}
+	h := held{Entry: e}
 	if d.lineOnly {
 		h.Payload, h.Meta, h.line = nil, nil, line // readers decode the entry from its line
 	}
@@ -361,7 +369,7 @@ func (t *Tape) recordLocked(d draft) (Entry, []byte) {
 
 // addLocked appends a record, held in memory as h, and updates the derived
 // state (anchor index, settings, token usage). t.mu must be held.
-func (t *Tape) addLocked(r record, kind string, h *held) {
+func (t *Tape) addLocked(r record, kind string, h held) {
 	k, ok := t.kindIdx[kind]
 	if !ok {
 		k = uint32(len(t.kinds))
@@ -619,7 +627,7 @@ func (t *Tape) load() error {
 			e, perr := parseLine(body)
 			switch {
 			case perr == nil:
-				t.addLocked(record{id: e.ID, off: off, n: len(body)}, e.Kind, &held{Entry: e})
+				t.addLocked(record{id: e.ID, off: off, n: len(body)}, e.Kind, held{Entry: e})
 				t.evict(len(t.records) - 1)
 			case errors.Is(perr, errBlankLine):
 			case !complete:
@@ -676,7 +684,7 @@ func (rd *entryReader) close() {
 
 // entry returns r's full entry.
 func (rd *entryReader) entry(r ref) (Entry, error) {
-	if r.h != nil {
+	if r.ok {
 		if r.h.line != nil {
 			return parseLine(r.h.line[:r.n])
 		}
@@ -745,7 +753,7 @@ func (t *Tape) reset(stamp string, mustArchive bool) (string, error) {
 
 	t.mu.Lock()
 	t.records = nil
-	t.live = map[int]*held{}
+	t.live = map[int]held{}
 	t.pending = nil
 	t.nextID = 1
 	t.anchorAt = map[string]int{}
