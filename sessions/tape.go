@@ -37,7 +37,7 @@ type Tape struct {
 	closed   bool
 	records  []record
 	live     map[int]held // by index into records: entries held in memory
-	kinds    []string      // interned entry kinds (record.kind)
+	kinds    []string     // interned entry kinds (record.kind)
 	kindIdx  map[string]uint32
 	nextID   int
 	pending  []pendingLine
