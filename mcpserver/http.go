@@ -46,13 +46,6 @@ type HTTPOptions struct {
 // resumption.
 const modernProtocol = "2026-07-28"
 
-type httpConn struct {
-	profile   string
-	principal string
-}
-
-type httpConnKey struct{}
-
 // Handler returns the HTTP handler: /mcp and /mcp/p/<profile> speak
 // streamable HTTP (both protocol eras); /healthz answers "ok". The returned
 // shutdown function closes MCP sessions (their SSE streams would otherwise
@@ -74,11 +67,6 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		// Host/Origin checks are ours (below), configurable per bind.
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(s.log),
-		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			hc, _ := r.Context().Value(httpConnKey{}).(httpConn)
-			ctx = withConnection(ctx, providers.Connection{Transport: "http", Profile: hc.profile, Principal: hc.principal})
-			return withRequest(ctx)
-		}),
 	)
 	profiles := map[string]bool{}
 	for _, p := range o.Profiles {
@@ -86,7 +74,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	}
 	mcpHandler := func(profileFromPath string) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			hc := httpConn{profile: o.DefaultProfile}
+			// One allocation carries the request's state (see request).
+			st := &httpRequest{request: request{caller: providers.Connection{Transport: "http", Profile: o.DefaultProfile}}}
+			hc := &st.caller
 			if len(o.Tokens) > 0 {
 				tok, ok := authenticate(r, o.Tokens)
 				if !ok {
@@ -94,7 +84,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 					http.Error(w, "unauthorized: a valid bearer token is required", http.StatusUnauthorized)
 					return
 				}
-				hc.principal, hc.profile = tok.Name, tok.Profile
+				hc.Principal, hc.Profile = tok.Name, tok.Profile
 			}
 			if profileFromPath != "" {
 				name := r.PathValue("profile")
@@ -102,22 +92,23 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 					http.Error(w, fmt.Sprintf("unknown profile %q", name), http.StatusNotFound)
 					return
 				}
-				if hc.principal != "" && name != hc.profile {
-					http.Error(w, fmt.Sprintf("forbidden: token %q is not valid for profile %q", hc.principal, name), http.StatusForbidden)
+				if hc.Principal != "" && name != hc.Profile {
+					http.Error(w, fmt.Sprintf("forbidden: token %q is not valid for profile %q", hc.Principal, name), http.StatusForbidden)
 					return
 				}
-				hc.profile = name
+				hc.Profile = name
 			}
-			r = r.WithContext(context.WithValue(r.Context(), httpConnKey{}, hc))
 			sid := r.Header.Get("Mcp-Session-Id")
 			// A session of the 2025 protocol: streams resume from the event store.
 			session := sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
+			if r.Method == http.MethodPost {
+				servePollable(streamable, w, r, st, session)
+				return
+			}
+			r = r.WithContext(withRequest(r.Context(), &st.request))
 			switch {
 			case r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "":
 				s.parking.serveGET(streamable, w, r, sid)
-				return
-			case r.Method == http.MethodPost:
-				servePollable(streamable, w, r, session)
 				return
 			case r.Method == http.MethodDelete && sid != "":
 				defer s.parking.forget(sid)

@@ -14,7 +14,10 @@ import (
 // reach the caller's session and View. Outside a request it returns an
 // empty Connection.
 func ConnectionFromContext(ctx context.Context) *providers.Connection {
-	c, _ := ctx.Value(connKey{}).(providers.Connection)
+	var c providers.Connection
+	if r := requestFrom(ctx); r != nil {
+		c = r.caller
+	}
 	if sess, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
 		info := sess.GetClientInfo()
 		c.ClientName, c.ClientVersion = info.Name, info.Version

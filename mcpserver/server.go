@@ -80,34 +80,36 @@ type Server struct {
 	workers   int
 }
 
-type connKey struct{}
-
-// withConnection stores the transport's view of the caller in ctx; handlers
-// resolve it through the Backend.
-func withConnection(ctx context.Context, c providers.Connection) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
-}
-
 type requestKey struct{}
 
-// request memoises one request's resolved connection and View: mcp-go's
-// tool filter and the call handler both need them, and resolving twice was
-// a measurable share of a call.
+// request is what a transport attaches to one request's context, under a
+// single key: the caller as the transport identified it, the writer
+// CloseStream may detach (HTTP POST), and a memo of the resolved
+// connection and View, which mcp-go's tool filter and the call handler
+// both need.
 type request struct {
+	caller providers.Connection
+	pw     *pollableWriter
+
 	mu   sync.Mutex
 	conn *providers.Connection
 	view *providers.View
 }
 
-// withRequest gives ctx, one request's context, its memo.
-func withRequest(ctx context.Context) context.Context {
-	return context.WithValue(ctx, requestKey{}, &request{})
+// withRequest attaches r to ctx.
+func withRequest(ctx context.Context, r *request) context.Context {
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
+func requestFrom(ctx context.Context) *request {
+	r, _ := ctx.Value(requestKey{}).(*request)
+	return r
 }
 
 // resolve returns the caller's resolved connection and View, once per
-// request where the transport set up a memo.
+// request.
 func (s *Server) resolve(ctx context.Context) (*providers.Connection, *providers.View, error) {
-	r, _ := ctx.Value(requestKey{}).(*request)
+	r := requestFrom(ctx)
 	if r != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -291,8 +293,8 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		// avoids that only for session-based requests. Holding the result
 		// until the stream has carried every notification closes the race
 		// on both protocol eras.
-		if pw, ok := ctx.Value(pollableKey{}).(*pollableWriter); ok {
-			pw.waitNotifications(int(n), notificationWait)
+		if r := requestFrom(ctx); r != nil && r.pw != nil {
+			r.pw.waitNotifications(int(n), notificationWait)
 		}
 	}
 	return s.toResult(tool, &res), nil

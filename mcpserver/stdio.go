@@ -42,8 +42,8 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, co
 		return fmt.Errorf("mcpserver: stdio session: %w", err)
 	}
 	defer s.mcp.UnregisterSession(context.Background(), c.id)
+	c.caller = conn
 	base := s.mcp.WithContext(calls, c)
-	base = withConnection(base, conn)
 	base = context.WithValue(base, stdioKey{}, c)
 	go c.pump(calls)
 
@@ -97,6 +97,7 @@ const maxStdioLine = 64 << 20
 type stdioConn struct {
 	s       *Server
 	id      string
+	caller  providers.Connection // as the transport knows it
 	out     io.Writer
 	wmu     sync.Mutex // guards queued, spare, writing (see write)
 	queued  []byte
@@ -220,7 +221,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 				return
 			}
 		}
-		if resp := c.handle(withRequest(ctx), line); resp != nil {
+		if resp := c.handle(withRequest(ctx, &request{caller: c.caller}), line); resp != nil {
 			c.writeMessage(resp)
 		}
 	})

@@ -28,13 +28,25 @@ type pollableWriter struct {
 	gone     chan struct{} // closed on detach
 
 	notes   int           // notification events written so far
-	noteSig chan struct{} // closed and replaced whenever notes grows
+	noteSig chan struct{} // made by a waiter, closed (and dropped) when notes grows
 
 	resumable bool // session-based request with an event store
 }
 
-func newPollableWriter(w http.ResponseWriter, resumable bool) *pollableWriter {
-	return &pollableWriter{w: w, gone: make(chan struct{}), noteSig: make(chan struct{}), resumable: resumable}
+// httpRequest is an HTTP request's state: its request and, for a POST,
+// its pollable writer, in one allocation.
+type httpRequest struct {
+	request
+	pw pollableWriter
+}
+
+// init readies a pollable writer in place. gone exists only where
+// servePollable waits on it (resumable requests).
+func (p *pollableWriter) init(w http.ResponseWriter, resumable bool) {
+	p.w, p.resumable = w, resumable
+	if resumable {
+		p.gone = make(chan struct{})
+	}
 }
 
 func (p *pollableWriter) Header() http.Header {
@@ -58,8 +70,10 @@ func (p *pollableWriter) Write(b []byte) (int, error) {
 	n, err := p.w.Write(b)
 	if c := bytes.Count(b[:n], notificationMarker); c > 0 {
 		p.notes += c
-		close(p.noteSig)
-		p.noteSig = make(chan struct{})
+		if p.noteSig != nil {
+			close(p.noteSig)
+			p.noteSig = nil
+		}
 	}
 	return n, err
 }
@@ -75,7 +89,11 @@ func (p *pollableWriter) waitNotifications(n int, timeout time.Duration) {
 	defer deadline.Stop()
 	for {
 		p.mu.Lock()
-		done, sig := p.notes >= n || p.detached, p.noteSig
+		done := p.notes >= n || p.detached
+		if !done && p.noteSig == nil {
+			p.noteSig = make(chan struct{})
+		}
+		sig := p.noteSig
 		p.mu.Unlock()
 		if done {
 			return
@@ -127,7 +145,9 @@ func (p *pollableWriter) detach() {
 	defer p.mu.Unlock()
 	if !p.detached {
 		p.detached = true
-		close(p.gone)
+		if p.gone != nil {
+			close(p.gone)
+		}
 	}
 }
 
@@ -137,15 +157,15 @@ func (p *pollableWriter) isDetached() bool {
 	return p.detached
 }
 
-type pollableKey struct{}
-
 // servePollable runs h with a writer CloseStream can detach. The request's
 // context is cancelled on client disconnect as usual, but not when the
 // stream was closed for polling: the call must go on.
-func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, resumable bool) {
-	pw := newPollableWriter(w, resumable)
+func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, resumable bool) {
+	pw := &st.pw
+	pw.init(w, resumable)
+	st.request.pw = pw
 	if !resumable { // CloseStream never detaches it: serve in place
-		h.ServeHTTP(pw, r.WithContext(context.WithValue(r.Context(), pollableKey{}, pw)))
+		h.ServeHTTP(pw, r.WithContext(withRequest(r.Context(), &st.request)))
 		return
 	}
 	inner, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
@@ -159,7 +179,7 @@ func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, resum
 	go func() {
 		defer close(done)
 		defer cancel()
-		h.ServeHTTP(pw, r.WithContext(context.WithValue(inner, pollableKey{}, pw)))
+		h.ServeHTTP(pw, r.WithContext(withRequest(inner, &st.request)))
 	}()
 	select {
 	case <-done:
@@ -175,11 +195,12 @@ func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, resum
 // is impossible: stdio, the sessionless 2026-07-28 protocol, or no event
 // store.
 func CloseStream(ctx context.Context) bool {
-	pw, ok := ctx.Value(pollableKey{}).(*pollableWriter)
+	r := requestFrom(ctx)
 	srv := server.ServerFromContext(ctx)
-	if !ok || !pw.resumable || srv == nil {
+	if r == nil || r.pw == nil || !r.pw.resumable || srv == nil {
 		return false
 	}
+	pw := r.pw
 	flushed := make(chan struct{})
 	pw.mu.Lock()
 	pw.flushed = flushed
