@@ -78,6 +78,12 @@ type Server struct {
 	parking   *parking
 	inflight  sync.WaitGroup
 	workers   int
+
+	impl         mcp.Implementation // the server, as results name it
+	headerBound  map[string]bool    // model name → has x-mcp-header bindings (no fast path)
+	fastInflight fastCalls
+	noFast       bool         // tests: every request through mcp-go
+	fastServed   atomic.Int64 // calls the fast path answered
 }
 
 type requestKey struct{}
@@ -149,7 +155,8 @@ func New(opts *Options) (*Server, error) {
 	if o.StdioWorkers <= 0 {
 		o.StdioWorkers = 32
 	}
-	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, workers: o.StdioWorkers, parking: newParking()}
+	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, workers: o.StdioWorkers, parking: newParking(),
+		impl: mcp.Implementation{Name: o.Name, Version: o.Version}, headerBound: map[string]bool{}}
 
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
@@ -177,7 +184,11 @@ func New(opts *Options) (*Server, error) {
 		if !t.AgentUse() {
 			continue
 		}
-		s.mcp.AddTool(MCPTool(t), s.handle)
+		mt := MCPTool(t)
+		if len(mcp.ExtractParamHeaderBindings(&mt)) > 0 {
+			s.headerBound[mt.Name] = true
+		}
+		s.mcp.AddTool(mt, s.handle)
 	}
 	for _, e := range o.Extensions {
 		if e.Setup != nil {
