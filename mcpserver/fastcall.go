@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// The fast path. A tools/call of the sessionless 2026-07-28 protocol is
-// most of an HTTP server's traffic, and mcp-go spends most of its time per
+// The fast path. tools/call is most of a server's traffic, and mcp-go spends most of its time per
 // call around the tool, not in it: it decodes the same body seven times
 // (era detection, routing, protocol info, trace context, header checks,
 // the request itself), builds an ephemeral session with a notification
@@ -41,6 +41,90 @@ type fastParams struct {
 	RequestState   json.RawMessage `json:"requestState"`
 }
 
+// fastRequest is a tools/call as the fast path parsed it.
+type fastRequest struct {
+	id     any // string or float64, as encoding/json decodes it
+	rawID  json.RawMessage
+	params json.RawMessage
+	p      fastParams
+	args   any
+}
+
+// parseFast parses a tools/call message; ok is false for anything the
+// fast path leaves to mcp-go.
+func parseFast(body []byte) (fr fastRequest, ok bool) {
+	var msg struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != mcp.JSONRPC_VERSION || msg.Method != string(mcp.MethodToolsCall) {
+		return fr, false
+	}
+	if json.Unmarshal(msg.ID, &fr.id) != nil {
+		return fr, false
+	}
+	switch fr.id.(type) {
+	case string, float64:
+	default:
+		return fr, false
+	}
+	fr.rawID, fr.params = msg.ID, msg.Params
+	p := &fr.p
+	if json.Unmarshal(msg.Params, p) != nil || p.Task != nil || p.InputResponses != nil || p.RequestState != nil {
+		return fr, false
+	}
+	if len(p.Arguments) > 0 && json.Unmarshal(p.Arguments, &fr.args) != nil {
+		return fr, false
+	}
+	return fr, true
+}
+
+// fastTool returns the tool fr names if the caller in ctx may call it on
+// the fast path.
+func (s *Server) fastTool(ctx context.Context, fr *fastRequest) bool {
+	_, v, err := s.resolve(ctx)
+	if err != nil {
+		return false
+	}
+	tool, ok := v.Lookup(fr.p.Name)
+	return ok && !s.headerBound[tool.ModelName()]
+}
+
+// runFast runs fr through the tool handler and returns its response, as
+// mcp-go would answer it (modern results are decorated with resultType and
+// the server's identity). caller names the call for notifications/cancelled.
+func (s *Server) runFast(ctx context.Context, fr *fastRequest, modern bool, header http.Header, caller *providers.Connection) mcp.JSONRPCMessage {
+	s.fastServed.Add(1)
+	req := mcp.CallToolRequest{}
+	req.Method = string(mcp.MethodToolsCall)
+	req.Params.Name = fr.p.Name
+	req.Params.Meta = fr.p.Meta
+	req.Params.Arguments = fr.args
+	if len(fr.p.Arguments) > 0 {
+		req.Params.RawArguments = fr.p.Arguments
+	}
+	req.Header = header
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer s.fastInflight.add(caller.Profile, caller.Principal, string(fr.rawID), cancel)()
+
+	res, err := s.safeHandle(ctx, req)
+	if err != nil {
+		// As mcp-go answers a failed handler.
+		return mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(fr.id),
+			Error: mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, err.Error(), nil)}
+	}
+	if modern {
+		res.SetResultType(mcp.ResultTypeComplete)
+		if meta := res.EnsureResultMeta(); meta.ServerInfo() == nil {
+			meta.SetServerInfo(s.impl)
+		}
+	}
+	return mcp.NewJSONRPCResultResponse(mcp.NewRequestId(fr.id), res)
+}
+
 // fastCall serves r if it can (see above) and reports whether it did.
 // When it did not, r.Body still reads the whole body.
 func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *httpRequest, supports func(string) bool) bool {
@@ -61,88 +145,32 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *httpReques
 	if err != nil {
 		return false
 	}
-	var msg struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-		Params  json.RawMessage `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != mcp.JSONRPC_VERSION || msg.Method != string(mcp.MethodToolsCall) {
+	fr, ok := parseFast(body)
+	if !ok || fr.p.Meta == nil {
 		return false
 	}
-	var id any
-	if json.Unmarshal(msg.ID, &id) != nil || id == nil {
+	// Notifications would need an SSE stream: mcp-go's.
+	caps := fr.p.Meta.ClientCapabilities()
+	if fr.p.Meta.ProtocolVersion() != version || caps == nil || fr.p.Meta.ProgressToken != nil || fr.p.Meta.LogLevel() != "" {
 		return false
 	}
-	switch id.(type) {
-	case string, float64:
-	default:
+	if mcp.ValidateStandardHeaders(h.Get, version, mcp.MethodToolsCall, fr.params) != nil {
 		return false
 	}
-	var p fastParams
-	if json.Unmarshal(msg.Params, &p) != nil || p.Meta == nil || p.Task != nil || p.InputResponses != nil || p.RequestState != nil {
-		return false
-	}
-	caps := p.Meta.ClientCapabilities()
-	if p.Meta.ProtocolVersion() != version || caps == nil || p.Meta.ProgressToken != nil || p.Meta.LogLevel() != "" {
-		return false
-	}
-	if mcp.ValidateStandardHeaders(h.Get, version, mcp.MethodToolsCall, msg.Params) != nil {
-		return false
-	}
-	var args any
-	if len(p.Arguments) > 0 && json.Unmarshal(p.Arguments, &args) != nil {
-		return false
-	}
-
-	info := &server.RequestProtocolInfo{Modern: true, ProtocolVersion: version, ClientInfo: p.Meta.ClientInfo(), ClientCapabilities: caps}
-	sess := &fastSession{}
+	info := &server.RequestProtocolInfo{Modern: true, ProtocolVersion: version, ClientInfo: fr.p.Meta.ClientInfo(), ClientCapabilities: caps}
+	sess := &fastSession{caps: *caps}
 	if info.ClientInfo != nil {
 		sess.info = *info.ClientInfo
 	}
-	sess.caps = *caps
 	ctx := s.mcp.WithContext(r.Context(), sess)
 	ctx = server.WithRequestProtocolInfo(ctx, info)
 	ctx = withRequest(ctx, &st.request)
-	_, v, err := s.resolve(ctx)
-	if err != nil {
-		return false
-	}
-	tool, ok := v.Lookup(p.Name)
-	if !ok || s.headerBound[tool.ModelName()] {
+	if !s.fastTool(ctx, &fr) {
 		return false
 	}
 
-	// From here on the request is ours.
-	s.fastServed.Add(1)
-	req := mcp.CallToolRequest{}
-	req.Method = string(mcp.MethodToolsCall)
-	req.Params.Name = p.Name
-	req.Params.Meta = p.Meta
-	req.Params.Arguments = args
-	if len(p.Arguments) > 0 {
-		req.Params.RawArguments = p.Arguments
-	}
-	req.Header = h
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := s.fastInflight.add(st.caller.Profile, st.caller.Principal, string(msg.ID), cancel)
-	defer done()
-
-	var resp mcp.JSONRPCMessage
-	res, err := s.safeHandle(ctx, req)
-	if err != nil {
-		// As mcp-go's WithRecovery and error mapping answer a failed handler.
-		resp = mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id),
-			Error: mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, err.Error(), nil)}
-	} else {
-		res.SetResultType(mcp.ResultTypeComplete)
-		if meta := res.EnsureResultMeta(); meta.ServerInfo() == nil {
-			meta.SetServerInfo(s.impl)
-		}
-		resp = mcp.NewJSONRPCResultResponse(mcp.NewRequestId(id), res)
-	}
-	if ctx.Err() != nil && r.Context().Err() != nil {
+	resp := s.runFast(ctx, &fr, true, h, &st.caller)
+	if r.Context().Err() != nil {
 		return true // the client is gone
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -155,6 +183,56 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, st *httpReques
 		s.log.Debug("mcp.http.write", "error", err)
 	}
 	return true
+}
+
+// stdioFast serves a tools/call line on stdio if it can, in either
+// protocol era: as HandleMessage would, a modern request's _meta updates
+// the session (client info, capabilities) first. ok is false when mcp-go
+// must answer. On stdio a tool's notifications are written directly (see
+// peer), so progress tokens and log levels need nothing more.
+func (s *Server) stdioFast(ctx context.Context, c *stdioConn, line []byte) (mcp.JSONRPCMessage, bool) {
+	if s.noFast {
+		return nil, false
+	}
+	fr, ok := parseFast(line)
+	if !ok {
+		return nil, false
+	}
+	info := &server.RequestProtocolInfo{ProtocolVersion: fr.p.Meta.ProtocolVersion()}
+	if mcp.IsModernProtocol(info.ProtocolVersion) {
+		caps := fr.p.Meta.ClientCapabilities()
+		if !mcp.IsValidProtocolVersion(info.ProtocolVersion) || caps == nil {
+			return nil, false
+		}
+		info.Modern, info.ClientInfo, info.ClientCapabilities, info.LogLevel = true, fr.p.Meta.ClientInfo(), caps, fr.p.Meta.LogLevel()
+	}
+	ctx = server.WithRequestProtocolInfo(ctx, info)
+	if !s.fastTool(ctx, &fr) {
+		return nil, false
+	}
+	if info.Modern {
+		if info.ClientInfo != nil {
+			c.SetClientInfo(*info.ClientInfo)
+		}
+		c.SetClientCapabilities(*info.ClientCapabilities)
+		if !c.Initialized() {
+			c.Initialize()
+		}
+	}
+	return s.runFast(ctx, &fr, info.Modern, nil, &c.caller), true
+}
+
+// noteStdioCancellation passes notifications/cancelled on to the
+// fast-path call it names.
+func (s *Server) noteStdioCancellation(c *stdioConn, line []byte) {
+	var n struct {
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &n) == nil && len(n.Params.RequestID) > 0 {
+		s.fastInflight.cancel(c.caller.Profile, c.caller.Principal, string(n.Params.RequestID))
+	}
 }
 
 // safeHandle runs the tool handler, turning a panic into an error as

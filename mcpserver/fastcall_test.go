@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -9,10 +10,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/host"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -164,5 +167,108 @@ func TestFastCallCancelled(t *testing.T) {
 	body := <-done
 	if f.cancels.Load() != 1 || !strings.Contains(body, `"isError":true`) {
 		t.Errorf("call not cancelled: cancels=%d, response %s", f.cancels.Load(), body)
+	}
+}
+
+// TestStdioFastCallMatchesMCPGo is TestFastCallMatchesMCPGo for stdio, in
+// both protocol eras: the lines a client reads (notifications included)
+// are identical with and without the fast path.
+func TestStdioFastCallMatchesMCPGo(t *testing.T) {
+	f := &fixture{home: t.TempDir(), started: make(chan struct{}, 1)}
+	cfg, err := config.Parse("test.toml", testConfig, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := testRegistry(f)
+	log := slog.New(slog.DiscardHandler)
+	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: f.home, Workspace: t.TempDir(), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	type conn struct {
+		srv *mcpserver.Server
+		in  *io.PipeWriter
+		out *bufio.Reader
+	}
+	start := func(fast bool) conn {
+		srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: reg, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fast {
+			mcpserver.DisableFastPath(srv)
+		}
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		go srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+		t.Cleanup(func() { inW.Close(); cancel() })
+		return conn{srv, inW, bufio.NewReader(outR)}
+	}
+	// exchange sends line and returns what the client reads up to the
+	// response with id (or just the line written, for a notification).
+	exchange := func(c conn, line, id string) []string {
+		if _, err := io.WriteString(c.in, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if id == "" {
+			return nil
+		}
+		var got []string
+		for {
+			l, err := c.out.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, l)
+			if strings.HasPrefix(l, `{"jsonrpc":"2.0","id":`+id+`,`) {
+				return got
+			}
+		}
+	}
+	fastConn, slowConn := start(true), start(false)
+
+	const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"m","version":"2"}}`
+	call := func(id, name, args, meta string) string {
+		p := `"name":"` + name + `"`
+		if args != "" {
+			p += `,"arguments":` + args
+		}
+		if meta != "" {
+			p += "," + meta
+		}
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{` + p + `}}`
+	}
+	steps := []struct {
+		name, line, id string
+		fast           bool
+	}{
+		{name: "initialize", line: `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, id: "0"},
+		{name: "initialized", line: `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+		{name: "legacy echo", line: call("1", "test_echo", `{"message":"hi <&>"}`, ""), id: "1", fast: true},
+		{name: "legacy structured", line: call("2", "orders_get", `{"order_id":"A1"}`, ""), id: "2", fast: true},
+		{name: "legacy tool error", line: call("3", "orders_get", `{"order_id":"missing"}`, ""), id: "3", fast: true},
+		{name: "legacy invalid arguments", line: call("4", "orders_get", `{"order_id":[]}`, ""), id: "4", fast: true},
+		{name: "legacy no arguments", line: call("5", "admin_secret", "", ""), id: "5", fast: true},
+		{name: "legacy progress", line: call("6", "test_progress", "", `"_meta":{"progressToken":7}`), id: "6", fast: true},
+		{name: "command-only tool", line: call("7", "admin_command", "", ""), id: "7"},
+		{name: "unknown tool", line: call("8", "nope", "", ""), id: "8"},
+		{name: "modern echo", line: call(`"m-1"`, "test_echo", `{"message":"é"}`, modernMeta), id: `"m-1"`, fast: true},
+		{name: "modern progress", line: call("9", "test_progress", "", strings.Replace(modernMeta, `"_meta":{`, `"_meta":{"progressToken":"p",`, 1)), id: "9", fast: true},
+		{name: "modern bad version", line: call("10", "test_echo", `{"message":"x"}`, strings.Replace(modernMeta, "2026-07-28", "2099-01-01", 1)), id: "10"},
+		{name: "modern no capabilities", line: call("11", "test_echo", `{"message":"x"}`, `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`), id: "11"},
+		{name: "after modern", line: call("12", "test_echo", `{"message":"again"}`, ""), id: "12", fast: true},
+	}
+	for _, st := range steps {
+		before := mcpserver.FastServed(fastConn.srv)
+		got := exchange(fastConn, st.line, st.id)
+		want := exchange(slowConn, st.line, st.id)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: fast path lines differ from mcp-go's (-mcp-go +fast):\n%s", st.name, diff)
+		}
+		if served := mcpserver.FastServed(fastConn.srv) - before; served != map[bool]int64{true: 1}[st.fast] {
+			t.Errorf("%s: fast path served %d requests, want fast=%t", st.name, served, st.fast)
+		}
 	}
 }

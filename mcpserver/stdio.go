@@ -205,6 +205,9 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 		return
 	}
 	if !hasID {
+		if env.Method == "notifications/cancelled" {
+			c.s.noteStdioCancellation(c, line)
+		}
 		if resp := c.handle(ctx, line); resp != nil {
 			c.writeMessage(resp)
 		}
@@ -221,7 +224,14 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 				return
 			}
 		}
-		if resp := c.handle(withRequest(ctx, &request{caller: c.caller}), line); resp != nil {
+		rctx := withRequest(ctx, &request{caller: c.caller})
+		if env.Method == string(mcp.MethodToolsCall) {
+			if resp, ok := c.fast(rctx, line); ok {
+				c.writeMessage(resp)
+				return
+			}
+		}
+		if resp := c.handle(rctx, line); resp != nil {
 			c.writeMessage(resp)
 		}
 	})
@@ -264,17 +274,36 @@ func (c *stdioConn) handle(ctx context.Context, msg json.RawMessage) (resp mcp.J
 		if r := recover(); r != nil {
 			c.s.log.Error("mcp.stdio.panic", "panic", r)
 			if env, err := parseEnvelope(msg); err == nil && len(env.ID) > 0 {
-				var id any
-				_ = json.Unmarshal(env.ID, &id)
-				resp = mcp.JSONRPCError{
-					JSONRPC: mcp.JSONRPC_VERSION,
-					ID:      mcp.NewRequestId(id),
-					Error:   mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r), nil),
-				}
+				resp = internalError(msg, r)
 			}
 		}
 	}()
 	return c.s.mcp.HandleMessage(ctx, msg)
+}
+
+// fast runs the tools/call fast path with the same panic guard as handle
+// (the tool may have run: the request is answered, not retried).
+func (c *stdioConn) fast(ctx context.Context, line []byte) (resp mcp.JSONRPCMessage, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.log.Error("mcp.stdio.panic", "panic", r)
+			resp, ok = internalError(line, r), true
+		}
+	}()
+	return c.s.stdioFast(ctx, c, line)
+}
+
+// internalError answers the request in msg after a panic.
+func internalError(msg []byte, r any) mcp.JSONRPCMessage {
+	var id any
+	if env, err := parseEnvelope(msg); err == nil {
+		_ = json.Unmarshal(env.ID, &id)
+	}
+	return mcp.JSONRPCError{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		ID:      mcp.NewRequestId(id),
+		Error:   mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r), nil),
+	}
 }
 
 // reply hands a response to the request waiting for it. A response no
