@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"runtime/debug"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
@@ -46,6 +47,10 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	if err != nil {
 		return err
 	}
+	// Start-up (schema compilation, SDK registrations) leaves a few MiB of
+	// garbage; give those pages back now rather than when the scavenger
+	// gets to them, since a server often idles (one per IDE window).
+	go debug.FreeOSMemory()
 	grace := cfg.Server.ShutdownGrace.Duration
 	if addr == "" {
 		env.Logger.Info("mcp.stdio.start", "profile", c.profile, "tools", len(h.Registry().Tools()))
