@@ -7,6 +7,13 @@
 // tools/list and again to tools/call, so the View is an access boundary and
 // the same code serves the session-based 2025 protocol and the sessionless
 // 2026-07-28 one.
+//
+// mcp-go's MCPServer.HandleMessage answers every request, with two
+// exceptions made for speed and kept exact: stdio uses this package's own
+// transport (stdio.go: one parse per line, pooled workers, combined
+// writes), and plain tools/call requests take a fast path (fastcall.go)
+// that checks and answers them as mcp-go would, byte for byte, without
+// mcp-go's per-request machinery; anything unusual still goes to mcp-go.
 package mcpserver
 
 import (
