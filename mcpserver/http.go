@@ -75,7 +75,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	mcpHandler := func(profileFromPath string) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// One allocation carries the request's state (see request).
-			st := &httpRequest{request: request{caller: providers.Connection{Transport: "http", Profile: o.DefaultProfile}}}
+			st := &httpRequest{srv: s, request: request{caller: providers.Connection{Transport: "http", Profile: o.DefaultProfile}}}
 			hc := &st.caller
 			if len(o.Tokens) > 0 {
 				tok, ok := authenticate(r, o.Tokens)

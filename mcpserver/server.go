@@ -89,6 +89,7 @@ type Server struct {
 	impl         mcp.Implementation // the server, as results name it
 	headerBound  map[string]bool    // model name → has x-mcp-header bindings (no fast path)
 	fastInflight fastCalls
+	pool         *pool        // runs detachable HTTP requests
 	noFast       bool         // tests: every request through mcp-go
 	fastServed   atomic.Int64 // calls the fast path answered
 }
@@ -163,7 +164,8 @@ func New(opts *Options) (*Server, error) {
 		o.StdioWorkers = 32
 	}
 	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, workers: o.StdioWorkers, parking: newParking(),
-		impl: mcp.Implementation{Name: o.Name, Version: o.Version}, headerBound: map[string]bool{}}
+		impl: mcp.Implementation{Name: o.Name, Version: o.Version}, headerBound: map[string]bool{},
+		pool: newPool(64, poolIdle)}
 
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
@@ -544,6 +546,9 @@ func (p *peer) Elicit(ctx context.Context, req registry.ElicitRequest) (*registr
 	}
 	return out, nil
 }
+
+// poolIdle is how long an idle pooled goroutine waits for work.
+const poolIdle = 30 * time.Second
 
 // notificationWait bounds how long a result waits for its notifications.
 const notificationWait = time.Second

@@ -106,11 +106,7 @@ type stdioConn struct {
 	wg      sync.WaitGroup
 	sem     chan struct{} // bounds concurrent tools/call
 
-	// Requests run on pooled goroutines: a fresh goroutine per request
-	// would grow its stack through HandleMessage's depth every time.
-	jobs    chan func()
-	idle    atomic.Int32 // workers started and not exited
-	maxIdle int32
+	pool *pool // runs requests
 
 	notes       chan mcp.JSONRPCNotification
 	initialized atomic.Bool
@@ -137,8 +133,7 @@ func newStdioConn(s *Server, out io.Writer) *stdioConn {
 		s:       s,
 		out:     out,
 		sem:     make(chan struct{}, s.workers),
-		jobs:    make(chan func()),
-		maxIdle: int32(s.workers),
+		pool:    newPool(s.workers, poolIdle),
 		notes:   make(chan mcp.JSONRPCNotification, 100),
 		pending: map[int64]chan rpcReply{},
 	}
@@ -214,7 +209,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 		return
 	}
 	c.wg.Add(1)
-	c.run(ctx, func() {
+	c.pool.Go(func() {
 		defer c.wg.Done()
 		if env.Method == string(mcp.MethodToolsCall) {
 			select {
@@ -235,36 +230,6 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 			c.writeMessage(resp)
 		}
 	})
-}
-
-// run hands job to an idle worker, or starts one (up to maxIdle workers
-// stay around), or else runs it on a goroutine of its own: the read loop
-// never waits, so a request blocked on the client (sampling) cannot stall
-// the response it waits for.
-func (c *stdioConn) run(ctx context.Context, job func()) {
-	select {
-	case c.jobs <- job:
-		return
-	default:
-	}
-	if c.idle.Add(1) <= c.maxIdle {
-		go c.worker(ctx, job)
-		return
-	}
-	c.idle.Add(-1)
-	go job()
-}
-
-func (c *stdioConn) worker(ctx context.Context, job func()) {
-	defer c.idle.Add(-1)
-	for {
-		job()
-		select {
-		case job = <-c.jobs:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // handle runs mcp-go's HandleMessage; a panic becomes an internal error

@@ -37,7 +37,8 @@ type pollableWriter struct {
 // its pollable writer, in one allocation.
 type httpRequest struct {
 	request
-	pw pollableWriter
+	pw  pollableWriter
+	srv *Server
 }
 
 // init readies a pollable writer in place. gone exists only where
@@ -176,11 +177,11 @@ func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *h
 	})
 	defer stop()
 	done := make(chan struct{})
-	go func() {
+	st.srv.pool.Go(func() {
 		defer close(done)
 		defer cancel()
 		h.ServeHTTP(pw, r.WithContext(withRequest(inner, &st.request)))
-	}()
+	})
 	select {
 	case <-done:
 	case <-pw.gone:
