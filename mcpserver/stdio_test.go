@@ -67,7 +67,9 @@ func TestStdioServerRequests(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second) }()
+	go func() {
+		served <- srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+	}()
 
 	c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(nil)),
 		client.WithProtocolVersion(legacy), client.WithSamplingHandler(echoSampler{}), client.WithElicitationHandler(acceptingElicitor{}))
