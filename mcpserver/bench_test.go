@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -14,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/host"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
@@ -186,27 +183,13 @@ func plainServer() *server.MCPServer {
 }
 
 func bubServer(b *testing.B) *mcpserver.Server {
-	cfg, err := config.Parse("bench.toml", "", func(string) string { return "" })
-	if err != nil {
-		b.Fatal(err)
-	}
 	reg := registry.New()
 	reg.MustRegister(registry.MustNewTool("echo", "Echo a message back.", func(ctx context.Context, tc *registry.ToolContext, in struct {
 		Message string `json:"message" jsonschema:"description=Text to echo back"`
 	}) (string, error) {
 		return "Echo: " + in.Message, nil
 	}))
-	log := slog.New(slog.DiscardHandler)
-	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: b.TempDir(), Workspace: b.TempDir(), Logger: log})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { h.Close() })
-	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: reg, Logger: log})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return srv
+	return newServer(b, newHost(b, reg, ""))
 }
 
 func bubHandler(b *testing.B) http.Handler {

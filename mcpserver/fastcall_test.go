@@ -5,15 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/host"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/google/go-cmp/cmp"
@@ -24,27 +21,13 @@ import (
 // content type and body must be identical, and the fast path must have
 // answered exactly the requests it is meant for.
 func TestFastCallMatchesMCPGo(t *testing.T) {
-	f := &fixture{home: t.TempDir(), started: make(chan struct{}, 1)}
-	cfg, err := config.Parse("test.toml", testConfig, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := testRegistry(f)
-	log := slog.New(slog.DiscardHandler)
-	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: f.home, Workspace: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := newHost(t, testRegistry(&fixture{started: make(chan struct{}, 1)}), testConfig)
 	serve := func(fast bool) (*mcpserver.Server, string) {
-		srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: reg, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv := newServer(t, h)
 		if !fast {
 			mcpserver.DisableFastPath(srv)
 		}
-		handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: cfg.ProfileNames(), CheckHosts: true})
+		handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: h.Config().ProfileNames(), CheckHosts: true})
 		ts := httptest.NewServer(handler)
 		t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 		return srv, ts.URL
@@ -174,28 +157,14 @@ func TestFastCallCancelled(t *testing.T) {
 // both protocol eras: the lines a client reads (notifications included)
 // are identical with and without the fast path.
 func TestStdioFastCallMatchesMCPGo(t *testing.T) {
-	f := &fixture{home: t.TempDir(), started: make(chan struct{}, 1)}
-	cfg, err := config.Parse("test.toml", testConfig, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := testRegistry(f)
-	log := slog.New(slog.DiscardHandler)
-	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: f.home, Workspace: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := newHost(t, testRegistry(&fixture{started: make(chan struct{}, 1)}), testConfig)
 	type conn struct {
 		srv *mcpserver.Server
 		in  *io.PipeWriter
 		out *bufio.Reader
 	}
 	start := func(fast bool) conn {
-		srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: reg, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv := newServer(t, h)
 		if !fast {
 			mcpserver.DisableFastPath(srv)
 		}

@@ -2,13 +2,10 @@ package mcpserver_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/host"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/client"
@@ -37,21 +34,8 @@ func TestSamplingTakesOverTheParkedStream(t *testing.T) {
 		}
 		return res.Text, nil
 	}))
-	cfg, err := config.Parse("test.toml", "[profiles.default]\n", func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: t.TempDir(), Workspace: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: cfg.ProfileNames()})
+	h := newHost(t, reg, "[profiles.default]\n")
+	handler, closeSessions := newServer(t, h).Handler(mcpserver.HTTPOptions{Profiles: h.Config().ProfileNames()})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 

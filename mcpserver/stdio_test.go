@@ -3,13 +3,9 @@ package mcpserver_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/host"
-	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
@@ -48,20 +44,7 @@ func TestStdioServerRequests(t *testing.T) {
 		}
 		return res.Action + ": " + res.Content["answer"].(string), nil
 	}))
-	cfg, err := config.Parse("test.toml", "", func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: t.TempDir(), Workspace: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: reg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newServer(t, newHost(t, reg, ""))
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -280,16 +280,9 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, b[:len(b)-1]...)
 }
 
-// appendLine appends one complete tape line, newline included, with the
-// field order Python's asdict(TapeEntry) uses.
-func appendLine(dst []byte, id int, kind string, payload, meta []byte, date string) []byte {
-	dst = appendLineHead(dst, id, kind, payload, meta)
-	dst = appendJSONString(dst[:len(dst)-1], date) // the head ends with the date's opening quote
-	return append(dst, "}\n"...)
-}
-
-// appendLineHead appends a line up to the date's characters (the caller
-// appends a date that needs no escaping, then appendLineTail).
+// appendLineHead appends a tape line, with the field order Python's
+// asdict(TapeEntry) uses, up to the date's characters: the caller appends
+// a date that needs no escaping, then appendLineTail.
 func appendLineHead(dst []byte, id int, kind string, payload, meta []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = strconv.AppendInt(dst, int64(id), 10)
