@@ -15,21 +15,23 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// The fast path. tools/call is most of a server's traffic, and mcp-go spends most of its time per
-// call around the tool, not in it: it decodes the same body seven times
-// (era detection, routing, protocol info, trace context, header checks,
-// the request itself), builds an ephemeral session with a notification
-// forwarder goroutine, and reflects over the result to decorate it. For
-// the common case, a call that needs none of what that machinery is for,
-// fastCall does the same work directly: it checks the request as mcp-go
-// would (headers against body, protocol version, client capabilities),
-// runs the tool through the same handler, and writes the same response,
-// byte for byte (TestFastCallMatchesMCPGo). Anything else goes to mcp-go
-// untouched: another method or protocol era, a progress token or log
-// level (notifications would need an SSE stream), multi-round-trip or task
-// parameters, a tool outside the caller's View or with x-mcp-header
-// bindings, and any request the checks would reject, so every error
-// response stays mcp-go's.
+// The fast path. tools/call is most of a server's traffic, and mcp-go
+// spends most of its time per call around the tool, not in it: over HTTP
+// it decodes the same body seven times (era detection, routing, protocol
+// info, trace context, header checks, the request itself), builds an
+// ephemeral session with a notification forwarder goroutine, and reflects
+// over the result to decorate it. For the common case, a call that needs
+// none of what that machinery is for, fastCall (HTTP, sessionless
+// protocol) and stdioFast (stdio, both eras) do the same work directly:
+// they check the request as mcp-go would (protocol version, client
+// capabilities, and over HTTP the headers against the body), run the tool
+// through the same handler, and answer as mcp-go would, byte for byte
+// (TestFastCallMatchesMCPGo, TestStdioFastCallMatchesMCPGo). Anything else
+// goes to mcp-go untouched: other methods, 2025 HTTP sessions,
+// multi-round-trip or task parameters, over HTTP a progress token or log
+// level (notifications would need an SSE stream), a tool outside the
+// caller's View or with x-mcp-header bindings, and any request the checks
+// would reject, so every error response stays mcp-go's.
 
 // fastParams is what fastCall reads of a tools/call's params.
 type fastParams struct {
