@@ -24,8 +24,9 @@ import (
 // gone). Nothing but protocol is written to out.
 //
 // The transport is bub-mcp's own rather than mcp-go's StdioServer, with
-// mcp-go's MCPServer.HandleMessage still answering every request, so the
-// protocol logic stays mcp-go's. What differs is the plumbing around it:
+// mcp-go's MCPServer.HandleMessage still answering every request but plain
+// tools/calls (the fast path, fastcall.go), so the protocol logic stays
+// mcp-go's. What differs is the plumbing around it:
 // each line is parsed once (StdioServer parses it five times before
 // HandleMessage sees it, probing for responses to its own requests), one
 // write(2) per message, no goroutine per read, and a tool's progress and
