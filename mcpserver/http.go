@@ -76,7 +76,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// One allocation carries the request's state (see request).
 			st := &httpRequest{srv: s, request: request{caller: providers.Connection{Transport: "http", Profile: o.DefaultProfile}}}
-			hc := &st.caller
+			caller := &st.caller
 			if len(o.Tokens) > 0 {
 				tok, ok := authenticate(r, o.Tokens)
 				if !ok {
@@ -84,7 +84,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 					http.Error(w, "unauthorized: a valid bearer token is required", http.StatusUnauthorized)
 					return
 				}
-				hc.Principal, hc.Profile = tok.Name, tok.Profile
+				caller.Principal, caller.Profile = tok.Name, tok.Profile
 			}
 			if profileFromPath != "" {
 				name := r.PathValue("profile")
@@ -92,11 +92,11 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 					http.Error(w, fmt.Sprintf("unknown profile %q", name), http.StatusNotFound)
 					return
 				}
-				if hc.Principal != "" && name != hc.Profile {
-					http.Error(w, fmt.Sprintf("forbidden: token %q is not valid for profile %q", hc.Principal, name), http.StatusForbidden)
+				if caller.Principal != "" && name != caller.Profile {
+					http.Error(w, fmt.Sprintf("forbidden: token %q is not valid for profile %q", caller.Principal, name), http.StatusForbidden)
 					return
 				}
-				hc.Profile = name
+				caller.Profile = name
 			}
 			sid := r.Header.Get("Mcp-Session-Id")
 			// A session of the 2025 protocol: streams resume from the event store.
