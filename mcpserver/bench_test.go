@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -83,7 +84,7 @@ func benchStdio(b *testing.B, serve stdioServe, window int) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if i == 0 && !containsEcho(line) {
+			if i == 0 && !bytes.Contains(line, []byte("Echo: hello")) {
 				b.Fatalf("unexpected response: %s", line)
 			}
 		}
@@ -97,15 +98,6 @@ func benchStdio(b *testing.B, serve stdioServe, window int) {
 	for done := 0; done < b.N; done += window {
 		roundTrip(min(window, b.N-done))
 	}
-}
-
-func containsEcho(line []byte) bool {
-	for i := 0; i+len("Echo: hello") <= len(line); i++ {
-		if string(line[i:i+len("Echo: hello")]) == "Echo: hello" {
-			return true
-		}
-	}
-	return false
 }
 
 // BenchmarkHTTPEcho is BenchmarkStdioEcho over streamable HTTP: bub-mcp's

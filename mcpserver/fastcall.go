@@ -83,8 +83,8 @@ func parseFast(body []byte) (fr fastRequest, ok bool) {
 	return fr, true
 }
 
-// fastTool returns the tool fr names if the caller in ctx may call it on
-// the fast path.
+// fastTool reports whether the caller in ctx may call fr's tool on the
+// fast path: it is in their View and has no x-mcp-header bindings.
 func (s *Server) fastTool(ctx context.Context, fr *fastRequest) bool {
 	_, v, err := s.resolve(ctx)
 	if err != nil {
@@ -224,16 +224,17 @@ func (s *Server) stdioFast(ctx context.Context, c *stdioConn, line []byte) (mcp.
 	return s.runFast(ctx, &fr, info.Modern, nil, &c.caller), true
 }
 
-// noteStdioCancellation passes notifications/cancelled on to the
-// fast-path call it names.
-func (s *Server) noteStdioCancellation(c *stdioConn, line []byte) {
+// cancelFast cancels the caller's fast-path call that the
+// notifications/cancelled in msg names, if one runs; mcp-go cancels the
+// calls it runs itself.
+func (s *Server) cancelFast(caller *providers.Connection, msg []byte) {
 	var n struct {
 		Params struct {
 			RequestID json.RawMessage `json:"requestId"`
 		} `json:"params"`
 	}
-	if json.Unmarshal(line, &n) == nil && len(n.Params.RequestID) > 0 {
-		s.fastInflight.cancel(c.caller.Profile, c.caller.Principal, string(n.Params.RequestID))
+	if json.Unmarshal(msg, &n) == nil && len(n.Params.RequestID) > 0 {
+		s.fastInflight.cancel(caller.Profile, caller.Principal, string(n.Params.RequestID))
 	}
 }
 
@@ -329,24 +330,15 @@ func (f *fastCalls) cancel(profile, principal, id string) {
 	}
 }
 
-// noteCancellation passes a modern notifications/cancelled on to the
-// fast-path call it names, if one runs. r.Body still reads the whole body
-// afterwards.
+// noteCancellation hands a modern notifications/cancelled to cancelFast.
+// r.Body still reads the whole body afterwards.
 func (s *Server) noteCancellation(r *http.Request, st *httpRequest) {
 	if r.Header.Get(mcp.HeaderMethod) != "notifications/cancelled" {
 		return
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return
-	}
-	var n struct {
-		Params struct {
-			RequestID json.RawMessage `json:"requestId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &n) == nil && len(n.Params.RequestID) > 0 {
-		s.fastInflight.cancel(st.caller.Profile, st.caller.Principal, string(n.Params.RequestID))
+	if err == nil {
+		s.cancelFast(&st.caller, body)
 	}
 }

@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 
@@ -34,4 +35,18 @@ func newServer(tb testing.TB, h *host.Host) *mcpserver.Server {
 		tb.Fatal(err)
 	}
 	return srv
+}
+
+// sampleTool is test.sample: it asks the client to sample its prompt once
+// and returns the text.
+func sampleTool() *registry.Tool {
+	return registry.MustNewTool("test.sample", "Sample once.", func(ctx context.Context, tc *registry.ToolContext, in struct {
+		Prompt string `json:"prompt"`
+	}) (string, error) {
+		res, err := tc.Sample(ctx, registry.SampleRequest{Messages: []registry.SampleMessage{{Role: "user", Text: in.Prompt}}})
+		if err != nil {
+			return "", err
+		}
+		return res.Text, nil
+	})
 }

@@ -25,15 +25,7 @@ func (echoSampler) CreateMessage(ctx context.Context, req mcp.CreateMessageReque
 // the second finds it handed over.
 func TestSamplingTakesOverTheParkedStream(t *testing.T) {
 	reg := registry.New()
-	reg.MustRegister(registry.MustNewTool("test.sample", "Sample once.", func(ctx context.Context, tc *registry.ToolContext, in struct {
-		Prompt string `json:"prompt"`
-	}) (string, error) {
-		res, err := tc.Sample(ctx, registry.SampleRequest{Messages: []registry.SampleMessage{{Role: "user", Text: in.Prompt}}})
-		if err != nil {
-			return "", err
-		}
-		return res.Text, nil
-	}))
+	reg.MustRegister(sampleTool())
 	h := newHost(t, reg, "[profiles.default]\n")
 	handler, closeSessions := newServer(t, h).Handler(mcpserver.HTTPOptions{Profiles: h.Config().ProfileNames()})
 	ts := httptest.NewServer(handler)

@@ -202,7 +202,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 	}
 	if !hasID {
 		if env.Method == "notifications/cancelled" {
-			c.s.noteStdioCancellation(c, line)
+			c.s.cancelFast(&c.caller, line)
 		}
 		if resp := c.handle(ctx, line); resp != nil {
 			c.writeMessage(resp)

@@ -26,15 +26,7 @@ func (acceptingElicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest)
 // answers are routed back to the calls waiting for them, concurrently.
 func TestStdioServerRequests(t *testing.T) {
 	reg := registry.New()
-	reg.MustRegister(registry.MustNewTool("test.sample", "Sample once.", func(ctx context.Context, tc *registry.ToolContext, in struct {
-		Prompt string `json:"prompt"`
-	}) (string, error) {
-		res, err := tc.Sample(ctx, registry.SampleRequest{Messages: []registry.SampleMessage{{Role: "user", Text: in.Prompt}}})
-		if err != nil {
-			return "", err
-		}
-		return res.Text, nil
-	}))
+	reg.MustRegister(sampleTool())
 	reg.MustRegister(registry.MustNewTool("test.ask", "Ask the user.", func(ctx context.Context, tc *registry.ToolContext, in struct {
 		Question string `json:"question"`
 	}) (string, error) {

@@ -13,20 +13,20 @@ import (
 // runs for those that do not, and reports their errors. A schema using
 // anything else has no quickSchema.
 type quickSchema struct {
-	types            uint8 // typeBits; 0 means any
-	props            map[string]*quickSchema
-	required         []string
-	noExtra          bool // additionalProperties: false
-	enum             []any
-	hasEnum          bool
-	min, max         float64
-	exMin, exMax     float64
-	hasMin, hasMax   bool
-	hasExMin, hasExM bool
-	minLen, maxLen   int // -1: unset
-	items            *quickSchema
-	minItems         int
-	maxItems         int // -1: unset
+	types              uint8 // typeBits; 0 means any
+	props              map[string]*quickSchema
+	required           []string
+	noExtra            bool // additionalProperties: false
+	enum               []any
+	hasEnum            bool
+	min, max           float64
+	exMin, exMax       float64
+	hasMin, hasMax     bool
+	hasExMin, hasExMax bool
+	minLen, maxLen     int // -1: unset
+	items              *quickSchema
+	minItems           int
+	maxItems           int // -1: unset
 }
 
 const (
@@ -134,7 +134,7 @@ func compileQuick(s map[string]any) (*quickSchema, bool) {
 			case "exclusiveMinimum":
 				q.exMin, q.hasExMin = f, true
 			default:
-				q.exMax, q.hasExM = f, true
+				q.exMax, q.hasExMax = f, true
 			}
 		case k == "minLength", k == "maxLength", k == "minItems", k == "maxItems":
 			f, ok := number(v)
@@ -235,7 +235,7 @@ func (q *quickSchema) valid(v any) bool {
 			return false
 		}
 		if (q.hasMin && x < q.min) || (q.hasMax && x > q.max) ||
-			(q.hasExMin && x <= q.exMin) || (q.hasExM && x >= q.exMax) {
+			(q.hasExMin && x <= q.exMin) || (q.hasExMax && x >= q.exMax) {
 			return false
 		}
 	case bool:

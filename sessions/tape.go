@@ -58,11 +58,6 @@ type dateFormatter struct {
 	prefix []byte // "2006-01-02T15:04:05" of sec
 }
 
-func (f *dateFormatter) format(now time.Time) string {
-	var buf [40]byte
-	return string(f.append(buf[:0], now))
-}
-
 // append appends now's date to b.
 func (f *dateFormatter) append(b []byte, now time.Time) []byte {
 	now = now.UTC()

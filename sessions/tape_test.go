@@ -460,8 +460,8 @@ func TestDateFormatter(t *testing.T) {
 	base := time.Date(2026, 11, 30, 10, 44, 7, 0, time.FixedZone("X", 3600))
 	for _, d := range []time.Duration{0, 1, 10, 120, 999999999, 1e9, 1e9 + 5e8, 3e9 + 123456789, 86400e9 + 1000, -7e9 + 40} {
 		now := base.Add(d)
-		if got, want := f.format(now), now.UTC().Format(time.RFC3339Nano); got != want {
-			t.Errorf("format(%v) = %q, want %q", now, got, want)
+		if got, want := string(f.append(nil, now)), now.UTC().Format(time.RFC3339Nano); got != want {
+			t.Errorf("append(%v) = %q, want %q", now, got, want)
 		}
 	}
 }
