@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/bubbuild/bub-mcp/codemode/pystub"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
@@ -122,11 +123,15 @@ func Provider(opts *Options) providers.CodeModeFunc {
 // Stub renders the stub that declares tools (a View's CodeTools) under
 // their model names.
 func Stub(tools []*registry.Tool) (string, error) {
-	st := make([]StubTool, len(tools))
+	st := make([]pystub.Tool, len(tools))
 	for i, t := range tools {
-		st[i] = StubTool{Name: t.ModelName(), Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
+		st[i] = pystub.Tool{Name: t.ModelName(), Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
 	}
-	return GenerateStub(st)
+	content, err := pystub.Generate(st)
+	if err != nil {
+		return "", fmt.Errorf("codemode: %w", err)
+	}
+	return content, nil
 }
 
 // writeStub renders and stores the stub for a connection's code tools.

@@ -169,12 +169,12 @@ _pending_lock = threading.Lock()
 _next_id = 0
 
 
-# Soft keywords get a "_" prefix too, as in the stub (codemode.Identifier).
+# Soft keywords get a "_" prefix too, as in the stub (pystub.Identifier).
 _RESERVED = frozenset(keyword.kwlist) | {"_", "case", "match", "type"}
 
 
 def _identifier(name):
-    # Must match codemode.Identifier, which names the stub's functions:
+    # Must match pystub.Identifier, which names the stub's functions:
     # ASCII word characters only (Python NFKC-normalizes other letters).
     ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
     if not ident or ident[0].isdigit() or ident in _RESERVED:

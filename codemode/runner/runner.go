@@ -116,7 +116,7 @@ type Request struct {
 	// not a Python identifier is also reachable as its identifier form
 	// (characters other than ASCII letters, digits and "_" become "_"; a
 	// leading digit or a keyword, soft ones included, gets a "_" prefix),
-	// which is how codemode.Identifier names it in the stub.
+	// which is how pystub.Identifier names it in the stub.
 	Tools []string
 	// Call serves one tool call; calls run concurrently, each on its own
 	// goroutine, and ctx ends when Run returns. args is a JSON object.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/codemode/pystub"
 	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"github.com/google/go-cmp/cmp"
 )
@@ -225,6 +226,23 @@ func TestRun(t *testing.T) {
 				t.Errorf("Error() = %q; want %q", err.Error(), wantMsg)
 			}
 		})
+	}
+}
+
+// TestIdentifierMatchesStub checks that code reaches every tool under the
+// name the stub declares it with: the child must map names as
+// pystub.Identifier does.
+func TestIdentifierMatchesStub(t *testing.T) {
+	t.Parallel()
+	r := newTestRunner(t, false)
+	names := []string{"orders_get", "mcp_search-docs", "2fa", "class", "None", "match", "type", "_", "café", "a b\tc", "\xff"}
+	var code strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&code, "print(callable(getattr(tools, %q, None)))\n", pystub.Identifier(n))
+	}
+	out, err := r.Run(t.Context(), Request{Code: code.String(), Tools: names})
+	if want := strings.Repeat("True\n", len(names)); err != nil || out != want {
+		t.Errorf("Run(getattr(tools, pystub.Identifier(name))) = %q, %v; want %q", out, err, want)
 	}
 }
 
