@@ -1,13 +1,15 @@
 // Package agent is bub-mcp's built-in agent: the loop that sends a model
 // the tools and instructions of a connection's View, runs the calls it
-// makes through the host (hooks, spill and environment apply, as for an
+// makes through the App (hooks, spill and environment apply, as for an
 // MCP client), records every step on the session's tape the way Bub does,
 // and continues until the model answers without calling a tool.
 //
-// The loop knows no transport: it takes a *host.Host, a resolved
+// The loop knows no transport: it takes an *app.App, a resolved
 // providers.Connection, a model.Client and a Sink for its events. The
-// terminal and JSON renderers, the REPL and comma commands sit on top, and
-// the agent_run and subagent tools run nested turns.
+// terminal and JSON renderers, the REPL and comma commands sit on top.
+// The package is also the "agent" module (see Module), which decodes the
+// [agent] table and contributes the agent_run and subagent tools, which
+// run nested turns.
 package agent
 
 import (
@@ -23,11 +25,12 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/agent/model"
-	"github.com/bubbuild/bub-mcp/builtin"
-	"github.com/bubbuild/bub-mcp/host"
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
+	"github.com/bubbuild/bub-mcp/skills"
 )
 
 // ContinuePrompt is the user message of every step after the first, Bub's
@@ -50,7 +53,7 @@ type Options struct {
 	// SystemPrompt replaces BasePrompt when set.
 	SystemPrompt string
 	// MaxToolConcurrency bounds the calls of one step; zero means the
-	// host's [tools] max_concurrency (whose zero is unbounded); negative
+	// App's [tools] max_concurrency (whose zero is unbounded); negative
 	// means unbounded.
 	MaxToolConcurrency int
 	// Attempts is how many times a model call is tried on network errors,
@@ -59,21 +62,22 @@ type Options struct {
 	// Backoff is the wait before the second attempt, doubled for each
 	// further one; zero means 1 s.
 	Backoff time.Duration
-	// Logger; nil means slog.Default().
+	// Logger; nil means the App's.
 	Logger *slog.Logger
 }
 
-// Agent runs turns against a host. It is safe for concurrent use; turns
+// Agent runs turns against an App. It is safe for concurrent use; turns
 // of one session should not overlap (their steps would interleave on the
 // tape).
 type Agent struct {
-	h    *host.Host
+	app  *app.App
 	opts Options
 	log  *slog.Logger
 }
 
-// New returns an Agent over h.
-func New(h *host.Host, opts *Options) *Agent {
+// New returns an Agent over a, whose View, sessions and Call its turns
+// use.
+func New(a *app.App, opts *Options) *Agent {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -89,20 +93,32 @@ func New(h *host.Host, opts *Options) *Agent {
 		o.Backoff = time.Second
 	}
 	if o.MaxToolConcurrency == 0 {
-		o.MaxToolConcurrency = h.Config().Tools.MaxConcurrency
+		o.MaxToolConcurrency = toolConcurrency(a.Config())
 	}
 	if o.SystemPrompt == "" {
 		o.SystemPrompt = BasePrompt
 	}
-	a := &Agent{h: h, opts: o, log: o.Logger}
-	if a.log == nil {
-		a.log = slog.Default()
+	if o.Logger == nil {
+		o.Logger = a.Logger()
 	}
-	return a
+	return &Agent{app: a, opts: o, log: o.Logger}
 }
 
-// Host returns the host the agent runs calls through.
-func (a *Agent) Host() *host.Host { return a.h }
+// toolConcurrency reads [tools] max_concurrency, which bounds a step's
+// calls as it bounds a batch in the App's executor: the agent starts each
+// call of a step on its own through App.Call, not as a batch, so it
+// applies the bound itself. The App decoded and checked the table before
+// any module, so decoding it again cannot fail.
+func toolConcurrency(c *config.Config) int {
+	var t struct {
+		MaxConcurrency int `toml:"max_concurrency"`
+	}
+	_ = c.Decode("tools", &t)
+	return t.MaxConcurrency
+}
+
+// App returns the App the agent runs calls through.
+func (a *Agent) App() *app.App { return a.app }
 
 // Settings returns the agent's model settings.
 func (a *Agent) Settings() Settings { return a.opts.Settings }
@@ -158,7 +174,7 @@ var ErrMaxSteps = errors.New("max steps reached")
 // ModelFor returns the model a turn on conn's session would use: the
 // session's ,model switch, else the settings' model ("" when none).
 func (a *Agent) ModelFor(conn *providers.Connection) string {
-	if sess, err := a.h.Session(conn); err == nil {
+	if sess, err := a.app.Session(conn); err == nil {
 		if m := sess.Settings().Model; m != "" {
 			return m
 		}
@@ -173,24 +189,6 @@ func (a *Agent) Client(spec string) (model.Client, error) {
 		return nil, err
 	}
 	return a.opts.NewClient(cfg)
-}
-
-// turnInfo travels in the context of the turn's tool calls, so subagent
-// can run nested turns with the same agent and model.
-type turnInfo struct {
-	agent *Agent
-	model string
-}
-
-type turnKey struct{}
-
-func withTurn(ctx context.Context, ti *turnInfo) context.Context {
-	return context.WithValue(ctx, turnKey{}, ti)
-}
-
-func turnFrom(ctx context.Context) (*turnInfo, bool) {
-	ti, ok := ctx.Value(turnKey{}).(*turnInfo)
-	return ti, ok && ti != nil
 }
 
 // Run runs one turn: it calls the model until a reply has no tool calls,
@@ -228,14 +226,14 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 		return nil, errors.New("agent: Turn.Conn is required")
 	}
 	conn := *t.Conn
-	if err := a.h.Resolve(ctx, &conn); err != nil {
+	if err := a.app.Resolve(ctx, &conn); err != nil {
 		return nil, err
 	}
 	res := &Result{SessionID: conn.SessionKey, ToolCalls: []CallRecord{}}
 	if strings.TrimSpace(t.Prompt) == "" {
 		return res, errors.New("agent: empty prompt")
 	}
-	sess, err := a.h.Session(&conn)
+	sess, err := a.app.Session(&conn)
 	if err != nil {
 		return res, err
 	}
@@ -265,15 +263,16 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 	for i, tl := range tools {
 		specs[i] = model.Tool{Name: tl.ModelName(), Description: tl.Description, Parameters: tl.InputSchema}
 	}
-	var state map[string]any
+	// The turn's tools share state: subagent reads the model, the skill
+	// tool the allowed skills.
+	state := map[string]any{StateModel: spec}
 	if t.AllowedSkills != nil {
 		lower := make([]string, len(t.AllowedSkills))
 		for i, s := range t.AllowedSkills {
 			lower[i] = strings.ToLower(s)
 		}
-		state = map[string]any{"allowed_skills": lower}
+		state["allowed_skills"] = lower
 	}
-	ctx = withTurn(ctx, &turnInfo{agent: a, model: spec})
 
 	a.event(tape, "loop.start", map[string]any{"model": spec, "prompt": t.Prompt, "allowed_skills": nilIfEmpty(t.AllowedSkills), "allowed_tools": nilIfEmpty(t.AllowedTools)})
 	prompt := t.Prompt
@@ -339,7 +338,7 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 		}
 
 		sink.Emit(Event{Kind: EventToolCall, Step: step, ToolCalls: reply.ToolCalls})
-		results := a.runTools(ctx, &conn, tools, reply.ToolCalls, &host.CallOptions{RunID: runID, State: state, EnvSession: t.EnvSession}, t.Peer)
+		results := a.runTools(ctx, &conn, tools, reply.ToolCalls, app.Request{Peer: t.Peer, RunID: runID, State: state, EnvSession: t.EnvSession})
 		sink.Emit(Event{Kind: EventToolResult, Step: step, Results: results})
 		calls := make([]any, len(reply.ToolCalls))
 		outputs := make([]any, len(results))
@@ -472,7 +471,7 @@ func (a *Agent) tools(ctx context.Context, conn *providers.Connection, allowed [
 	if allowed != nil && conn.CodeMode && !matchesAny(allowed, "run_code") {
 		conn.CodeMode = false
 	}
-	view, err := a.h.View(ctx, conn)
+	view, err := a.app.View(ctx, conn)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -515,24 +514,31 @@ func (a *Agent) systemPrompt(conn *providers.Connection, view *providers.View, a
 		parts = append(parts, view.Instructions)
 	}
 	if _, ok := view.Lookup("skill"); ok {
-		if sp := skillsPrompt(conn.Workspace, allowedSkills); sp != "" {
+		if sp := a.skillsPrompt(conn.Workspace, allowedSkills); sp != "" {
 			parts = append(parts, sp)
 		}
 	}
 	return strings.Join(parts, "\n\n")
 }
 
-func skillsPrompt(workspace string, allowed []string) string {
-	if allowed == nil {
-		return builtin.SkillsPrompt(workspace)
-	}
-	var skills []builtin.Skill
-	for _, s := range builtin.DiscoverSkills(workspace) {
-		if matchesFold(allowed, s.Name) {
-			skills = append(skills, s)
+// skillsPrompt lists the workspace's skills, those in allowed when it is
+// set. It discovers them through the App's skills module when there is
+// one (as there is wherever the skill tool is), which warns about a legacy
+// directory once rather than every turn.
+func (a *Agent) skillsPrompt(workspace string, allowed []string) string {
+	discover := skills.DiscoverSkills
+	if m, ok := a.app.Module("skills"); ok {
+		if sm, ok := m.(*skills.Module); ok {
+			discover = sm.Discover
 		}
 	}
-	return builtin.FormatSkills(skills)
+	var some []skills.Skill
+	for _, s := range discover(workspace) {
+		if allowed == nil || matchesFold(allowed, s.Name) {
+			some = append(some, s)
+		}
+	}
+	return skills.FormatSkills(some)
 }
 
 func matchesFold(list []string, s string) bool {
@@ -575,8 +581,12 @@ func unknownTool(name string, tools []*registry.Tool) string {
 }
 
 // runTools runs a step's calls concurrently, at most MaxToolConcurrency at
-// a time, through the host, and returns the results in call order.
-func (a *Agent) runTools(ctx context.Context, conn *providers.Connection, tools []*registry.Tool, calls []model.ToolCall, copts *host.CallOptions, peer registry.Peer) []ToolResult {
+// a time, through the App, and returns the results in call order. Each
+// call is base with its tool and arguments; it is left off the audit
+// trail, since the turn records each step as one tool_call/tool_result
+// pair with the model's call ids, as Bub does, and an audit pair per call
+// would show the model every call twice.
+func (a *Agent) runTools(ctx context.Context, conn *providers.Connection, tools []*registry.Tool, calls []model.ToolCall, base app.Request) []ToolResult {
 	byName := map[string]*registry.Tool{}
 	for _, t := range tools {
 		byName[strings.ToLower(t.ModelName())] = t
@@ -616,7 +626,9 @@ func (a *Agent) runTools(ctx context.Context, conn *providers.Connection, tools 
 					return
 				}
 			}
-			r := a.h.CallWith(ctx, conn, tool, json.RawMessage(raw), peer, copts)
+			req := base
+			req.Tool, req.Args, req.NoAudit = tool.Name, json.RawMessage(raw), true
+			r := a.app.Call(ctx, conn, req)
 			out[i].Output = r.Output()
 			out[i].ElapsedMS = r.Duration.Milliseconds()
 			if r.Err == nil {

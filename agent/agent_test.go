@@ -149,12 +149,12 @@ func TestTurnOpenAI(t *testing.T) {
 	}
 }
 
-// withServer returns an agent over the same host talking to another
+// withServer returns an agent over the same App talking to another
 // fake server.
 func (f *fixture) withServer(t *testing.T, url string) *agent.Agent {
 	s := f.agent.Settings()
 	s.APIBase = url + "/v1"
-	return agent.New(f.host, &agent.Options{Settings: s, SystemPrompt: testSystem})
+	return agent.New(f.app, &agent.Options{Settings: s, SystemPrompt: testSystem})
 }
 
 func TestParallelCalls(t *testing.T) {
@@ -345,7 +345,7 @@ func TestModelTimeoutKeepsTape(t *testing.T) {
 	before := f.tape().Entries()
 	s := f.agent.Settings()
 	s.Timeout = 150 * time.Millisecond
-	impatient := agent.New(f.host, &agent.Options{Settings: s, SystemPrompt: testSystem, Attempts: 2, Backoff: 5 * time.Millisecond})
+	impatient := agent.New(f.app, &agent.Options{Settings: s, SystemPrompt: testSystem, Attempts: 2, Backoff: 5 * time.Millisecond})
 	rec := &recorder{}
 	start := time.Now()
 	_, err := impatient.Run(t.Context(), &agent.Turn{Conn: f.conn, Prompt: "second", Sink: rec})
@@ -412,7 +412,7 @@ func TestCancelStopsTurn(t *testing.T) {
 
 func TestNoModel(t *testing.T) {
 	f := newFixture(t, fixtureOpts{url: "http://127.0.0.1:1"})
-	a := agent.New(f.host, &agent.Options{})
+	a := agent.New(f.app, &agent.Options{})
 	rec := &recorder{}
 	_, err := a.Run(t.Context(), &agent.Turn{Conn: f.conn, Prompt: "hi", Sink: rec})
 	if !errors.Is(err, agent.ErrNoModel) || rec.count(agent.EventError) != 1 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/agent/command"
 	"github.com/bubbuild/bub-mcp/agent/model"
+	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 )
@@ -35,7 +36,7 @@ Any other ',TEXT' runs TEXT with bash.`
 // Command runs a comma command (line without its prefix) for a resolved
 // connection, as Bub's _run_command does: a builtin (help, tools, model,
 // quit), a registered tool named by its exact runtime name (arguments
-// coerced laxly, no model involved, hooks and spill applied by the host),
+// coerced laxly, no model involved, hooks and spill applied by the App),
 // or else the whole line as a bash command. Every command is recorded on
 // the session's tape as a "command" event {raw, name, status, elapsed_ms,
 // output, date}. It returns the output, or an error whose text is the
@@ -51,7 +52,7 @@ func (a *Agent) Command(ctx context.Context, conn *providers.Connection, line st
 		status = "error"
 		text = err.Error()
 	}
-	if sess, serr := a.h.Session(conn); serr == nil {
+	if sess, serr := a.app.Session(conn); serr == nil {
 		a.event(sess.Tape(), "command", map[string]any{
 			"raw": line, "name": name, "status": status,
 			"elapsed_ms": time.Since(start).Milliseconds(), "output": text, "date": now(),
@@ -69,7 +70,7 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 		return "", command.ErrEmpty
 	}
 	*name = words[0]
-	reg := a.h.Registry()
+	reg := a.app.Registry()
 	switch words[0] {
 	case "help":
 		return HelpText, nil
@@ -99,7 +100,7 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 		if err != nil {
 			return "", fmt.Errorf("unknown command %q (and no bash tool to run it)", words[0])
 		}
-		return result(a.h.CallCommand(ctx, conn, bash.Name, mustJSON(map[string]any{"command": line}), nil))
+		return result(a.app.Call(ctx, conn, app.Request{Tool: bash.Name, Args: mustJSON(map[string]any{"command": line}), Mode: app.Command}))
 	}
 	c, err := command.FromWords(words[0], words[1:])
 	if err != nil {
@@ -109,7 +110,7 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 	if err != nil {
 		return "", err
 	}
-	return result(a.h.CallCommand(ctx, conn, tool.Name, args, nil))
+	return result(a.app.Call(ctx, conn, app.Request{Tool: tool.Name, Args: args, Mode: app.Command}))
 }
 
 // result turns a call's outcome into command output: the text, or an error
@@ -136,8 +137,8 @@ func anyMap(m map[string]any) any {
 func (a *Agent) listTools(ctx context.Context, conn *providers.Connection) string {
 	visible := map[string]bool{}
 	c := *conn
-	if err := a.h.Resolve(ctx, &c); err == nil {
-		if v, err := a.h.View(ctx, &c); err == nil {
+	if err := a.app.Resolve(ctx, &c); err == nil {
+		if v, err := a.app.View(ctx, &c); err == nil {
 			for _, t := range v.Tools {
 				visible[t.Name] = true
 			}
@@ -146,7 +147,7 @@ func (a *Agent) listTools(ctx context.Context, conn *providers.Connection) strin
 			}
 		}
 	}
-	tools := a.h.Registry().Tools()
+	tools := a.app.Registry().Tools()
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
@@ -186,7 +187,7 @@ func (a *Agent) setModel(conn *providers.Connection, c *command.Command) (string
 	if _, err := a.Client(spec); err != nil {
 		return "", err
 	}
-	sess, err := a.h.Session(conn)
+	sess, err := a.app.Session(conn)
 	if err != nil {
 		return "", err
 	}
@@ -215,7 +216,7 @@ func (a *Agent) codeMode(conn *providers.Connection, c *command.Command) (string
 	default:
 		return "", fmt.Errorf("code_mode: enable must be true or false, got %q", v)
 	}
-	sess, err := a.h.Session(conn)
+	sess, err := a.app.Session(conn)
 	if err != nil {
 		return "", err
 	}

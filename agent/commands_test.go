@@ -50,7 +50,7 @@ func TestCommands(t *testing.T) {
 	if b, _ := os.ReadFile(f.path("c.txt")); string(b) != "a b" {
 		t.Errorf("c.txt = %q", b)
 	}
-	sess, _ := f.host.Session(f.conn)
+	sess, _ := f.app.Session(f.conn)
 	if s := sess.Settings(); s.Model != "openai:other-model" || s.CodeMode == nil || !*s.CodeMode {
 		t.Errorf("settings = %+v", s)
 	}
@@ -89,7 +89,7 @@ func TestCommands(t *testing.T) {
 
 func TestREPLWithoutModel(t *testing.T) {
 	f := newFixture(t, fixtureOpts{url: "http://127.0.0.1:1"})
-	a := agent.New(f.host, &agent.Options{})
+	a := agent.New(f.app, &agent.Options{})
 	var out, errOut strings.Builder
 	in := strings.NewReader("hello\n,fs.write path=r.txt content=repl\n,history\n,quit\nnever read\n")
 	err := a.REPL(t.Context(), f.conn, agent.REPLOptions{In: in, Out: &out, Sink: &agent.TerminalRenderer{Out: &out, Err: &errOut}})

@@ -116,7 +116,7 @@ func contentText(v any) string {
 
 // callsOf reads recorded calls: {"id","type","function":{"name",
 // "arguments"}} with arguments as JSON text (Bub, this loop) or as an
-// object (the host's audit entries).
+// object (the App's audit entries).
 func callsOf(v any) []model.ToolCall {
 	list, _ := v.([]any)
 	var out []model.ToolCall

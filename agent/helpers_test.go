@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -10,8 +11,9 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/agent"
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/builtin"
 	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/host"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
@@ -44,9 +46,9 @@ type fixture struct {
 	t     *testing.T
 	ws    string
 	home  string
-	reg   *registry.Registry
 	cfg   *config.Config
-	host  *host.Host
+	app   *app.App
+	mod   *agent.Module
 	agent *agent.Agent
 	conn  *providers.Connection
 	slow  gauge
@@ -57,6 +59,9 @@ type fixture struct {
 	pairMu   sync.Mutex
 	pairSeen int
 	pairAll  chan struct{}
+	// sessions are the sessions the whoami tool was called in.
+	sessMu   sync.Mutex
+	sessions []*sessions.Session
 }
 
 type fixtureOpts struct {
@@ -65,29 +70,36 @@ type fixtureOpts struct {
 	concurrency int
 	maxSteps    int
 	profileTOML string
+	// whoami adds a tool that answers its session's id and remembers the
+	// session (f.sessions).
+	whoami bool
 }
 
+// newFixture builds an App with the agent module and, on a test registry,
+// a few builtin tools and the test tools, and configures the module's
+// Agent to talk to the fake model server at o.url.
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
 	f := &fixture{t: t, ws: t.TempDir(), home: t.TempDir(), pairAll: make(chan struct{})}
 	t.Setenv("HOME", t.TempDir()) // no global skills
 	src := o.profileTOML
+	if o.concurrency != 0 {
+		src = fmt.Sprintf("[tools]\nmax_concurrency = %d\n", o.concurrency) + src
+	}
 	cfg, err := config.Parse("test.toml", src, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Tools.MaxConcurrency = o.concurrency
 	f.cfg = cfg
 	reg := registry.New()
-	for _, name := range []string{"fs.read", "fs.write", "tape.info", "tape.search", "tape.handoff", "bash"} {
-		tl, err := registry.Default.Lookup(name)
-		if err != nil {
-			t.Fatal(err)
+	bm := &builtin.Module{}
+	t.Cleanup(func() { bm.Cleanup() })
+	want := map[string]bool{"fs.read": true, "fs.write": true, "tape.info": true, "tape.search": true, "tape.handoff": true, "bash": true}
+	for _, tl := range bm.Tools() {
+		if want[tl.Name] {
+			reg.MustRegister(tl)
 		}
-		reg.MustRegister(tl)
 	}
-	reg.MustRegister(agent.SubagentTool())
-	reg.MustRegister(agent.AgentRunTool())
 	reg.MustRegister(registry.MustNewTool("slow", "Wait a little and return the id.", func(ctx context.Context, tc *registry.ToolContext, in slowIn) (string, error) {
 		f.slow.enter()
 		defer f.slow.leave()
@@ -115,7 +127,14 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 			return "", registry.NewError(registry.KindTool, "the other call never ran alongside", nil)
 		}
 	}))
-	f.reg = reg
+	if o.whoami {
+		reg.MustRegister(registry.MustNewTool("whoami", "Return the session's id.", func(ctx context.Context, tc *registry.ToolContext, in struct{}) (string, error) {
+			f.sessMu.Lock()
+			f.sessions = append(f.sessions, tc.Session)
+			f.sessMu.Unlock()
+			return tc.SessionKey(), nil
+		}))
+	}
 	provider := o.provider
 	if provider == "" {
 		provider = "openai"
@@ -124,18 +143,20 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if provider == "anthropic" {
 		base = o.url
 	}
-	settings := agent.Settings{Model: provider + ":fake-model", APIKey: "test-key", APIBase: base, MaxSteps: o.maxSteps}
-	aopts := &agent.Options{Settings: settings, SystemPrompt: testSystem, Backoff: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
-	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: f.home, Workspace: f.ws, Getenv: func(string) string { return "" },
-		Logger: slog.New(slog.DiscardHandler), Providers: []providers.Provider{agent.Provider(cfg, aopts)}})
+	a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: reg, Modules: []string{"agent"}, Home: f.home, Workspace: f.ws,
+		Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
-	f.host = h
-	f.agent = agent.New(h, aopts)
+	t.Cleanup(func() { a.Close() })
+	f.app = a
+	if f.mod, err = agent.FromApp(a); err != nil {
+		t.Fatal(err)
+	}
+	settings := agent.Settings{Model: provider + ":fake-model", APIKey: "test-key", APIBase: base, MaxSteps: o.maxSteps}
+	f.agent = f.mod.Configure(&agent.Options{Settings: settings, SystemPrompt: testSystem, Backoff: 5 * time.Millisecond})
 	f.conn = &providers.Connection{Transport: "agent", Profile: "default", SessionKey: "test:session"}
-	if err := h.Resolve(t.Context(), f.conn); err != nil {
+	if err := a.Resolve(t.Context(), f.conn); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -145,7 +166,7 @@ func (f *fixture) system() string { return testSystem + "\n\nWorkspace: " + f.ws
 
 func (f *fixture) tape() *sessions.Tape {
 	f.t.Helper()
-	sess, err := f.host.Session(f.conn)
+	sess, err := f.app.Session(f.conn)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -8,8 +8,26 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/agent/model"
-	"github.com/bubbuild/bub-mcp/config"
 )
+
+// Config is the [agent] table of bub.toml, which the agent module decodes;
+// LoadSettings lets BUB_* variables override it. A zero number means the
+// setting's default (see Settings); the module refuses negative ones.
+type Config struct {
+	// Model is "provider:model".
+	Model string `toml:"model"`
+	// APIBase overrides every provider's base URL.
+	APIBase string `toml:"api_base"`
+	// APIKeyEnv names the variable holding the key for every provider
+	// without its own, so the key itself stays out of the file.
+	APIKeyEnv string `toml:"api_key_env"`
+	// MaxSteps bounds a turn's model calls.
+	MaxSteps int `toml:"max_steps"`
+	// MaxTokens caps each reply.
+	MaxTokens int `toml:"max_tokens"`
+	// TimeoutSeconds bounds each model call attempt.
+	TimeoutSeconds int `toml:"timeout_seconds"`
+}
 
 // Settings are the agent's model settings: the [agent] table of bub.toml
 // overridden by BUB_* environment variables.
@@ -43,7 +61,7 @@ const (
 // LoadSettings reads the [agent] table and the environment: BUB_MODEL,
 // BUB_API_KEY, BUB_API_BASE, BUB_MAX_STEPS, BUB_MAX_TOKENS and
 // BUB_MODEL_TIMEOUT_SECONDS win over bub.toml.
-func LoadSettings(c config.Agent, getenv func(string) string) (Settings, error) {
+func LoadSettings(c Config, getenv func(string) string) (Settings, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}

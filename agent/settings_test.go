@@ -6,7 +6,6 @@ import (
 
 	"github.com/bubbuild/bub-mcp/agent"
 	"github.com/bubbuild/bub-mcp/agent/model"
-	"github.com/bubbuild/bub-mcp/config"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -14,7 +13,7 @@ import (
 func TestLoadSettings(t *testing.T) {
 	env := map[string]string{}
 	getenv := func(k string) string { return env[k] }
-	file := config.Agent{Model: "ollama:qwen3", APIKeyEnv: "MY_KEY", MaxSteps: 7, MaxTokens: 100, TimeoutSeconds: 9}
+	file := agent.Config{Model: "ollama:qwen3", APIKeyEnv: "MY_KEY", MaxSteps: 7, MaxTokens: 100, TimeoutSeconds: 9}
 	env["MY_KEY"] = "from-file-var"
 	s, err := agent.LoadSettings(file, getenv)
 	if err != nil {
@@ -47,7 +46,7 @@ func TestLoadSettings(t *testing.T) {
 		t.Error("BUB_MODEL without a provider accepted")
 	}
 
-	d, err := agent.LoadSettings(config.Agent{}, nil)
+	d, err := agent.LoadSettings(agent.Config{}, nil)
 	if err != nil || d.MaxSteps != 50 || d.MaxTokens != 16384 || d.Timeout != 120*time.Second || d.Model != "" {
 		t.Errorf("defaults = %+v, %v", d, err)
 	}

@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/host"
-	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/bubbuild/bub-mcp/sessions"
 )
 
 // Names of the agent's tools.
@@ -20,9 +17,16 @@ const (
 	SubagentName = "subagent"
 )
 
-func init() {
-	registry.MustRegister(SubagentTool())
-	registry.MustRegister(AgentRunTool())
+// StateModel is the ToolContext.State key under which a turn passes its
+// model ("provider:model") to its tools, so a subagent runs with the
+// model of the turn that called it unless told otherwise. Calls from
+// outside a turn (an MCP client's) carry none.
+const StateModel = "agent.model"
+
+// turnModel is the model of the turn a call belongs to, "" outside one.
+func turnModel(tc *registry.ToolContext) string {
+	s, _ := tc.State[StateModel].(string)
+	return s
 }
 
 // SubagentIn are subagent's arguments (Bub's SubAgentInput).
@@ -49,26 +53,22 @@ func renderSubagent(r SubagentResult) string {
 	return out
 }
 
-// SubagentTool returns a new subagent tool (Bub's): it runs a nested turn
+// subagentTool returns the subagent tool (Bub's): it runs a nested turn
 // with the caller's model (or another), in a temporary session (never
 // kept), the caller's session or a named one, restricted to allowed_tools.
-func SubagentTool() *registry.Tool {
+func (m *Module) subagentTool() *registry.Tool {
 	return registry.MustNewTool(SubagentName, "Run a task with a sub-agent using a specific model and session, optionally restricted to some tools.",
-		runSubagent,
+		m.runSubagent,
 		registry.WithRenderer(renderSubagent),
 		registry.WithAnnotations(registry.Annotations{Title: "Sub-agent", Destructive: true, OpenWorld: true}))
 }
 
-func runSubagent(ctx context.Context, tc *registry.ToolContext, in SubagentIn) (SubagentResult, error) {
-	ti, ok := turnFrom(ctx)
-	if !ok {
-		return SubagentResult{}, registry.NewError(registry.KindConfig, "subagent needs the built-in agent and a configured model (BUB_MODEL or [agent] model).", nil)
-	}
-	parent, ok := host.ConnectionFrom(ctx)
-	if !ok {
+func (m *Module) runSubagent(ctx context.Context, tc *registry.ToolContext, in SubagentIn) (SubagentResult, error) {
+	if tc == nil || tc.Conn == nil {
 		return SubagentResult{}, registry.NewError(registry.KindConfig, "subagent needs a session, and this call has none.", nil)
 	}
-	a := ti.agent
+	a := m.Agent()
+	parent := tc.Conn
 	conn := *parent
 	conn.Transport = "agent"
 	envSession := parent.SessionKey
@@ -79,11 +79,26 @@ func runSubagent(ctx context.Context, tc *registry.ToolContext, in SubagentIn) (
 	default:
 		conn.SessionKey = s
 	}
+	if err := a.app.Resolve(ctx, &conn); err != nil {
+		return SubagentResult{}, err
+	}
+	if sessions.IsTemp(conn.SessionKey) {
+		// Nobody else knows the temporary session: when the turn ends,
+		// its tape, Views and Environment go.
+		defer a.app.Forget(&conn)
+	}
+	spec := in.Model
+	if spec == "" {
+		spec = turnModel(tc)
+	}
+	if spec == "" && a.ModelFor(&conn) == "" {
+		return SubagentResult{}, registry.NewError(registry.KindConfig, "subagent needs the built-in agent and a configured model (BUB_MODEL or [agent] model).", nil)
+	}
 	var allowed []string
 	if len(in.AllowedTools) > 0 {
 		var unknown []string
 		for _, n := range in.AllowedTools {
-			t, err := a.h.Registry().Lookup(n)
+			t, err := a.app.Registry().Lookup(n)
 			if err != nil {
 				unknown = append(unknown, "'"+strings.TrimSpace(n)+"'")
 				continue
@@ -96,11 +111,7 @@ func runSubagent(ctx context.Context, tc *registry.ToolContext, in SubagentIn) (
 			return SubagentResult{}, registry.NewError(registry.KindInvalidInput, "unknown tool name(s): "+strings.Join(unknown, ", "), nil)
 		}
 	} else {
-		conn2 := conn
-		if err := a.h.Resolve(ctx, &conn2); err != nil {
-			return SubagentResult{}, err
-		}
-		v, err := a.h.View(ctx, &conn2)
+		v, err := a.app.View(ctx, &conn)
 		if err != nil {
 			return SubagentResult{}, err
 		}
@@ -112,10 +123,6 @@ func runSubagent(ctx context.Context, tc *registry.ToolContext, in SubagentIn) (
 	}
 	if allowed == nil {
 		allowed = []string{}
-	}
-	spec := in.Model
-	if spec == "" {
-		spec = ti.model
 	}
 	out := SubagentResult{SessionID: conn.SessionKey, Errors: []string{}}
 	var text strings.Builder
@@ -142,34 +149,36 @@ type AgentRunIn struct {
 	SessionID string `json:"session_id,omitempty" jsonschema_description:"The session whose tape the turn continues; default: this connection's session."`
 }
 
-// AgentRunTool returns a new agent_run tool: it runs one turn of the
+// agentRunTool returns the agent_run tool: it runs one turn of the
 // built-in agent for the calling connection (its profile's tools, its
 // session) and returns the final text, the tool calls made and the token
 // usage. Progress notifications carry the steps; cancelling the call stops
-// the turn. Providers hide it unless the profile sets agent = true and a
-// model is configured (see Provider).
-func AgentRunTool() *registry.Tool {
+// the turn. The module's filter hides it unless the profile sets agent =
+// true and a model is configured.
+func (m *Module) agentRunTool() *registry.Tool {
 	return registry.MustNewTool(AgentRunName, "Run one turn of bub's built-in agent: it works on the prompt with this server's tools until it has an answer, and returns the answer, the tool calls it made and the token usage.",
-		runAgent,
+		m.runAgent,
 		registry.WithRenderer(func(r Result) string { return r.Text }),
 		registry.WithAnnotations(registry.Annotations{Title: "Run the agent", Destructive: true, OpenWorld: true}))
 }
 
-func runAgent(ctx context.Context, tc *registry.ToolContext, in AgentRunIn) (Result, error) {
-	ti, ok := turnFrom(ctx)
-	if !ok {
-		return Result{}, registry.NewError(registry.KindConfig, "agent_run needs a configured model (BUB_MODEL or [agent] model) and a profile with agent = true.", nil)
-	}
-	parent, ok := host.ConnectionFrom(ctx)
-	if !ok {
+func (m *Module) runAgent(ctx context.Context, tc *registry.ToolContext, in AgentRunIn) (Result, error) {
+	if tc == nil || tc.Conn == nil {
 		return Result{}, registry.NewError(registry.KindConfig, "agent_run needs a session, and this call has none.", nil)
 	}
-	conn := *parent
+	a := m.Agent()
+	conn := *tc.Conn
 	conn.Transport = "agent"
 	if s := strings.TrimSpace(in.SessionID); s != "" {
 		conn.SessionKey = s
 	}
-	a := ti.agent
+	if err := a.app.Resolve(ctx, &conn); err != nil {
+		return Result{}, err
+	}
+	spec := turnModel(tc)
+	if spec == "" && a.ModelFor(&conn) == "" {
+		return Result{}, registry.NewError(registry.KindConfig, "agent_run needs a configured model (BUB_MODEL or [agent] model) and a profile with agent = true.", nil)
+	}
 	maxSteps := float64(a.opts.Settings.MaxSteps)
 	sink := SinkFunc(func(e Event) {
 		switch e.Kind {
@@ -185,7 +194,7 @@ func runAgent(ctx context.Context, tc *registry.ToolContext, in AgentRunIn) (Res
 			tc.Progress(ctx, maxSteps, maxSteps, "done")
 		}
 	})
-	res, err := a.Run(ctx, &Turn{Conn: &conn, Prompt: in.Prompt, Model: ti.model, Sink: sink})
+	res, err := a.Run(ctx, &Turn{Conn: &conn, Prompt: in.Prompt, Model: spec, Sink: sink})
 	if err != nil {
 		details := map[string]any{"steps": 0}
 		if res != nil {
@@ -200,59 +209,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// Provider shows the agent's tools only where they can work, bound to an
-// agent built from opts: agent_run to connections (not the agent's own)
-// whose profile sets agent = true when a model is configured; subagent to
-// the agent's own turns, and to those profiles when a model is
-// configured. cfg supplies the profiles.
-func Provider(cfg *config.Config, opts *Options) providers.Provider {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	configured := o.Settings.Model != ""
-	return func(ctx context.Context, conn *providers.Connection, tools []*registry.Tool) ([]*registry.Tool, string, error) {
-		profileAgent := false
-		if p, ok := cfg.Profiles[conn.Profile]; ok {
-			profileAgent = p.Agent
-		}
-		out := tools[:0:0]
-		for _, t := range tools {
-			switch t.Name {
-			case AgentRunName:
-				if configured && profileAgent && conn.Transport != "agent" {
-					out = append(out, bind(t, &o))
-				}
-			case SubagentName:
-				// The agent's own turns always have a model (--model may
-				// name one the settings lack).
-				if conn.Transport == "agent" || (configured && profileAgent) {
-					out = append(out, bind(t, &o))
-				}
-			default:
-				out = append(out, t)
-			}
-		}
-		return out, "", nil
-	}
-}
-
-// bind returns a copy of t whose handler runs with an agent built from
-// opts over the calling host, unless the call already comes from a turn.
-func bind(t *registry.Tool, opts *Options) *registry.Tool {
-	cp := *t
-	base := t.Handler
-	cp.Handler = func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
-		if _, ok := turnFrom(ctx); !ok {
-			h, ok := host.FromContext(ctx)
-			if !ok {
-				return nil, registry.NewError(registry.KindConfig, t.Name+" needs a host, and this call has none.", nil)
-			}
-			ctx = withTurn(ctx, &turnInfo{agent: New(h, opts)})
-		}
-		return base(ctx, tc, args)
-	}
-	return &cp
 }

@@ -153,10 +153,10 @@ func TestAgentRunCancelled(t *testing.T) {
 	}
 	// The server's turn ends too: its model request is abandoned.
 	conn := &providers.Connection{Profile: "default"}
-	if err := f.host.Resolve(t.Context(), conn); err != nil {
+	if err := f.app.Resolve(t.Context(), conn); err != nil {
 		t.Fatal(err)
 	}
-	sess, err := f.host.Session(conn)
+	sess, err := f.app.Session(conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +177,11 @@ func TestAgentRunCancelled(t *testing.T) {
 	}
 }
 
-// serveMCP serves f's host over streamable HTTP, profile "default" at
+// serveMCP serves f's App over streamable HTTP, profile "default" at
 // /mcp, until the test ends.
 func serveMCP(t *testing.T, f *fixture) *httptest.Server {
 	t.Helper()
-	s, err := mcpserver.New(&mcpserver.Options{Backend: f.host, Registry: f.reg, Logger: slog.New(slog.DiscardHandler)})
+	s, err := mcpserver.New(&mcpserver.Options{Backend: f.app, Registry: f.app.Registry(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

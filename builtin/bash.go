@@ -62,18 +62,18 @@ func orNoOutput(s string) string {
 	return s
 }
 
-func bashTool() *registry.Tool {
+func (m *Module) bashTool() *registry.Tool {
 	return registry.MustNewTool("bash",
 		"Run a shell command. Use background=true to keep it running and fetch output later via bash_output.\n\n"+
 			"Foreground commands that exceed timeout_seconds continue in the background and return a shell ID. "+
 			"Use bash.output to read output or bash.kill to stop them. Background commands do not use timeout_seconds.",
-		runBash,
+		m.runBash,
 		registry.WithPreserve(),
 		registry.WithRenderer(renderBash),
 		registry.WithAnnotations(registry.Annotations{Title: "Run a shell command", Destructive: true, OpenWorld: true}))
 }
 
-func runBash(ctx context.Context, tc *registry.ToolContext, in bashArgs) (BashResult, error) {
+func (m *Module) runBash(ctx context.Context, tc *registry.ToolContext, in bashArgs) (BashResult, error) {
 	if strings.TrimSpace(in.Command) == "" {
 		return BashResult{}, fail(registry.KindInvalidInput, "`command` must not be empty.")
 	}
@@ -91,7 +91,7 @@ func runBash(ctx context.Context, tc *registry.ToolContext, in bashArgs) (BashRe
 	if in.Cwd != nil {
 		cwd = *in.Cwd
 	}
-	sh, err := startShell(ctx, env, in.Command, cwd)
+	sh, err := m.shells.start(ctx, env, in.Command, cwd)
 	if err != nil {
 		return BashResult{}, err
 	}
@@ -112,7 +112,7 @@ func runBash(ctx context.Context, tc *registry.ToolContext, in bashArgs) (BashRe
 	for {
 		select {
 		case <-sh.done:
-			shells.remove(env, sh.id)
+			m.shells.remove(env, sh.id)
 			out := sh.out.all()
 			if sh.code != 0 {
 				return BashResult{}, exitError(sh.code, out)
@@ -123,7 +123,7 @@ func runBash(ctx context.Context, tc *registry.ToolContext, in bashArgs) (BashRe
 			// A cancelled call takes its command down with it: the whole
 			// process group, so nothing it started is left behind.
 			_ = sh.proc.Signal(true)
-			shells.remove(env, sh.id)
+			m.shells.remove(env, sh.id)
 			return BashResult{}, &registry.Error{Kind: registry.KindTool, Message: "command cancelled", Cause: ctx.Err()}
 		case <-timeout.C:
 			sh.detached.Store(true)
@@ -176,16 +176,16 @@ func renderBashOutput(r BashOutputResult) string {
 		r.ID, r.Status, code, r.NextOffset, orNoOutput(strings.TrimRightFunc(r.Output, unicode.IsSpace)))
 }
 
-func bashOutputTool() *registry.Tool {
+func (m *Module) bashOutputTool() *registry.Tool {
 	return registry.MustNewTool("bash.output",
 		"Read buffered output from a background shell, with optional offset/limit for incremental polling.",
-		runBashOutput,
+		m.runBashOutput,
 		registry.WithPreserve(),
 		registry.WithRenderer(renderBashOutput),
 		registry.WithAnnotations(registry.Annotations{Title: "Read a background shell's output", ReadOnly: true}))
 }
 
-func runBashOutput(ctx context.Context, tc *registry.ToolContext, in bashOutputArgs) (BashOutputResult, error) {
+func (m *Module) runBashOutput(ctx context.Context, tc *registry.ToolContext, in bashOutputArgs) (BashOutputResult, error) {
 	if err := nonNegative("offset", in.Offset); err != nil {
 		return BashOutputResult{}, err
 	}
@@ -200,7 +200,7 @@ func runBashOutput(ctx context.Context, tc *registry.ToolContext, in bashOutputA
 	if err != nil {
 		return BashOutputResult{}, err
 	}
-	sh, err := shells.get(env, in.ShellID)
+	sh, err := m.shells.get(env, in.ShellID)
 	if err != nil {
 		return BashOutputResult{}, err
 	}
@@ -218,7 +218,7 @@ func runBashOutput(ctx context.Context, tc *registry.ToolContext, in bashOutputA
 		if next >= total {
 			// The first read that reaches the end of an exited shell's
 			// output reaps it, as Bub's does.
-			shells.remove(env, sh.id)
+			m.shells.remove(env, sh.id)
 		}
 	}
 	return r, nil
@@ -239,21 +239,21 @@ func renderBashKill(r BashKillResult) string {
 	return fmt.Sprintf("id: %s\nstatus: %s\nexit_code: %d", r.ID, r.Status, r.ExitCode)
 }
 
-func bashKillTool() *registry.Tool {
+func (m *Module) bashKillTool() *registry.Tool {
 	return registry.MustNewTool("bash.kill",
 		"Terminate a background shell process.",
-		runBashKill,
+		m.runBashKill,
 		registry.WithPreserve(),
 		registry.WithRenderer(renderBashKill),
 		registry.WithAnnotations(registry.Annotations{Title: "Stop a background shell", Destructive: true, Idempotent: true}))
 }
 
-func runBashKill(ctx context.Context, tc *registry.ToolContext, in bashKillArgs) (BashKillResult, error) {
+func (m *Module) runBashKill(ctx context.Context, tc *registry.ToolContext, in bashKillArgs) (BashKillResult, error) {
 	env, err := envOf(tc, "bash.kill")
 	if err != nil {
 		return BashKillResult{}, err
 	}
-	sh, err := shells.get(env, in.ShellID)
+	sh, err := m.shells.get(env, in.ShellID)
 	if err != nil {
 		return BashKillResult{}, err
 	}

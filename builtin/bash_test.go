@@ -2,8 +2,6 @@ package builtin
 
 import (
 	"context"
-	"github.com/bubbuild/bub-mcp/internal/proctest"
-	"log/slog"
 	"os"
 	"os/exec"
 	"regexp"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
@@ -44,7 +43,7 @@ func TestBash(t *testing.T) {
 			}
 		})
 	}
-	if n := shells.count(f.env); n != 0 {
+	if n := f.mod.shells.count(f.env); n != 0 {
 		t.Errorf("finished foreground shells still registered: %d", n)
 	}
 }
@@ -97,7 +96,7 @@ func TestBashFailures(t *testing.T) {
 }
 
 func TestBashWithoutEnvironment(t *testing.T) {
-	exec := registry.NewExecutor(registry.Default, &registry.ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
+	exec := newExec(t, &Module{})
 	res := exec.Call(t.Context(), registry.Call{Tool: "bash", Args: []byte(`{"command":"true"}`)})
 	if res.Err == nil || res.Err.Kind != registry.KindConfig {
 		t.Fatalf("bash without environment = %+v; want a config error", res)
@@ -171,9 +170,9 @@ func TestEnvironmentCloseEndsShells(t *testing.T) {
 	waitGone(t, atoi(t, pids[0]), atoi(t, pids[1]), atoi(t, pids[2]))
 	// The shell table forgets a closed environment once its shells end.
 	deadline := time.Now().Add(testTimeout)
-	for shells.count(f.env) != 0 {
+	for f.mod.shells.count(f.env) != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("closed environment still holds %d shells", shells.count(f.env))
+			t.Fatalf("closed environment still holds %d shells", f.mod.shells.count(f.env))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -237,7 +236,7 @@ func TestBashCancelKillsProcessGroup(t *testing.T) {
 		t.Errorf("cancelled bash = %+v; want a cancellation error", res)
 	}
 	waitGone(t, atoi(t, pids[0]), atoi(t, pids[1]))
-	if n := shells.count(f.env); n != 0 {
+	if n := f.mod.shells.count(f.env); n != 0 {
 		t.Errorf("cancelled shell still registered (%d)", n)
 	}
 }
@@ -278,7 +277,7 @@ func TestBashOutputPaging(t *testing.T) {
 	// since none reaches the end... except the last, which does.
 	deadline := time.Now().Add(testTimeout)
 	for {
-		sh, err := shells.get(f.env, id)
+		sh, err := f.mod.shells.get(f.env, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +343,7 @@ func TestBashOutputCap(t *testing.T) {
 	if want := "next_offset: " + strconv.Itoa(n+4) + "\noutput:\naaaEND"; !strings.HasSuffix(tail, want) {
 		t.Errorf("tail = %q; want suffix %q (offsets count dropped output)", tail, want)
 	}
-	sh, err := shells.get(f.env, id)
+	sh, err := f.mod.shells.get(f.env, id)
 	if err == nil {
 		t.Errorf("shell %s still registered after reading to the end", sh.id)
 	}
@@ -358,7 +357,9 @@ func BenchmarkBashTrue(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer env.Close()
-	exec := registry.NewExecutor(registry.Default, &registry.ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
+	m := &Module{}
+	defer m.Cleanup()
+	exec := newExec(b, m)
 	tc := &registry.ToolContext{Env: env}
 	b.ReportAllocs()
 	for b.Loop() {

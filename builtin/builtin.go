@@ -1,20 +1,23 @@
 // Package builtin holds Bub's builtin tools: bash and its background shells
 // (bash, bash.output, bash.kill), files (fs.read, fs.write, fs.edit), the
-// spill reader (spill.read), the session tape (tape.info, tape.search,
-// tape.anchors, tape.handoff, tape.reset), web.fetch and skill.
+// session tape (tape.info, tape.search, tape.anchors, tape.handoff,
+// tape.reset) and web.fetch. The spill reader lives in package spill and
+// the skill tool in package skills.
 //
-// The tools register themselves into registry.Default from init(), so a
-// binary enables them with a blank import:
+// The tools come as the module "builtin", which registers itself from
+// init(); a binary enables it with a blank import:
 //
 //	import _ "github.com/bubbuild/bub-mcp/builtin"
+//
+// Each App gets its own Module, so the [web] settings and the background
+// shells of one App never leak into another.
 //
 // Each tool returns a structured result (the MCP structuredContent) and has a
 // renderer that produces the text Bub's tool returns, so models read what
 // they would read from Bub. Processes and files go through the call's
-// environment.Environment (ToolContext.Env); tape and spill tools work on the
-// session found with sessions.FromContext. Bad input is refused with a
-// *registry.Error whose message says what is wrong, before anything is
-// touched.
+// environment.Environment (ToolContext.Env); tape tools work on
+// ToolContext.Session. Bad input is refused with a *registry.Error whose
+// message says what is wrong, before anything is touched.
 package builtin
 
 import (
@@ -24,7 +27,6 @@ import (
 	"io/fs"
 	"math"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/environment"
@@ -32,65 +34,6 @@ import (
 	"github.com/bubbuild/bub-mcp/sessions"
 	"github.com/invopop/jsonschema"
 )
-
-// Options configure the builtin tools for the whole process. The zero value
-// is the safe default; every field says what zero means.
-type Options struct {
-	// AllowLoopback lets web.fetch connect to loopback, private and
-	// link-local addresses (127.0.0.1, 10.0.0.0/8, 169.254.169.254, ::1,
-	// ...). Off by default, so a model cannot reach services that trust
-	// the local network, such as cloud metadata endpoints.
-	AllowLoopback bool
-	// MaxBytes caps the body web.fetch reads; a larger response is
-	// refused. Zero means DefaultWebMaxBytes.
-	MaxBytes int64
-}
-
-// DefaultWebMaxBytes is web.fetch's body limit when Options.MaxBytes is
-// zero.
-const DefaultWebMaxBytes = 5 << 20
-
-var options atomic.Pointer[Options]
-
-// Configure sets the process-wide options. The CLI calls it from its
-// configuration before serving; later calls replace the options for calls
-// that start afterwards.
-func Configure(o Options) {
-	options.Store(&o)
-}
-
-// currentOptions returns the options in force, with defaults filled in.
-func currentOptions() Options {
-	var o Options
-	if p := options.Load(); p != nil {
-		o = *p
-	}
-	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultWebMaxBytes
-	}
-	return o
-}
-
-func init() {
-	for _, t := range []*registry.Tool{
-		bashTool(), bashOutputTool(), bashKillTool(),
-		fsReadTool(), fsWriteTool(), fsEditTool(),
-		spillReadTool(),
-		tapeInfoTool(), tapeSearchTool(), tapeAnchorsTool(), tapeHandoffTool(), tapeResetTool(),
-		webFetchTool(),
-		skillTool(),
-	} {
-		if t.Preserve {
-			// Preserved tools answer models in text (Bub: "they return plain
-			// text"); they are never in the code-mode stub, so an output
-			// schema would only make MCP clients receive the structured
-			// value next to the text, in full even when the text was
-			// spilled. Go callers still get the structured value.
-			t.OutputSchema = nil
-		}
-		registry.MustRegister(t)
-	}
-}
 
 // fail builds the *registry.Error a handler returns for a refused or
 // failed call.
@@ -102,18 +45,15 @@ func fail(kind registry.Kind, format string, args ...any) *registry.Error {
 // when the caller attached none.
 func envOf(tc *registry.ToolContext, tool string) (environment.Environment, error) {
 	if tc != nil && tc.Env != nil {
-		if env, ok := tc.Env.(environment.Environment); ok {
-			return env, nil
-		}
-		return nil, fail(registry.KindConfig, "%s needs an environment that can run processes and read files; this call's environment (%T) cannot", tool, tc.Env)
+		return tc.Env, nil
 	}
 	return nil, fail(registry.KindConfig, "%s needs an environment, and this call has none", tool)
 }
 
 // sessionOf returns the calling session, or a config error naming the tool.
-func sessionOf(ctx context.Context, tool string) (*sessions.Session, error) {
-	if s, ok := sessions.FromContext(ctx); ok {
-		return s, nil
+func sessionOf(tc *registry.ToolContext, tool string) (*sessions.Session, error) {
+	if tc != nil && tc.Session != nil {
+		return tc.Session, nil
 	}
 	return nil, fail(registry.KindConfig, "%s needs a session, and this call has none (run it through the MCP server, the agent or `bub-mcp call`)", tool)
 }
@@ -151,26 +91,10 @@ func nonNegative(name string, v int) error {
 	return nil
 }
 
-// hoistNullable moves the description of each nullable property
-// (`jsonschema:"nullable"` wraps it in oneOf [T, null]) up to the property,
-// where models and clients look for it.
-func hoistNullable(s *jsonschema.Schema) {
-	if s.Properties == nil {
-		return
-	}
-	for p := s.Properties.Oldest(); p != nil; p = p.Next() {
-		v := p.Value
-		if len(v.OneOf) == 2 && v.OneOf[1].Type == "null" && v.Description == "" {
-			v.Description, v.OneOf[0].Description = v.OneOf[0].Description, ""
-		}
-	}
-}
-
 // JSONSchemaExtend implementations: every argument struct with a nullable
 // field hoists its descriptions.
-func (bashArgs) JSONSchemaExtend(s *jsonschema.Schema)       { hoistNullable(s) }
-func (bashOutputArgs) JSONSchemaExtend(s *jsonschema.Schema) { hoistNullable(s) }
-func (fsReadArgs) JSONSchemaExtend(s *jsonschema.Schema)     { hoistNullable(s) }
-func (tapeSearchArgs) JSONSchemaExtend(s *jsonschema.Schema) { hoistNullable(s) }
-func (webFetchArgs) JSONSchemaExtend(s *jsonschema.Schema)   { hoistNullable(s) }
-func (skillArgs) JSONSchemaExtend(s *jsonschema.Schema)      { hoistNullable(s) }
+func (bashArgs) JSONSchemaExtend(s *jsonschema.Schema)       { registry.HoistNullable(s) }
+func (bashOutputArgs) JSONSchemaExtend(s *jsonschema.Schema) { registry.HoistNullable(s) }
+func (fsReadArgs) JSONSchemaExtend(s *jsonschema.Schema)     { registry.HoistNullable(s) }
+func (tapeSearchArgs) JSONSchemaExtend(s *jsonschema.Schema) { registry.HoistNullable(s) }
+func (webFetchArgs) JSONSchemaExtend(s *jsonschema.Schema)   { registry.HoistNullable(s) }

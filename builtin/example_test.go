@@ -6,12 +6,13 @@ import (
 	"log/slog"
 	"os"
 
-	_ "github.com/bubbuild/bub-mcp/builtin" // registers the builtin tools
+	"github.com/bubbuild/bub-mcp/builtin"
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
-// The builtin tools register themselves; a call needs the session's
+// An App gets the builtin tools from the module's Provision; outside an
+// App, a Module's Tools go into any registry. A call needs the session's
 // Environment in its ToolContext. Results render as Bub's text.
 func Example() {
 	dir, err := os.MkdirTemp("", "bub-example")
@@ -25,8 +26,15 @@ func Example() {
 	}
 	defer env.Close()
 
+	mod := &builtin.Module{} // the zero value has the defaults of an empty [web]
+	defer mod.Cleanup()
+	reg := registry.New()
+	for _, t := range mod.Tools() {
+		reg.MustRegister(t)
+	}
+
 	ctx := context.Background()
-	exec := registry.NewExecutor(registry.Default, &registry.ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
+	exec := registry.NewExecutor(reg, &registry.ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
 	tc := &registry.ToolContext{Env: env}
 	call := func(tool, args string) string {
 		res := exec.Call(ctx, registry.Call{Tool: tool, Args: []byte(args), Context: tc})

@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -232,7 +231,7 @@ func BenchmarkFSRead1MB(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer env.Close()
-	exec := registry.NewExecutor(registry.Default, &registry.ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
+	exec := newExec(b, &Module{})
 	tc := &registry.ToolContext{Env: env}
 	b.SetBytes(1_000_000)
 	b.ReportAllocs()

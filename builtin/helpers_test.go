@@ -3,7 +3,6 @@ package builtin
 import (
 	"context"
 	"encoding/json"
-	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
 )
@@ -23,18 +23,25 @@ import (
 const testTimeout = 15 * time.Second
 
 // fixture is a real environment on a temporary workspace and a real
-// session, with an executor over the default registry (where init put the
-// builtin tools).
+// session, with an executor over a registry holding one Module's tools.
 type fixture struct {
 	t    *testing.T
 	ws   string
 	env  *environment.LocalEnvironment
 	sess *sessions.Session
+	mod  *Module
 	exec *registry.Executor
 	peer registry.Peer
 }
 
+// newFixture is newModuleFixture with a zero Module (the defaults).
 func newFixture(t *testing.T, opts *environment.LocalOptions) *fixture {
+	t.Helper()
+	return newModuleFixture(t, &Module{}, opts)
+}
+
+// newModuleFixture runs m's tools; m is cleaned up with the test.
+func newModuleFixture(t *testing.T, m *Module, opts *environment.LocalOptions) *fixture {
 	t.Helper()
 	var o environment.LocalOptions
 	if opts != nil {
@@ -61,8 +68,24 @@ func newFixture(t *testing.T, opts *environment.LocalOptions) *fixture {
 	if err != nil {
 		t.Fatalf("Session: %v", err)
 	}
-	return &fixture{t: t, ws: env.Workspace(), env: env, sess: sess,
-		exec: registry.NewExecutor(registry.Default, &registry.ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})}
+	t.Cleanup(func() {
+		if err := m.Cleanup(); err != nil {
+			t.Errorf("Cleanup: %v", err)
+		}
+	})
+	return &fixture{t: t, ws: env.Workspace(), env: env, sess: sess, mod: m, exec: newExec(t, m)}
+}
+
+// newExec returns an executor over a new registry holding m's tools.
+func newExec(tb testing.TB, m *Module) *registry.Executor {
+	tb.Helper()
+	reg := registry.New()
+	for _, tl := range m.Tools() {
+		if err := reg.Register(tl); err != nil {
+			tb.Fatalf("Register(%s): %v", tl.Name, err)
+		}
+	}
+	return registry.NewExecutor(reg, &registry.ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
 }
 
 // call runs a tool with the fixture's environment and session.
@@ -80,8 +103,8 @@ func (f *fixture) callCtx(ctx context.Context, tool string, args any) registry.R
 	if err != nil {
 		f.t.Fatalf("marshal args: %v", err)
 	}
-	ctx = sessions.NewContext(ctx, f.sess)
-	return f.exec.Call(ctx, registry.Call{Tool: tool, Args: raw, Context: &registry.ToolContext{SessionID: "test", Env: f.env, Peer: f.peer}})
+	tc := &registry.ToolContext{Session: f.sess, Env: f.env, Peer: f.peer, Conn: &registry.Connection{SessionKey: "test"}}
+	return f.exec.Call(ctx, registry.Call{Tool: tool, Args: raw, Context: tc})
 }
 
 // ok runs a call that must succeed and returns its rendered text.

@@ -86,39 +86,6 @@ func TestUTF8Decoder(t *testing.T) {
 	}
 }
 
-func TestParseFrontmatter(t *testing.T) {
-	fm := `name: my-skill   # trailing comment
-Description: |
-  Line one.
-  Line two.
-
-quoted: 'it''s'
-dq: "tab\there"
-plain: first
-  continued
-empty:
-metadata:
-  a: "1"
-  b: two
-list:
-  - x
-`
-	got := parseFrontmatter(fm)
-	want := map[string]any{
-		"name":        "my-skill",
-		"description": "Line one.\nLine two.\n",
-		"quoted":      "it's",
-		"dq":          "tab\there",
-		"plain":       "first continued",
-		"empty":       nil,
-		"metadata":    map[string]string{"a": "1", "b": "two"},
-		"list":        []string{},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("parseFrontmatter (-want +got):\n%s", diff)
-	}
-}
-
 // FuzzUTF8Decoder checks that decoding in two reads, split anywhere,
 // always yields valid UTF-8, and yields valid input unchanged.
 func FuzzUTF8Decoder(f *testing.F) {
@@ -135,15 +102,5 @@ func FuzzUTF8Decoder(f *testing.F) {
 		if utf8.Valid(data) && got != string(data) {
 			t.Fatalf("decode(%q split at %d) = %q; want it unchanged", data, at, got)
 		}
-	})
-}
-
-// FuzzParseFrontmatter checks that no frontmatter makes the parser panic.
-func FuzzParseFrontmatter(f *testing.F) {
-	f.Add("name: a\ndescription: >\n  x\n  y\nmetadata:\n  k: v\n")
-	f.Add("x: 'unterminated\n  - y\n:\n\t|")
-	f.Fuzz(func(t *testing.T, fm string) {
-		parseFrontmatter(fm)
-		splitFrontmatter(fm)
 	})
 }

@@ -45,23 +45,33 @@ func (s *shell) finished() bool {
 	}
 }
 
-// shellTable keeps every environment's shells. It is keyed by the
-// Environment value itself, so each session (which has its own
-// Environment) sees only its own shells. An environment's entry goes away
-// when its last shell is forgotten, or once the environment is found closed
-// (its Close killed the shells).
+// shellTable keeps the shells of every environment a Module's tools ran
+// in. It is keyed by the Environment value itself, so each session (which
+// has its own Environment) sees only its own shells. An environment's
+// entry goes away when its last shell is forgotten, once the environment
+// is found closed (its Close killed the shells), or when the module is
+// cleaned up. The zero value is ready to use.
 type shellTable struct {
-	mu   sync.Mutex
-	seq  uint64
-	envs map[environment.Environment]map[string]*shell
+	mu     sync.Mutex
+	seq    uint64
+	envs   map[environment.Environment]map[string]*shell
+	closed bool
+	// done is closed by close, so the goroutines watching environments
+	// for their end stop with the module.
+	done chan struct{}
+	// bufs recycles the read buffers of pump.
+	bufs sync.Pool
 }
-
-var shells = &shellTable{envs: map[environment.Environment]map[string]*shell{}}
 
 // errUnknownShell is the not_found error for a shell id this environment
 // does not know (never started, or already reaped).
 func errUnknownShell(id string) *registry.Error {
 	return fail(registry.KindNotFound, "unknown shell id: %s", id)
+}
+
+// errShutDown refuses new shells once the module was cleaned up.
+func errShutDown() *registry.Error {
+	return fail(registry.KindConfig, "bash cannot start a shell: the builtin tools were shut down")
 }
 
 // reserve checks that env can hold another shell, evicting the oldest
@@ -72,6 +82,9 @@ func (t *shellTable) reserve(env environment.Environment) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return errShutDown()
+	}
 	m := t.envs[env]
 	if len(m) < MaxShells {
 		return nil
@@ -89,20 +102,30 @@ func (t *shellTable) reserve(env environment.Environment) error {
 	return nil
 }
 
-// add registers s under a fresh id.
-func (t *shellTable) add(env environment.Environment, s *shell) {
+// add registers s under a fresh id; it fails once the table is closed.
+func (t *shellTable) add(env environment.Environment, s *shell) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return errShutDown()
+	}
+	if t.envs == nil {
+		t.envs = map[environment.Environment]map[string]*shell{}
+		t.done = make(chan struct{})
+	}
 	m := t.envs[env]
 	if m == nil {
 		m = map[string]*shell{}
 		t.envs[env] = m
 		if n, ok := env.(environment.ClosedNotifier); ok {
 			// Close kills the shells; forget them with it.
-			go func() {
-				<-n.Closed()
-				t.dropEnv(env)
-			}()
+			go func(done <-chan struct{}) {
+				select {
+				case <-n.Closed():
+					t.dropEnv(env)
+				case <-done:
+				}
+			}(t.done)
 		}
 	}
 	for {
@@ -114,6 +137,7 @@ func (t *shellTable) add(env environment.Environment, s *shell) {
 	t.seq++
 	s.seq = t.seq
 	m[s.id] = s
+	return nil
 }
 
 func (t *shellTable) get(env environment.Environment, id string) (*shell, error) {
@@ -146,34 +170,61 @@ func (t *shellTable) dropEnv(env environment.Environment) {
 	delete(t.envs, env)
 }
 
+// close refuses new shells, forgets every shell and kills the process
+// groups of those still running: the module that owns them is going away.
+func (t *shellTable) close() {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.closed = true
+	envs := t.envs
+	t.envs = nil
+	if t.done != nil {
+		close(t.done)
+	}
+	t.mu.Unlock()
+	for _, m := range envs {
+		for _, s := range m {
+			if !s.finished() {
+				_ = s.proc.Signal(true)
+			}
+		}
+	}
+}
+
 func newShellID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	return "bash-" + hex.EncodeToString(b[:])
 }
 
-// startShell runs command through env's shell in its own process group and
+// start runs command through env's shell in its own process group and
 // registers it. Its output is read into the shell's buffer until the
 // process ends; the process outlives ctx (bash decides when to kill it).
-func startShell(ctx context.Context, env environment.Environment, command, cwd string) (*shell, error) {
-	if err := shells.reserve(env); err != nil {
+func (t *shellTable) start(ctx context.Context, env environment.Environment, command, cwd string) (*shell, error) {
+	if err := t.reserve(env); err != nil {
 		return nil, err
 	}
 	proc, err := env.Spawn(context.WithoutCancel(ctx), environment.Spec{Command: command, Dir: cwd})
 	if err != nil {
 		if errors.Is(err, environment.ErrClosed) {
-			shells.dropEnv(env)
+			t.dropEnv(env)
 		}
 		e := envError(err)
 		e.Message = "cannot start the command: " + e.Message
 		return nil, e
 	}
 	s := &shell{proc: proc, out: newOutputBuffer(DefaultOutputCap), done: make(chan struct{})}
-	shells.add(env, s)
+	if err := t.add(env, s); err != nil {
+		_ = proc.Signal(true)
+		return nil, err
+	}
 
 	var pumps sync.WaitGroup
 	for _, r := range []io.Reader{proc.Stdout(), proc.Stderr()} {
-		pumps.Go(func() { pump(r, s.out) })
+		pumps.Go(func() { t.pump(r, s.out) })
 	}
 	go func() {
 		code, err := proc.Wait()
@@ -181,20 +232,20 @@ func startShell(ctx context.Context, env environment.Environment, command, cwd s
 		s.code = exitCode(code, err)
 		close(s.done)
 		if _, notifies := env.(environment.ClosedNotifier); !notifies && s.detached.Load() && environmentClosed(env) {
-			shells.dropEnv(env)
+			t.dropEnv(env)
 		}
 	}()
 	return s, nil
 }
 
-// pumpBuffers recycles the read buffers of pump.
-var pumpBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
-
 // pump copies a stream into the buffer as text until it ends.
-func pump(r io.Reader, out *outputBuffer) {
+func (t *shellTable) pump(r io.Reader, out *outputBuffer) {
 	var dec utf8Decoder
-	b := pumpBuffers.Get().(*[32 << 10]byte)
-	defer pumpBuffers.Put(b)
+	b, _ := t.bufs.Get().(*[32 << 10]byte)
+	if b == nil {
+		b = new([32 << 10]byte)
+	}
+	defer t.bufs.Put(b)
 	buf := b[:]
 	for {
 		n, err := r.Read(buf)

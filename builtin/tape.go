@@ -39,7 +39,7 @@ func tapeInfoTool() *registry.Tool {
 	return registry.MustNewTool("tape.info",
 		"Get information about the current tape, such as number of entries and anchors.",
 		func(ctx context.Context, tc *registry.ToolContext, _ noArgs) (TapeInfoResult, error) {
-			sess, err := sessionOf(ctx, "tape.info")
+			sess, err := sessionOf(tc, "tape.info")
 			if err != nil {
 				return TapeInfoResult{}, err
 			}
@@ -121,7 +121,7 @@ func runTapeSearch(ctx context.Context, tc *registry.ToolContext, in tapeSearchA
 	if q.End, err = parseISO("end", in.End, true); err != nil {
 		return TapeSearchResult{}, err
 	}
-	sess, err := sessionOf(ctx, "tape.search")
+	sess, err := sessionOf(tc, "tape.search")
 	if err != nil {
 		return TapeSearchResult{}, err
 	}
@@ -172,7 +172,7 @@ func tapeAnchorsTool() *registry.Tool {
 	return registry.MustNewTool("tape.anchors",
 		"List anchors in the current tape.",
 		func(ctx context.Context, tc *registry.ToolContext, _ noArgs) (TapeAnchorsResult, error) {
-			sess, err := sessionOf(ctx, "tape.anchors")
+			sess, err := sessionOf(tc, "tape.anchors")
 			if err != nil {
 				return TapeAnchorsResult{}, err
 			}
@@ -201,7 +201,7 @@ func tapeHandoffTool() *registry.Tool {
 	return registry.MustNewTool("tape.handoff",
 		"Add a handoff anchor to the current tape.",
 		func(ctx context.Context, tc *registry.ToolContext, in tapeHandoffArgs) (TapeHandoffResult, error) {
-			sess, err := sessionOf(ctx, "tape.handoff")
+			sess, err := sessionOf(tc, "tape.handoff")
 			if err != nil {
 				return TapeHandoffResult{}, err
 			}
@@ -233,7 +233,7 @@ func tapeResetTool() *registry.Tool {
 	return registry.MustNewTool("tape.reset",
 		"Reset the current tape, optionally archiving it.",
 		func(ctx context.Context, tc *registry.ToolContext, in tapeResetArgs) (TapeResetResult, error) {
-			sess, err := sessionOf(ctx, "tape.reset")
+			sess, err := sessionOf(tc, "tape.reset")
 			if err != nil {
 				return TapeResetResult{}, err
 			}

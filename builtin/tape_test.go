@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"encoding/json"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -110,7 +109,7 @@ func TestTapeTools(t *testing.T) {
 }
 
 func TestTapeToolsWithoutSession(t *testing.T) {
-	exec := registry.NewExecutor(registry.Default, &registry.ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
+	exec := newExec(t, &Module{})
 	for _, tool := range []string{"tape.info", "tape.search", "tape.anchors", "tape.handoff", "tape.reset"} {
 		args := `{}`
 		if tool == "tape.search" {

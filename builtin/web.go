@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -19,8 +18,15 @@ import (
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
-// DefaultWebTimeout is web.fetch's timeout when the call gives none.
-const DefaultWebTimeout = 10
+// web.fetch's defaults.
+const (
+	// DefaultWebTimeout is web.fetch's timeout in seconds when the call
+	// gives none.
+	DefaultWebTimeout = 10
+	// DefaultWebMaxBytes is web.fetch's body limit when [web] max_bytes
+	// is zero or absent.
+	DefaultWebMaxBytes = 5 << 20
+)
 
 type webFetchArgs struct {
 	URL     string            `json:"url" jsonschema_description:"The http or https URL to GET."`
@@ -37,15 +43,15 @@ type WebFetchResult struct {
 	Content     string `json:"content"`
 }
 
-func webFetchTool() *registry.Tool {
+func (m *Module) webFetchTool() *registry.Tool {
 	return registry.MustNewTool("web.fetch",
 		"Fetch(GET) the content of a web page, returning markdown if possible.",
-		runWebFetch,
+		m.runWebFetch,
 		registry.WithRenderer(func(r WebFetchResult) string { return r.Content }),
 		registry.WithAnnotations(registry.Annotations{Title: "Fetch a web page", ReadOnly: true, Idempotent: true, OpenWorld: true}))
 }
 
-func runWebFetch(ctx context.Context, tc *registry.ToolContext, in webFetchArgs) (WebFetchResult, error) {
+func (m *Module) runWebFetch(ctx context.Context, tc *registry.ToolContext, in webFetchArgs) (WebFetchResult, error) {
 	u, err := url.Parse(in.URL)
 	if err != nil {
 		return WebFetchResult{}, fail(registry.KindInvalidInput, "`url` is not a valid URL: %v", err)
@@ -63,8 +69,6 @@ func runWebFetch(ctx context.Context, tc *registry.ToolContext, in webFetchArgs)
 	if timeout < 0 {
 		return WebFetchResult{}, fail(registry.KindInvalidInput, "`timeout` must be >= 1.")
 	}
-	opts := currentOptions()
-
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return WebFetchResult{}, fail(registry.KindInvalidInput, "`url` cannot be requested: %v", err)
@@ -74,14 +78,15 @@ func runWebFetch(ctx context.Context, tc *registry.ToolContext, in webFetchArgs)
 	for k, v := range in.Headers {
 		req.Header.Set(k, v)
 	}
-	client := &http.Client{Transport: webTransport(opts.AllowLoopback), Timeout: seconds(timeout)}
+	client := &http.Client{Transport: m.webTransport(), Timeout: seconds(timeout)}
 	resp, err := client.Do(req)
 	if err != nil {
 		return WebFetchResult{}, fetchError(in.URL, timeout, err)
 	}
 	defer resp.Body.Close()
 	final := resp.Request.URL.String()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, opts.MaxBytes+1))
+	maxBytes := m.maxBytes()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
 	if err != nil {
 		return WebFetchResult{}, fetchError(final, timeout, err)
 	}
@@ -92,8 +97,8 @@ func runWebFetch(ctx context.Context, tc *registry.ToolContext, in webFetchArgs)
 			Message: fmt.Sprintf("HTTP %s: %s", resp.Status, final),
 			Details: map[string]any{"status": resp.StatusCode, "url": final, "body": preview(decodeBody(body, charset), 2000)}}
 	}
-	if int64(len(body)) > opts.MaxBytes {
-		return WebFetchResult{}, fail(registry.KindTool, "response from %s is larger than %d bytes, the web.fetch limit", final, opts.MaxBytes)
+	if int64(len(body)) > maxBytes {
+		return WebFetchResult{}, fail(registry.KindTool, "response from %s is larger than %d bytes, the web.fetch limit", final, maxBytes)
 	}
 	if isBinary(mediaType, body) {
 		return WebFetchResult{}, fail(registry.KindTool, "%s returned binary content (%s, %d bytes); web.fetch returns text only", final, orUnknown(mediaType), len(body))
@@ -177,14 +182,29 @@ func guardDial(network, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-// webTransports are shared so connections are reused across calls; one
-// guards destinations, the other (AllowLoopback) does not. Neither uses a
-// proxy from the environment: a proxy would hide the destination from the
-// guard.
-var webTransports = sync.OnceValues(func() (guarded, open *http.Transport) {
-	mk := func(control func(string, string, syscall.RawConn) error) *http.Transport {
+// maxBytes is the body limit in force: MaxBytes, or DefaultWebMaxBytes
+// when it is zero.
+func (m *Module) maxBytes() int64 {
+	if m.MaxBytes > 0 {
+		return m.MaxBytes
+	}
+	return DefaultWebMaxBytes
+}
+
+// webTransport returns the module's transport, made on first use and
+// shared by its calls so connections are reused. Unless AllowLoopback is
+// set it guards destinations. It uses no proxy from the environment: a
+// proxy would hide the destination from the guard.
+func (m *Module) webTransport() *http.Transport {
+	m.webMu.Lock()
+	defer m.webMu.Unlock()
+	if m.transport == nil {
+		var control func(string, string, syscall.RawConn) error
+		if !m.AllowLoopback {
+			control = guardDial
+		}
 		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: control}
-		return &http.Transport{
+		m.transport = &http.Transport{
 			DialContext:           d.DialContext,
 			ForceAttemptHTTP2:     true,
 			MaxIdleConns:          32,
@@ -193,15 +213,7 @@ var webTransports = sync.OnceValues(func() (guarded, open *http.Transport) {
 			ExpectContinueTimeout: time.Second,
 		}
 	}
-	return mk(guardDial), mk(nil)
-})
-
-func webTransport(allowLocal bool) *http.Transport {
-	guarded, open := webTransports()
-	if allowLocal {
-		return open
-	}
-	return guarded
+	return m.transport
 }
 
 // isBinary reports whether a response is not text: a media type that is

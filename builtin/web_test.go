@@ -13,15 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// configure sets the process-wide options for one test; web tests must
-// not run in parallel.
-func configure(t *testing.T, o Options) {
-	t.Helper()
-	prev := options.Load()
-	Configure(o)
-	t.Cleanup(func() { options.Store(prev) })
-}
-
 func webServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
@@ -58,9 +49,8 @@ func webServer(t *testing.T) *httptest.Server {
 }
 
 func TestWebFetch(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newModuleFixture(t, &Module{AllowLoopback: true}, nil)
 	srv := webServer(t)
-	configure(t, Options{AllowLoopback: true})
 
 	res := f.call("web.fetch", map[string]any{"url": srv.URL + "/doc", "headers": map[string]string{"X-Test": "yes"}})
 	if res.Err != nil {
@@ -94,15 +84,14 @@ func TestWebFetch(t *testing.T) {
 		t.Errorf("slow = %v", e)
 	}
 
-	configure(t, Options{AllowLoopback: true, MaxBytes: 10})
-	if e := f.fails("web.fetch", map[string]any{"url": srv.URL + "/big"}); !strings.Contains(e.Message, "larger than 10 bytes") {
+	small := newModuleFixture(t, &Module{AllowLoopback: true, MaxBytes: 10}, nil)
+	if e := small.fails("web.fetch", map[string]any{"url": srv.URL + "/big"}); !strings.Contains(e.Message, "larger than 10 bytes") {
 		t.Errorf("over the size cap = %v", e)
 	}
 }
 
 func TestWebFetchRefusesBadURLs(t *testing.T) {
-	f := newFixture(t, nil)
-	configure(t, Options{AllowLoopback: true})
+	f := newModuleFixture(t, &Module{AllowLoopback: true}, nil)
 	for _, u := range []string{"file:///etc/passwd", "ftp://example.com/x", "javascript:alert(1)", "http://", "::not a url"} {
 		e := f.fails("web.fetch", map[string]any{"url": u})
 		if e.Kind != registry.KindInvalidInput {
@@ -117,7 +106,6 @@ func TestWebFetchRefusesBadURLs(t *testing.T) {
 func TestWebFetchRefusesLoopbackByDefault(t *testing.T) {
 	f := newFixture(t, nil)
 	srv := webServer(t)
-	configure(t, Options{})
 	e := f.fails("web.fetch", map[string]any{"url": srv.URL + "/doc"})
 	if e.Kind != registry.KindInvalidInput || !strings.Contains(e.Message, "loopback") {
 		t.Errorf("loopback fetch = %v; want it refused", e)

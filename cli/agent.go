@@ -11,12 +11,12 @@ import (
 
 	"github.com/bubbuild/bub-mcp/agent"
 	"github.com/bubbuild/bub-mcp/agent/model"
-	"github.com/bubbuild/bub-mcp/host"
 	"github.com/bubbuild/bub-mcp/providers"
 )
 
-// The built-in agent: `bub-mcp agent`, and its tools (agent_run over MCP
-// for profiles with agent = true, subagent) wired into every host.
+// The built-in agent: `bub-mcp agent`. Its tools (agent_run over MCP for
+// profiles with agent = true, subagent) come with the agent module, which
+// this file's import of package agent compiles in.
 func init() {
 	var (
 		c      common
@@ -42,18 +42,6 @@ func init() {
 			return runAgent(ctx, env, &c, prompt, model, asJSON)
 		},
 	})
-	hostSetups = append(hostSetups, setupAgent)
-}
-
-// setupAgent adds the provider that shows agent_run and subagent where
-// they can work, bound to the [agent] settings and BUB_* variables.
-func setupAgent(ctx context.Context, env *Env, o *host.Options) error {
-	s, err := agent.LoadSettings(o.Config.Agent, env.Getenv)
-	if err != nil {
-		return err
-	}
-	o.Providers = append(o.Providers, agent.Provider(o.Config, &agent.Options{Settings: s, Logger: env.Logger}))
-	return nil
 }
 
 func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string, asJSON bool) error {
@@ -68,24 +56,26 @@ func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string
 		}
 	}
 	env = quieted(env, slog.LevelError) // the renderer shows failed calls
-	h, err := newHost(ctx, env, c)
+	ap, err := newApp(ctx, env, c)
 	if err != nil {
 		return err
 	}
-	defer closeHost(env, h)
-	settings, err := agent.LoadSettings(h.Config().Agent, env.Getenv)
+	defer closeApp(env, ap)
+	m, err := agent.FromApp(ap)
 	if err != nil {
 		return err
 	}
+	a := m.Agent()
 	if modelFlag != "" {
 		if _, _, err := model.Split(modelFlag); err != nil {
 			return &usageError{err.Error()}
 		}
+		settings := a.Settings()
 		settings.Model = modelFlag
+		a = m.Configure(&agent.Options{Settings: settings})
 	}
-	a := agent.New(h, &agent.Options{Settings: settings, Logger: env.Logger})
 	conn := providers.Connection{Transport: "agent", Profile: c.profile, SessionKey: c.session}
-	if err := h.Resolve(ctx, &conn); err != nil {
+	if err := ap.Resolve(ctx, &conn); err != nil {
 		return err
 	}
 	var sink agent.Sink = &agent.TerminalRenderer{Out: env.Stdout, Err: env.Stderr, Verbose: env.Getenv("BUB_VERBOSE") != ""}

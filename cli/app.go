@@ -8,9 +8,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/host"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/sessions"
 )
 
@@ -62,8 +63,9 @@ func fileExists(p string) bool {
 	return err == nil && !st.IsDir()
 }
 
-// newHost builds the application core from flags and environment.
-func newHost(ctx context.Context, env *Env, c *common) (*host.Host, error) {
+// newApp builds the application from flags and environment, with every
+// registered module.
+func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 	cfg, home, err := loadConfig(env, c.config)
 	if err != nil {
 		return nil, err
@@ -83,13 +85,7 @@ func newHost(ctx context.Context, env *Env, c *common) (*host.Host, error) {
 			return nil, err
 		}
 	}
-	opts := &host.Options{Config: cfg, Home: home, Workspace: ws, Getenv: env.Getenv, Logger: env.Logger}
-	for _, setup := range hostSetups {
-		if err := setup(ctx, env, opts); err != nil {
-			return nil, err
-		}
-	}
-	return host.New(opts)
+	return app.New(ctx, &app.Options{Config: cfg, Home: home, Workspace: ws, Getenv: env.Getenv, Logger: env.Logger})
 }
 
 // quieted raises the log level to min unless the user asked for logs
@@ -104,28 +100,31 @@ func quieted(env *Env, min slog.Level) *Env {
 	return &q
 }
 
-// closeHost ends a command's host, logging (not returning) a failure: by
+// closeApp ends a command's App, logging (not returning) a failure: by
 // then the command's own result is what matters.
-func closeHost(env *Env, h *host.Host) {
-	if err := h.Close(); err != nil {
-		env.Logger.Warn("host.close", "error", err)
+func closeApp(env *Env, a *app.App) {
+	if err := a.Close(); err != nil {
+		env.Logger.Warn("app.close", "error", err)
 	}
 }
 
-// hostSetups let feature packages wired into the CLI (code mode, the agent)
-// adjust the host options; each is added by an init() in this package.
-var hostSetups []func(ctx context.Context, env *Env, o *host.Options) error
-
-// hostExtensions add MCP features that need the host, such as code mode's
-// stub resource, to the servers `serve` builds; each is added by an init()
-// in this package.
-var hostExtensions []func(h *host.Host) mcpserver.Extension
-
-// serverExtensions are the plugins' extensions plus the host's.
-func serverExtensions(h *host.Host) []mcpserver.Extension {
-	exts := mcpserver.DefaultExtensions()
-	for _, f := range hostExtensions {
-		exts = append(exts, f(h))
+// serverExtensions are what the App's modules add to the MCP server: their
+// resources, and the protocol features of modules that implement
+// mcpserver.Extender (the conformance fixtures' prompts and completions).
+func serverExtensions(a *app.App) []mcpserver.Extension {
+	var exts []mcpserver.Extension
+	for _, m := range a.Modules() {
+		if e, ok := m.(mcpserver.Extender); ok {
+			exts = append(exts, e.MCPExtensions()...)
+		}
+	}
+	for _, r := range a.Resources() {
+		exts = append(exts, mcpserver.TextResource(r.URI, r.Name, r.Description, r.MIMEType, func(ctx context.Context, conn *providers.Connection) (string, error) {
+			if err := a.Resolve(ctx, conn); err != nil {
+				return "", err
+			}
+			return r.Read(ctx, conn)
+		}))
 	}
 	return exts
 }

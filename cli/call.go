@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 
 	"github.com/bubbuild/bub-mcp/agent/command"
-	"github.com/bubbuild/bub-mcp/builtin"
-	"github.com/bubbuild/bub-mcp/host"
+	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 )
@@ -36,22 +34,6 @@ func init() {
 			return runCall(ctx, env, fs, &c, asJSON, args)
 		},
 	})
-	hostSetups = append(hostSetups, configureBuiltin)
-}
-
-// configureBuiltin hands the [web] settings to the builtin tools;
-// BUB_WEB_ALLOW_LOOPBACK overrides allow_loopback.
-func configureBuiltin(ctx context.Context, env *Env, o *host.Options) error {
-	allow := o.Config.Web.AllowLoopback
-	if v := env.Getenv("BUB_WEB_ALLOW_LOOPBACK"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("BUB_WEB_ALLOW_LOOPBACK=%q: want true or false", v)
-		}
-		allow = b
-	}
-	builtin.Configure(builtin.Options{AllowLoopback: allow, MaxBytes: o.Config.Web.MaxBytes})
-	return nil
 }
 
 func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON bool, args []string) error {
@@ -76,12 +58,12 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 	}
 
 	env = quieted(env, slog.LevelWarn) // the outcome is printed below
-	h, err := newHost(ctx, env, c)
+	a, err := newApp(ctx, env, c)
 	if err != nil {
 		return err
 	}
-	defer closeHost(env, h)
-	tool, lerr := h.Registry().Lookup(args[0])
+	defer closeApp(env, a)
+	tool, lerr := a.Registry().Lookup(args[0])
 	if lerr != nil {
 		return printToolError(env, registry.AsError(lerr, registry.KindNotFound))
 	}
@@ -90,10 +72,10 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 		return &usageError{err.Error()}
 	}
 	conn := providers.Connection{Transport: "cli", Profile: c.profile, SessionKey: c.session}
-	if err := h.Resolve(ctx, &conn); err != nil {
+	if err := a.Resolve(ctx, &conn); err != nil {
 		return err
 	}
-	res := h.CallCommand(ctx, &conn, tool.Name, callArgs, nil)
+	res := a.Call(ctx, &conn, app.Request{Tool: tool.Name, Args: callArgs, Mode: app.Command})
 	if res.Err != nil {
 		return printToolError(env, res.Err)
 	}

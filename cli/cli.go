@@ -1,7 +1,8 @@
-// Package cli is the bub-mcp command line: cmd/bub-mcp is a blank import of
-// the builtin tools plus Main. A binary with extra plugins (the conformance
-// fixtures, a company's own tools) is the same two lines with one more blank
-// import, so the wiring is shared, never copied.
+// Package cli is the bub-mcp command line: serve, call, tools and agent,
+// over an app.App with every registered module. cmd/bub-mcp is Main and
+// nothing else. A binary with extra plugins (the conformance fixtures, a
+// company's own tools, Environments or providers) is the same few lines
+// with one more blank import, so the wiring is shared, never copied.
 package cli
 
 import (
@@ -16,9 +17,14 @@ import (
 	"sort"
 	"strings"
 
-	// The builtin tools (bash, fs.*, tape.*, ...) are part of every binary
-	// built on this package.
+	// The standard modules are part of every binary built on this
+	// package, as Caddy's modules/standard is: the builtin tools (bash,
+	// fs.*, tape.*, web.fetch), spill, skills and code mode. The agent
+	// module comes with the agent command (agent.go).
 	_ "github.com/bubbuild/bub-mcp/builtin"
+	_ "github.com/bubbuild/bub-mcp/codemode"
+	_ "github.com/bubbuild/bub-mcp/skills"
+	_ "github.com/bubbuild/bub-mcp/spill"
 )
 
 // Command is one subcommand: data, as in cmd/go.

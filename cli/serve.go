@@ -37,13 +37,13 @@ func init() {
 }
 
 func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool) error {
-	h, err := newHost(ctx, env, c)
+	a, err := newApp(ctx, env, c)
 	if err != nil {
 		return err
 	}
-	defer closeHost(env, h)
-	cfg := h.Config()
-	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: h, Registry: h.Registry(), Extensions: serverExtensions(h), Logger: env.Logger})
+	defer closeApp(env, a)
+	cfg := a.Config()
+	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger})
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	go debug.FreeOSMemory()
 	grace := cfg.Server.ShutdownGrace.Duration
 	if addr == "" {
-		env.Logger.Info("mcp.stdio.start", "profile", c.profile, "tools", len(h.Registry().Tools()))
+		env.Logger.Info("mcp.stdio.start", "profile", c.profile, "tools", len(a.Registry().Tools()))
 		return srv.ServeStdio(ctx, env.Stdin, env.Stdout, providers.Connection{Profile: c.profile}, grace)
 	}
 	loopback := mcpserver.IsLoopback(addr)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"strings"
 	"text/tabwriter"
 
@@ -12,16 +13,20 @@ import (
 )
 
 func init() {
-	var asJSON bool
+	var (
+		c      common
+		asJSON bool
+	)
 	register(&Command{
 		Name:  "tools",
-		Usage: "[--json]",
+		Usage: "[--json] [--config FILE]",
 		Short: "list every registered tool (check that a plugin registered)",
 		Flags: func(fs *flag.FlagSet) {
+			c.flags(fs)
 			fs.BoolVar(&asJSON, "json", false, "print JSON: names, flags, input and output schemas")
 		},
 		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return runTools(env, asJSON, args)
+			return runTools(ctx, env, &c, asJSON, args)
 		},
 	})
 }
@@ -38,11 +43,16 @@ type toolInfo struct {
 	OutputSchema json.RawMessage      `json:"output_schema,omitempty"`
 }
 
-func runTools(env *Env, asJSON bool, args []string) error {
+func runTools(ctx context.Context, env *Env, c *common, asJSON bool, args []string) error {
 	if len(args) > 0 {
 		return &usageError{"unexpected arguments"}
 	}
-	tools := registry.Default.Tools()
+	a, err := newApp(ctx, quieted(env, slog.LevelWarn), c)
+	if err != nil {
+		return err
+	}
+	defer closeApp(env, a)
+	tools := a.Registry().Tools()
 	if asJSON {
 		out := make([]toolInfo, len(tools))
 		for i, t := range tools {

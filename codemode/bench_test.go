@@ -7,28 +7,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/codemode"
-	"github.com/bubbuild/bub-mcp/host"
+	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/registry"
-	"github.com/bubbuild/bub-mcp/sessions"
 )
 
-// benchRunCode calls run_code through a host once per iteration. The wait
-// for the next pre-started interpreter is outside the timer, so ns/op is
-// the latency of a run whose interpreter is ready, as between model turns;
-// p50-ms and p90-ms report its distribution.
+// benchRunCode calls run_code through the App once per iteration. The
+// wait for the next pre-started interpreter is outside the timer, so ns/op
+// is the latency of a run whose interpreter is ready, as between model
+// turns; p50-ms and p90-ms report its distribution.
 func benchRunCode(b *testing.B, code, want string) []time.Duration {
 	needPython(b)
-	factory, warm := codemode.TrackedLocalRunner(nil)
-	h := newHost(b, hostOptions{runner: factory})
-	conn, v := resolve(b, h, "default")
-	rc, ok := v.Lookup("run_code")
-	if !ok {
+	a, m := newApp(b, appOptions{})
+	conn, v := resolve(b, a, "default")
+	if _, ok := v.Lookup("run_code"); !ok {
 		b.Fatal("run_code not in the View")
 	}
-	a := args(b, map[string]any{"code": code})
+	in := args(b, map[string]any{"code": code})
 	ctx := context.Background()
-	run := func() registry.Result { return h.Call(ctx, conn, rc, registry.Call{Args: a}, nil) }
+	run := func() registry.Result { return a.Call(ctx, conn, app.Request{Tool: "run_code", Args: in}) }
 	if res := run(); res.Err != nil || res.Text != want { // creates the environment and its runner
 		b.Fatalf("run_code = %q, %v; want %q", res.Text, res.Err, want)
 	}
@@ -36,7 +32,7 @@ func benchRunCode(b *testing.B, code, want string) []time.Duration {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		if err := warm(ctx); err != nil {
+		if err := m.WaitReady(ctx); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
@@ -54,15 +50,15 @@ func benchRunCode(b *testing.B, code, want string) []time.Duration {
 	return times
 }
 
-// BenchmarkRunCodePrint is run_code of print(1) through the host: the
+// BenchmarkRunCodePrint is run_code of print(1) through the App: the
 // View lookup, hooks, tape records, the environment and the runner.
 func BenchmarkRunCodePrint(b *testing.B) {
 	benchRunCode(b, "print(1)", "1\n")
 }
 
 // BenchmarkRunCodeNestedCall measures one nested call's round trip
-// through the host (validation, hooks, tape records, JSON): each run makes
-// 1000 sequential calls; ns/call is the run's p50 divided by 1000.
+// through the App (validation, hooks, JSON): each run makes 1000
+// sequential calls; ns/call is the run's p50 divided by 1000.
 func BenchmarkRunCodeNestedCall(b *testing.B) {
 	const calls = 1000
 	code := "for i in range(1000):\n    r = await tools.echo(i=i)\nprint(r['i'])"
@@ -77,30 +73,27 @@ func BenchmarkRunCodeGather100(b *testing.B) {
 	benchRunCode(b, code, "100\n")
 }
 
-// BenchmarkCallNested is the host's share of one nested call, without
-// Python: Host.CallNested (hooks, validation, handler) and the JSON the
-// result is sent back as, with the context a run_code call provides.
+// BenchmarkCallNested is the App's share of one nested call, without
+// Python: ToolContext.Tools.Call (lookup in the View, hooks, validation,
+// handler) and the JSON the result is sent back as. The ToolContext is
+// the one a direct call gets, taken from a preserved tool.
 func BenchmarkCallNested(b *testing.B) {
-	h := newHost(b, hostOptions{})
-	conn, v := resolve(b, h, "default")
-	tool, ok := v.LookupCode("echo")
-	if !ok {
-		b.Fatal("echo is not a code tool")
+	reg := testRegistry(b, nil)
+	var tools registry.Tools
+	reg.MustRegister(rawTool(b, "capture", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		tools = tc.Tools
+		return "ok", nil
+	}, registry.WithPreserve()))
+	a, _ := newApp(b, appOptions{reg: reg})
+	conn, _ := resolve(b, a, "default")
+	if res := a.Call(context.Background(), conn, app.Request{Tool: "capture"}); res.Err != nil || tools == nil {
+		b.Fatalf("capture = %v; tools %v", res.Err, tools)
 	}
-	sess, err := h.Session(conn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	env, err := h.Environment(context.Background(), conn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := host.WithConnection(sessions.NewContext(context.Background(), sess), conn)
-	parent := &registry.ToolContext{SessionID: conn.SessionKey, RunID: "bench-1", Env: env}
-	a := json.RawMessage(`{"i":5}`)
+	in := json.RawMessage(`{"i":5}`)
+	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		res := h.CallNested(ctx, conn, tool, a, parent, nil)
+		res := tools.Call(ctx, "echo", in)
 		if res.Err != nil {
 			b.Fatal(res.Err)
 		}

@@ -1,11 +1,16 @@
-// Package codemode exposes tools to model-written Python: it renders the
-// Python stub that declares every code tool as an async function (with
-// package pystub), stores it under $BUB_HOME, and builds the system-prompt
-// fragment that points to it.
+// Package codemode exposes tools to model-written Python, as Bub's code
+// mode does: the model sees the preserved tools plus run_code, and every
+// other tool in scope is `await tools.<name>(...)` inside run_code,
+// declared in a Python stub (rendered by package pystub) that the
+// system-prompt fragment points to.
 //
-// A host wires it in with [Provider], which splits each View into direct
-// tools plus run_code and the code tools, and [LocalRunner], which gives
-// every session environment a Python runner (package runner). The run_code
-// tool and the code_mode command register themselves in init and run
-// inside a host.Host.
+// It is one app module, [Module] ("codemode", configured by [codemode] in
+// bub.toml), enabled by a blank import:
+//
+//	import _ "github.com/bubbuild/bub-mcp/codemode"
+//
+// The module registers run_code and the code_mode command, installs the
+// View split ([Module.Split]), offers the stub as the resource [StubURI],
+// and keeps a Python runner (package runner) per session Environment,
+// started through the Environment's Spawn.
 package codemode

@@ -4,24 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
-	"github.com/bubbuild/bub-mcp/codemode"
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
-// ExampleProvider shows the View a code-mode connection gets: preserved
-// tools plus run_code (whose description carries the prompt), while the
-// other tools move inside run_code.
-func ExampleProvider() {
+// ExampleModule shows the View a code-mode connection gets from an App
+// with the codemode module: preserved tools plus run_code (whose
+// description carries the prompt), while the other tools move inside
+// run_code.
+func ExampleModule() {
 	home, _ := os.MkdirTemp("", "bub-home-")
 	defer os.RemoveAll(home)
 
 	reg := registry.New()
-	reg.MustRegister(codemode.RunCodeTool())
-	reg.MustRegister(codemode.CodeModeTool())
 	handler := func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
 		return "ok", nil
 	}
@@ -33,10 +34,22 @@ func ExampleProvider() {
 		t, _ := registry.NewRawTool(name, "Example tool.", nil, handler, opts...)
 		reg.MustRegister(t)
 	}
+	cfg, _ := config.Parse("bub.toml", "[profiles.off]\n[profiles.on]\ncode_mode = true\n", nil)
+	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: reg, Modules: []string{"codemode"},
+		Home: home, Workspace: home, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer a.Close()
 
-	chain := providers.NewChain(reg, &providers.ChainOptions{CodeMode: codemode.Provider(&codemode.Options{Home: home})})
-	for _, on := range []bool{false, true} {
-		v, _ := chain.View(context.Background(), &providers.Connection{SessionKey: "demo", Workspace: "/ws", CodeMode: on})
+	for _, profile := range []string{"off", "on"} {
+		conn := &providers.Connection{Transport: "example", Profile: profile}
+		if err := a.Resolve(context.Background(), conn); err != nil {
+			fmt.Println(err)
+			return
+		}
+		v, _ := a.View(context.Background(), conn)
 		var direct, code []string
 		for _, t := range v.Tools {
 			direct = append(direct, t.ModelName())
@@ -45,10 +58,10 @@ func ExampleProvider() {
 			code = append(code, t.ModelName())
 		}
 		rc, _ := v.Lookup("run_code")
-		fmt.Printf("code mode %v: direct %v, code %v, prompt in run_code: %v\n",
-			on, direct, code, rc != nil && strings.Contains(rc.Description, v.Instructions))
+		fmt.Printf("%s: direct %v, code %v, prompt in run_code: %v\n",
+			profile, direct, code, rc != nil && strings.Contains(rc.Description, v.Instructions))
 	}
 	// Output:
-	// code mode false: direct [fs_read orders_get tape_info], code [], prompt in run_code: false
-	// code mode true: direct [fs_read run_code], code [orders_get tape_info], prompt in run_code: true
+	// off: direct [fs_read orders_get tape_info], code [], prompt in run_code: false
+	// on: direct [fs_read run_code], code [orders_get tape_info], prompt in run_code: true
 }

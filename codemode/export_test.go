@@ -1,45 +1,28 @@
 package codemode
 
-import (
-	"context"
-	"io"
-	"sync"
+import "context"
 
-	"github.com/bubbuild/bub-mcp/environment"
-)
+// Runners is how many runners m keeps, so tests can see one released
+// when its Environment closes.
+func (m *Module) Runners() int {
+	m.runners.mu.Lock()
+	defer m.runners.mu.Unlock()
+	return len(m.runners.runners)
+}
 
-// TrackedLocalRunner is LocalRunner plus a function that waits until every
-// environment's runner made so far has an interpreter pre-started, so that
-// benchmarks time warm runs, as between model turns.
-func TrackedLocalRunner(opts *RunnerOptions) (environment.CodeRunnerFactory, func(ctx context.Context) error) {
-	var (
-		mu  sync.Mutex
-		all []*localRunner
-	)
-	f := LocalRunner(opts)
-	factory := func(env environment.Environment) (environment.CodeRunner, io.Closer, error) {
-		run, closer, err := f(env)
-		if l, ok := closer.(*localRunner); ok {
-			mu.Lock()
-			all = append(all, l)
-			mu.Unlock()
-		}
-		return run, closer, err
+// WaitReady waits until every runner m keeps has an interpreter
+// pre-started, so that benchmarks time warm runs, as between model turns.
+func (m *Module) WaitReady(ctx context.Context) error {
+	m.runners.mu.Lock()
+	rs := make([]interface{ WaitReady(context.Context) error }, 0, len(m.runners.runners))
+	for _, r := range m.runners.runners {
+		rs = append(rs, r)
 	}
-	wait := func(ctx context.Context) error {
-		mu.Lock()
-		ls := append([]*localRunner(nil), all...)
-		mu.Unlock()
-		for _, l := range ls {
-			r, err := l.runner()
-			if err != nil {
-				return err
-			}
-			if err := r.WaitReady(ctx); err != nil {
-				return err
-			}
+	m.runners.mu.Unlock()
+	for _, r := range rs {
+		if err := r.WaitReady(ctx); err != nil {
+			return err
 		}
-		return nil
 	}
-	return factory, wait
+	return nil
 }

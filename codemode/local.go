@@ -1,100 +1,102 @@
 package codemode
 
 import (
-	"context"
-	"io"
-	"math"
+	"errors"
+	"reflect"
 	"sync"
 
 	"github.com/bubbuild/bub-mcp/codemode/runner"
 	"github.com/bubbuild/bub-mcp/environment"
 )
 
-// RunnerOptions configure LocalRunner. The zero value is usable.
-type RunnerOptions struct {
-	// MaxOutput is how many bytes of printed output a run keeps (the end
-	// of it); zero means runner.DefaultMaxOutput.
-	MaxOutput int
-	// NoPrestart starts a fresh interpreter for every run instead of
-	// keeping one started ahead.
-	NoPrestart bool
+// runnerSet keeps one runner per Environment, each with an interpreter
+// started ahead through env.Spawn, so that a session's later runs pay no
+// start-up and env.Close reaches the interpreter. A runner is dropped
+// when its Environment closes (environment.ClosedNotifier; otherwise when
+// a run finds it closed) and all of them at close, so none outlives the
+// App. The zero value is ready to use.
+type runnerSet struct {
+	mu       sync.Mutex
+	runners  map[environment.Environment]*runner.Runner
+	done     chan struct{} // closed by close: ends the watchers
+	closed   bool
+	watchers sync.WaitGroup
 }
 
-// LocalRunner returns the environment.CodeRunnerFactory that runs code in
-// any environment able to spawn Python (LocalEnvironment among them), with
-// the subprocess runner of package runner: the interpreter is
-// environment.PythonOf(env), started through env.Spawn, so it works in the
-// workspace and env.Close reaches it. Each environment gets its own
-// runner, created on the first run; from then on it keeps one interpreter
-// started ahead, so later runs pay no start-up. Closing the environment
-// closes the runner.
-//
-// Errors are runner's: *runner.CodeError, *runner.TimeoutError,
-// *runner.CanceledError and *runner.CrashError, which run_code turns into
-// Bub's messages.
-func LocalRunner(opts *RunnerOptions) environment.CodeRunnerFactory {
-	var o RunnerOptions
-	if opts != nil {
-		o = *opts
+// get returns env's runner, making it on first use, and the function to
+// call once the run is over.
+func (s *runnerSet) get(env environment.Environment, python string) (*runner.Runner, func(), error) {
+	if !reflect.ValueOf(env).Comparable() {
+		// Such an Environment cannot key the map: it gets a runner per
+		// run, with nothing started ahead and nothing kept.
+		r := runner.New(&runner.Options{Python: python, Start: runner.EnvStart(env)})
+		return r, func() { r.Close() }, nil
 	}
-	return func(env environment.Environment) (environment.CodeRunner, io.Closer, error) {
-		l := &localRunner{opts: o, env: env}
-		return l.run, l, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, environment.ErrClosed
+	}
+	if r, ok := s.runners[env]; ok {
+		return r, func() {}, nil
+	}
+	if s.runners == nil {
+		s.runners = map[environment.Environment]*runner.Runner{}
+		s.done = make(chan struct{})
+	}
+	r := runner.New(&runner.Options{Python: python, Start: runner.EnvStart(env), Prestart: true})
+	s.runners[env] = r
+	if n, ok := env.(environment.ClosedNotifier); ok {
+		s.watchers.Add(1)
+		go func(closed, done <-chan struct{}) {
+			defer s.watchers.Done()
+			select {
+			case <-closed:
+				s.drop(env, r)
+			case <-done:
+			}
+		}(n.Closed(), s.done)
+	}
+	return r, func() {}, nil
+}
+
+// failed drops env's runner after a run that found env closed, for
+// Environments that do not announce their end.
+func (s *runnerSet) failed(env environment.Environment, r *runner.Runner, err error) {
+	if errors.Is(err, environment.ErrClosed) && reflect.ValueOf(env).Comparable() {
+		s.drop(env, r)
 	}
 }
 
-type localRunner struct {
-	opts RunnerOptions
-	env  environment.Environment
-
-	mu     sync.Mutex
-	r      *runner.Runner
-	closed bool
+// drop forgets and closes r, env's runner.
+func (s *runnerSet) drop(env environment.Environment, r *runner.Runner) {
+	s.mu.Lock()
+	if s.runners[env] == r {
+		delete(s.runners, env)
+	}
+	s.mu.Unlock()
+	r.Close()
 }
 
-func (l *localRunner) runner() (*runner.Runner, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return nil, environment.ErrClosed
-	}
-	if l.r == nil {
-		l.r = runner.New(&runner.Options{
-			Python:   environment.PythonOf(l.env),
-			Start:    runner.EnvStart(l.env),
-			Prestart: !l.opts.NoPrestart,
-		})
-	}
-	return l.r, nil
-}
-
-func (l *localRunner) run(ctx context.Context, _ environment.Environment, req environment.CodeRequest) (string, error) {
-	r, err := l.runner()
-	if err != nil {
-		return "", err
-	}
-	maxCalls := req.MaxCalls
-	if maxCalls <= 0 {
-		maxCalls = math.MaxInt
-	}
-	return r.Run(ctx, runner.Request{
-		Code:      req.Code,
-		Tools:     req.Tools,
-		Call:      req.Call,
-		Output:    req.Output,
-		MaxCalls:  maxCalls,
-		MaxOutput: l.opts.MaxOutput,
-	})
-}
-
-// Close closes the runner, killing its pre-started interpreter.
-func (l *localRunner) Close() error {
-	l.mu.Lock()
-	r := l.r
-	l.closed = true
-	l.mu.Unlock()
-	if r == nil {
+// close closes every runner and waits for the watchers; later gets fail
+// with environment.ErrClosed.
+func (s *runnerSet) close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
-	return r.Close()
+	s.closed = true
+	runners := s.runners
+	s.runners = nil
+	if s.done != nil {
+		close(s.done)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, r := range runners {
+		errs = append(errs, r.Close())
+	}
+	s.watchers.Wait()
+	return errors.Join(errs...)
 }

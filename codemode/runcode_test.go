@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"log/slog"
 	"math"
 	"os"
@@ -17,18 +16,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/codemode"
-	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
-	"github.com/bubbuild/bub-mcp/host"
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
 
+// needPython skips a test that needs python3 where it is missing, except
+// in CI (CI=true), where a missing dependency must fail the run.
 func needPython(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 not installed")
+		}
 		t.Skip("python3 not installed")
 	}
 }
@@ -96,99 +100,18 @@ func testRegistry(t testing.TB, log *hookLog) *registry.Registry {
 	return reg
 }
 
-type hostOptions struct {
-	home     string
-	ws       string
-	reg      *registry.Registry
-	python   string
-	maxCalls int
-	runner   environment.CodeRunnerFactory
-	logger   *slog.Logger
-}
-
-// newHost builds a host over a temp $BUB_HOME with profiles "default"
-// (code mode on), "direct" (off), "restricted" (run_code out of scope) and
-// "confined" (on, paths confined to the workspace).
-func newHost(t testing.TB, o hostOptions) *host.Host {
-	t.Helper()
-	if o.home == "" {
-		o.home = t.TempDir()
-	}
-	if o.ws == "" {
-		o.ws = t.TempDir()
-	}
-	if o.reg == nil {
-		o.reg = testRegistry(t, nil)
-	}
-	if o.runner == nil {
-		o.runner = codemode.LocalRunner(nil)
-	}
-	if o.logger == nil {
-		o.logger = discard()
-	}
-	cfg := config.Default()
-	cfg.Profiles["default"].CodeMode = true
-	cfg.Profiles["direct"] = &config.Profile{Name: "direct"}
-	cfg.Profiles["restricted"] = &config.Profile{Name: "restricted", CodeMode: true, Tools: []string{"orders.*", "fs.*"}}
-	cfg.Profiles["confined"] = &config.Profile{Name: "confined", CodeMode: true, Confine: true}
-	if o.maxCalls != 0 {
-		cfg.CodeMode.MaxCalls = o.maxCalls
-	}
-	h, err := host.New(&host.Options{
-		Config:     cfg,
-		Registry:   o.reg,
-		Home:       o.home,
-		Workspace:  o.ws,
-		CodeMode:   codemode.Provider(&codemode.Options{Home: o.home, Python: o.python, Logger: o.logger}),
-		CodeRunner: o.runner,
-		Logger:     o.logger,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return h
-}
-
-func resolve(t testing.TB, h *host.Host, profile string) (*providers.Connection, *providers.View) {
-	t.Helper()
-	conn := &providers.Connection{Transport: "test", Profile: profile}
-	if err := h.Resolve(context.Background(), conn); err != nil {
-		t.Fatal(err)
-	}
-	v, err := h.View(context.Background(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conn, v
-}
-
-func args(t testing.TB, v any) json.RawMessage {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // runCode calls run_code from the default profile's View.
-func runCode(t testing.TB, ctx context.Context, h *host.Host, peer registry.Peer, code string, timeout int) registry.Result {
+func runCode(t testing.TB, ctx context.Context, a *app.App, peer registry.Peer, code string, timeout int) registry.Result {
 	t.Helper()
-	conn, v := resolve(t, h, "default")
-	rc, ok := v.Lookup("run_code")
-	if !ok {
+	conn, v := resolve(t, a, "default")
+	if _, ok := v.Lookup("run_code"); !ok {
 		t.Fatalf("run_code not in the View: %v", names(v.Tools))
 	}
-	a := map[string]any{"code": code}
+	in := map[string]any{"code": code}
 	if timeout > 0 {
-		a["timeout_seconds"] = timeout
+		in["timeout_seconds"] = timeout
 	}
-	return h.Call(ctx, conn, rc, registry.Call{Args: args(t, a)}, peer)
+	return a.Call(ctx, conn, app.Request{Tool: "run_code", Args: args(t, in), Peer: peer})
 }
 
 // progressPeer records progress notifications.
@@ -215,7 +138,7 @@ func (p *progressPeer) Elicit(context.Context, registry.ElicitRequest) (*registr
 func TestRunCode(t *testing.T) {
 	needPython(t)
 	log := &hookLog{}
-	h := newHost(t, hostOptions{reg: testRegistry(t, log)})
+	a, _ := newApp(t, appOptions{reg: testRegistry(t, log)})
 	tests := []struct {
 		name    string
 		code    string
@@ -260,7 +183,7 @@ func TestRunCode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := runCode(t, context.Background(), h, nil, tt.code, tt.timeout)
+			res := runCode(t, context.Background(), a, nil, tt.code, tt.timeout)
 			if tt.wantErr == "" {
 				if res.Err != nil {
 					t.Fatalf("run_code error: %v %v", res.Err, res.Err.Details)
@@ -300,8 +223,8 @@ func TestRunCode(t *testing.T) {
 
 func TestRunCodeSpillsItsOwnOutput(t *testing.T) {
 	needPython(t)
-	h := newHost(t, hostOptions{})
-	res := runCode(t, context.Background(), h, nil, "print(await tools.big())", 0)
+	a, _ := newApp(t, appOptions{})
+	res := runCode(t, context.Background(), a, nil, "print(await tools.big())", 0)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -312,17 +235,17 @@ func TestRunCodeSpillsItsOwnOutput(t *testing.T) {
 
 func TestRunCodeNotEnabled(t *testing.T) {
 	needPython(t)
-	h := newHost(t, hostOptions{})
+	a, _ := newApp(t, appOptions{})
 	for _, profile := range []string{"direct", "restricted"} {
 		t.Run(profile, func(t *testing.T) {
-			conn, v := resolve(t, h, profile)
+			conn, v := resolve(t, a, profile)
 			if _, ok := v.Lookup("run_code"); ok {
 				t.Fatalf("run_code listed for %s", profile)
 			}
 			if _, ok := v.Lookup("orders_get"); !ok {
 				t.Errorf("orders_get not direct for %s: %v", profile, names(v.Tools))
 			}
-			res := h.CallCommand(context.Background(), conn, "run_code", args(t, map[string]any{"code": "print(1)"}), nil)
+			res := command(a, conn, "run_code", args(t, map[string]any{"code": "print(1)"}))
 			if res.Err == nil || res.Err.Error() != "[invalid_input] Code mode is not enabled for this run." {
 				t.Errorf("run_code = %q, %v; want [invalid_input] Code mode is not enabled for this run.", res.Text, res.Err)
 			}
@@ -332,10 +255,10 @@ func TestRunCodeNotEnabled(t *testing.T) {
 
 func TestRunCodeMaxCalls(t *testing.T) {
 	needPython(t)
-	h := newHost(t, hostOptions{maxCalls: 5})
+	a, _ := newApp(t, appOptions{codemode: "max_calls = 5"})
 	code := "import asyncio\nrs = await asyncio.gather(*(tools.echo(i=i) for i in range(6)), return_exceptions=True)\n" +
 		"print(sum(isinstance(r, dict) for r in rs), [str(r) for r in rs if not isinstance(r, dict)])"
-	res := runCode(t, context.Background(), h, nil, code, 0)
+	res := runCode(t, context.Background(), a, nil, code, 0)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -346,10 +269,10 @@ func TestRunCodeMaxCalls(t *testing.T) {
 
 func TestRunCodeStreamsProgress(t *testing.T) {
 	needPython(t)
-	h := newHost(t, hostOptions{})
+	a, _ := newApp(t, appOptions{})
 	peer := &progressPeer{}
 	code := "import asyncio\nprint('one')\nawait asyncio.sleep(0.4)\nawait tools.echo(x=1)\nprint('two')"
-	res := runCode(t, context.Background(), h, peer, code, 0)
+	res := runCode(t, context.Background(), a, peer, code, 0)
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -369,57 +292,57 @@ func TestCodeModeSwitchPersists(t *testing.T) {
 	needPython(t)
 	home, ws := t.TempDir(), t.TempDir()
 	reg := testRegistry(t, nil)
-	h := newHost(t, hostOptions{home: home, ws: ws, reg: reg})
-	conn, v := resolve(t, h, "direct")
+	a, _ := newApp(t, appOptions{home: home, ws: ws, reg: reg})
+	conn, v := resolve(t, a, "direct")
 	if _, ok := v.Lookup("run_code"); ok {
 		t.Fatal("run_code listed before the switch")
 	}
-	res := h.CallCommand(context.Background(), conn, "code_mode", json.RawMessage(`{"enable":"true"}`), nil)
+	res := command(a, conn, "code_mode", json.RawMessage(`{"enable":"true"}`))
 	if res.Err != nil || res.Text != "Session code mode enabled (applies from the next turn)." {
 		t.Fatalf("code_mode enable=true = %q, %v", res.Text, res.Err)
 	}
 	// The connection resolved before the switch keeps its View until the
 	// next turn.
-	if v, _ := h.View(context.Background(), conn); len(v.CodeTools) != 0 {
+	if v, _ := a.View(context.Background(), conn); len(v.CodeTools) != 0 {
 		t.Error("the switch changed the View of the turn in progress")
 	}
-	_, v = resolve(t, h, "direct")
+	_, v = resolve(t, a, "direct")
 	if _, ok := v.Lookup("run_code"); !ok || len(v.CodeTools) == 0 {
 		t.Errorf("after the switch: tools %v, code tools %v", names(v.Tools), names(v.CodeTools))
 	}
-	if err := h.Close(); err != nil {
+	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	h2 := newHost(t, hostOptions{home: home, ws: ws, reg: reg})
-	conn, v = resolve(t, h2, "direct")
+	a2, _ := newApp(t, appOptions{home: home, ws: ws, reg: reg})
+	conn, v = resolve(t, a2, "direct")
 	if !conn.CodeMode || len(v.CodeTools) == 0 {
 		t.Fatalf("after a restart: code mode %v, code tools %v", conn.CodeMode, names(v.CodeTools))
 	}
-	res = runCode(t, context.Background(), h2, nil, "print('on')", 0)
+	res = runCode(t, context.Background(), a2, nil, "print('on')", 0)
 	if res.Err != nil || res.Text != "on\n" {
 		t.Errorf("run_code after restart = %q, %v", res.Text, res.Err)
 	}
-	res = h2.CallCommand(context.Background(), conn, "code_mode", json.RawMessage(`{"enable":"false"}`), nil)
+	res = command(a2, conn, "code_mode", json.RawMessage(`{"enable":"false"}`))
 	if res.Err != nil || res.Text != "Session code mode disabled (applies from the next turn)." {
 		t.Fatalf("code_mode enable=false = %q, %v", res.Text, res.Err)
 	}
-	_, v = resolve(t, h2, "direct")
+	_, v = resolve(t, a2, "direct")
 	if _, ok := v.Lookup("run_code"); ok || len(v.CodeTools) != 0 {
 		t.Errorf("after disabling: tools %v, code tools %v", names(v.Tools), names(v.CodeTools))
 	}
 }
 
 func TestPythonMissing(t *testing.T) {
-	h := newHost(t, hostOptions{python: "no-such-python-3"})
-	conn, v := resolve(t, h, "default")
+	a, _ := newApp(t, appOptions{codemode: `python = "no-such-python-3"`})
+	conn, v := resolve(t, a, "default")
 	if _, ok := v.Lookup("run_code"); ok {
 		t.Errorf("run_code offered without Python: %v", names(v.Tools))
 	}
 	if _, ok := v.Lookup("orders_get"); !ok {
 		t.Errorf("code mode did not fall back to direct tools: %v", names(v.Tools))
 	}
-	res := h.CallCommand(context.Background(), conn, "run_code", args(t, map[string]any{"code": "print(1)"}), nil)
+	res := command(a, conn, "run_code", args(t, map[string]any{"code": "print(1)"}))
 	if res.Err == nil || res.Err.Kind != registry.KindInvalidInput {
 		t.Errorf("run_code = %q, %v; want invalid_input", res.Text, res.Err)
 	}
@@ -428,16 +351,16 @@ func TestPythonMissing(t *testing.T) {
 func TestStubReadableWhenConfined(t *testing.T) {
 	needPython(t)
 	home := t.TempDir()
-	h := newHost(t, hostOptions{home: home})
-	conn, v := resolve(t, h, "confined")
-	content, path, ok, err := codemode.ViewStub(h.Store().Home(), conn, v)
+	a, _ := newApp(t, appOptions{home: home})
+	conn, v := resolve(t, a, "confined")
+	content, path, ok, err := codemode.ViewStub(home, conn, v)
 	if err != nil || !ok {
 		t.Fatalf("ViewStub: %v, %v", ok, err)
 	}
 	if !strings.Contains(v.Instructions, path) {
 		t.Errorf("instructions do not name %s", path)
 	}
-	env, err := h.Environment(context.Background(), conn)
+	env, err := a.Environment(context.Background(), conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +382,7 @@ func TestStubReadableWhenConfined(t *testing.T) {
 // a normal end no process the code started is left.
 func TestRunCodeKillsTheTree(t *testing.T) {
 	needPython(t)
-	h := newHost(t, hostOptions{})
+	a, _ := newApp(t, appOptions{})
 	code := "import subprocess, os, time\n" +
 		"p = subprocess.Popen(['sh', '-c', 'sleep 300 & echo $!; wait'], stdout=subprocess.PIPE, text=True)\n" +
 		"print('pids', os.getpid(), p.pid, p.stdout.readline().strip(), flush=True)\n"
@@ -492,7 +415,7 @@ func TestRunCodeKillsTheTree(t *testing.T) {
 					cancel()
 				}()
 			}
-			res := runCode(t, ctx, h, peer, tt.code, 2)
+			res := runCode(t, ctx, a, peer, tt.code, 2)
 			peer.mu.Lock()
 			out := strings.Join(peer.messages, "")
 			peer.mu.Unlock()
@@ -520,4 +443,114 @@ func TestRunCodeKillsTheTree(t *testing.T) {
 func waitGone(t *testing.T, pids []int) {
 	t.Helper()
 	proctest.WaitGone(t, 5*time.Second, pids...)
+}
+
+func TestRunCodeMaxTimeout(t *testing.T) {
+	needPython(t)
+	a, _ := newApp(t, appOptions{codemode: "max_timeout_seconds = 30"})
+	res := runCode(t, context.Background(), a, nil, "print(1)", 31)
+	if want := "[invalid_input] timeout_seconds must be between 1 and 30."; res.Err == nil || res.Err.Error() != want {
+		t.Errorf("run_code(timeout_seconds=31) = %q, %v; want %s", res.Text, res.Err, want)
+	}
+	if res := runCode(t, context.Background(), a, nil, "print(1)", 30); res.Err != nil || res.Text != "1\n" {
+		t.Errorf("run_code(timeout_seconds=30) = %q, %v", res.Text, res.Err)
+	}
+}
+
+// waitRunners polls until m keeps want runners.
+func waitRunners(t *testing.T, m *codemode.Module, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for m.Runners() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("module keeps %d runners; want %d", m.Runners(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRunnerReleasedWhenEnvironmentCloses(t *testing.T) {
+	needPython(t)
+	a, m := newApp(t, appOptions{})
+	run := func() *providers.Connection {
+		t.Helper()
+		conn, _ := resolve(t, a, "default")
+		if res := runCode(t, context.Background(), a, nil, "print(1)", 0); res.Err != nil || res.Text != "1\n" {
+			t.Fatalf("run_code = %q, %v", res.Text, res.Err)
+		}
+		return conn
+	}
+	conn := run()
+	run() // the same environment keeps its runner
+	if n := m.Runners(); n != 1 {
+		t.Fatalf("module keeps %d runners after two runs in one environment; want 1", n)
+	}
+	a.Forget(conn) // closes the session's environment
+	waitRunners(t, m, 0)
+	run() // a new environment gets a new runner
+	waitRunners(t, m, 1)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitRunners(t, m, 0)
+}
+
+// plainEnv hides LocalEnvironment's Closed: it stands for an Environment
+// that does not announce its end.
+type plainEnv struct{ environment.Environment }
+
+// oddEnv cannot key a map.
+type oddEnv struct {
+	environment.Environment
+	_ []int
+}
+
+func init() {
+	local := func(o environment.Options) (environment.Environment, error) {
+		return environment.NewLocal(&environment.LocalOptions{Workspace: o.Workspace, Confine: o.Confine, AllowPaths: o.AllowPaths, Python: o.Python})
+	}
+	environment.Register("codemode-test-plain", func(ctx context.Context, o environment.Options) (environment.Environment, error) {
+		env, err := local(o)
+		return plainEnv{env}, err
+	})
+	environment.Register("codemode-test-odd", func(ctx context.Context, o environment.Options) (environment.Environment, error) {
+		env, err := local(o)
+		return oddEnv{Environment: env}, err
+	})
+}
+
+// TestRunnersOfOtherEnvironments checks that a runner of an Environment
+// that does not announce its end is released at Cleanup, and that one
+// that cannot be a map key gets a runner per run, kept nowhere.
+func TestRunnersOfOtherEnvironments(t *testing.T) {
+	needPython(t)
+	profiles := "[profiles.plain]\ncode_mode = true\nenvironment = \"codemode-test-plain\"\n" +
+		"[profiles.odd]\ncode_mode = true\nenvironment = \"codemode-test-odd\"\n"
+	a, m := newApp(t, appOptions{profiles: profiles})
+	run := func(profile string) *providers.Connection {
+		t.Helper()
+		conn, _ := resolve(t, a, profile)
+		res := a.Call(context.Background(), conn, app.Request{Tool: "run_code", Args: json.RawMessage(`{"code":"print(await tools.echo(x=1))"}`)})
+		if res.Err != nil || res.Text != "{'x': 1}\n" {
+			t.Fatalf("%s: run_code = %q, %v", profile, res.Text, res.Err)
+		}
+		return conn
+	}
+	run("odd")
+	run("odd")
+	if n := m.Runners(); n != 0 {
+		t.Errorf("module keeps %d runners for an environment that cannot key a map; want 0", n)
+	}
+	conn := run("plain")
+	a.Forget(conn)
+	run("plain")
+	if n := m.Runners(); n != 2 {
+		t.Errorf("module keeps %d runners; want 2 (the closed environment's is only known at Cleanup)", n)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.Runners(); n != 0 {
+		t.Errorf("module keeps %d runners after Close; want 0", n)
+	}
 }

@@ -2,17 +2,11 @@ package codemode_test
 
 import (
 	"encoding/json"
-	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/codemode"
-	"github.com/bubbuild/bub-mcp/codemode/pystub"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
@@ -71,105 +65,5 @@ func TestStubPath(t *testing.T) {
 	}
 	if other := codemode.StubPath(home, "/ws", "user/1", "stub2"); filepath.Dir(other) != filepath.Dir(first) || other == first {
 		t.Errorf("StubPath() for new content = %q; want a new file next to %q", other, first)
-	}
-}
-
-func TestWriteStub(t *testing.T) {
-	home := t.TempDir()
-	content, err := pystub.Generate([]pystub.Tool{{
-		Name:        "orders_get",
-		Description: "Look up an order by id.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}`),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path, err := codemode.WriteStub(home, "/ws", "user/1", content)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := codemode.StubPath(home, "/ws", "user/1", content); path != want {
-		t.Errorf("WriteStub() = %q; want %q", path, want)
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != content {
-		t.Errorf("WriteStub() wrote %q; want %q", got, content)
-	}
-	checkMode(t, path, 0o600)
-	checkMode(t, filepath.Dir(path), 0o700|fs.ModeDir)
-
-	// An existing stub is never rewritten: its name already says what is in it.
-	if err := os.WriteFile(path, []byte("marker"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	again, err := codemode.WriteStub(home, "/ws", "user/1", content)
-	if err != nil || again != path {
-		t.Fatalf("WriteStub() again = %q, %v; want %q", again, err, path)
-	}
-	if got, _ := os.ReadFile(path); string(got) != "marker" {
-		t.Errorf("WriteStub() rewrote an existing stub")
-	}
-	checkNoTemp(t, home)
-}
-
-func TestWriteStubConcurrent(t *testing.T) {
-	home := t.TempDir()
-	var wg sync.WaitGroup
-	paths := make([]string, 16)
-	for i := range paths {
-		wg.Go(func() {
-			path, err := codemode.WriteStub(home, "/ws", "s", fmt.Sprintf("content %d\n", i%2))
-			if err != nil {
-				t.Error(err)
-			}
-			paths[i] = path
-		})
-	}
-	wg.Wait()
-	for i, path := range paths {
-		if path != paths[i%2] {
-			t.Errorf("WriteStub() #%d = %q; want %q", i, path, paths[i%2])
-		}
-		if got, err := os.ReadFile(path); err != nil || string(got) != fmt.Sprintf("content %d\n", i%2) {
-			t.Errorf("stub %q = %q, %v", path, got, err)
-		}
-	}
-	checkNoTemp(t, home)
-}
-
-func TestWriteStubError(t *testing.T) {
-	home := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(home, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := codemode.WriteStub(home, "/ws", "s", "x"); err == nil || !strings.HasPrefix(err.Error(), "codemode: write stub: ") {
-		t.Errorf("WriteStub(home is a file) error = %v; want a codemode: write stub error", err)
-	}
-}
-
-func checkMode(t *testing.T, path string, want fs.FileMode) {
-	t.Helper()
-	info, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := info.Mode(); got != want {
-		t.Errorf("mode of %s = %v; want %v", path, got, want)
-	}
-}
-
-func checkNoTemp(t *testing.T, root string) {
-	t.Helper()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && !strings.HasSuffix(path, ".pyi") {
-			t.Errorf("leftover file %s", path)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }

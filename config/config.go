@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -23,18 +24,24 @@ import (
 // DefaultProfile is the profile used when none is named.
 const DefaultProfile = "default"
 
-// Config is a loaded, validated configuration.
+// Config is a loaded configuration. The tables the application itself
+// reads ([server], [profiles], [auth]) are decoded and checked by Parse;
+// every other table belongs to a module, which decodes it with Decode.
+// Check then reports what no one decoded, so a typo is still refused with
+// the file, line and key.
 type Config struct {
 	// Path is the file it came from; empty for the zero configuration.
-	Path     string
-	Server   Server
-	Tools    Tools
-	CodeMode CodeMode
-	Web      Web
-	Agent    Agent
+	Path   string
+	Server Server
 	// Profiles by name; always has DefaultProfile.
 	Profiles map[string]*Profile
 	Auth     Auth
+
+	src     string
+	md      toml.MetaData
+	tables  map[string]toml.Primitive // top-level tables left to modules
+	mu      sync.Mutex
+	claimed map[string]bool
 }
 
 // Server holds transport settings.
@@ -49,39 +56,6 @@ type Server struct {
 	// AuditCommitInterval is the tape group-commit interval for the audit
 	// trail: what a crash can lose at most.
 	AuditCommitInterval Duration `toml:"audit_commit_interval"`
-}
-
-// Tools holds executor settings.
-type Tools struct {
-	// MaxConcurrency bounds a batch of calls (Bub's max_tool_concurrency);
-	// 0 means unbounded.
-	MaxConcurrency int `toml:"max_concurrency"`
-	// SpillThreshold: outputs of at least 4× this many characters spill
-	// (BUB_SPILL_THRESHOLD); 0 disables.
-	SpillThreshold *int `toml:"spill_threshold"`
-}
-
-// CodeMode holds run_code settings.
-type CodeMode struct {
-	Python            string `toml:"python"`
-	MaxTimeoutSeconds int    `toml:"max_timeout_seconds"`
-	MaxCalls          int    `toml:"max_calls"`
-}
-
-// Web holds web.fetch settings.
-type Web struct {
-	AllowLoopback bool  `toml:"allow_loopback"`
-	MaxBytes      int64 `toml:"max_bytes"`
-}
-
-// Agent holds the built-in agent's model settings.
-type Agent struct {
-	Model          string `toml:"model"`
-	APIBase        string `toml:"api_base"`
-	APIKeyEnv      string `toml:"api_key_env"`
-	MaxSteps       int    `toml:"max_steps"`
-	MaxTokens      int    `toml:"max_tokens"`
-	TimeoutSeconds int    `toml:"timeout_seconds"`
 }
 
 // Profile is a named tool scope with its environment.
@@ -103,6 +77,12 @@ type Profile struct {
 	CodeMode bool `toml:"code_mode"`
 	// Agent offers agent_run to MCP clients when a model is configured.
 	Agent bool `toml:"agent"`
+	// Environment names the registered environment the profile's tools
+	// run in; empty means environment.DefaultName ("local").
+	Environment string `toml:"environment"`
+	// Providers name registered providers (package providers) that
+	// prepare the profile's tools; they run in registration order.
+	Providers []string `toml:"providers"`
 }
 
 // Scope is the profile's tool scope.
@@ -168,27 +148,6 @@ func (c *Config) fill(dir string) {
 	if c.Server.AuditCommitInterval.Duration == 0 {
 		c.Server.AuditCommitInterval.Duration = 50 * time.Millisecond
 	}
-	if c.CodeMode.Python == "" {
-		c.CodeMode.Python = "python3"
-	}
-	if c.CodeMode.MaxTimeoutSeconds == 0 {
-		c.CodeMode.MaxTimeoutSeconds = 600
-	}
-	if c.CodeMode.MaxCalls == 0 {
-		c.CodeMode.MaxCalls = 1000
-	}
-	if c.Web.MaxBytes == 0 {
-		c.Web.MaxBytes = 5 << 20
-	}
-	if c.Agent.MaxSteps == 0 {
-		c.Agent.MaxSteps = 50
-	}
-	if c.Agent.MaxTokens == 0 {
-		c.Agent.MaxTokens = 16384
-	}
-	if c.Agent.TimeoutSeconds == 0 {
-		c.Agent.TimeoutSeconds = 120
-	}
 	if c.Profiles == nil {
 		c.Profiles = map[string]*Profile{}
 	}
@@ -238,44 +197,25 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	c := &Config{Path: name}
-	md, err := toml.Decode(src, c)
+	c := &Config{Path: name, src: src, claimed: map[string]bool{}}
+	var top map[string]toml.Primitive
+	md, err := toml.Decode(src, &top)
 	if err != nil {
-		var pe toml.ParseError // the toml package returns it by value
-		if errors.As(err, &pe) {
-			key := pe.LastKey
-			if key == "" {
-				key = "(syntax)"
-			}
-			return nil, fmt.Errorf("config: %s:%d: %s: %s", name, pe.Position.Line, key, pe.Message)
+		return nil, c.decodeError(err)
+	}
+	c.md, c.tables = md, top
+	for key, dst := range map[string]any{"server": &c.Server, "profiles": &c.Profiles, "auth": &c.Auth} {
+		if err := c.Decode(key, dst); err != nil {
+			return nil, err
 		}
-		if m := decodeErrRE.FindStringSubmatch(err.Error()); m != nil {
-			return nil, fmt.Errorf("config: %s:%s: %s: %s", name, m[1], m[2], m[3])
-		}
-		return nil, fmt.Errorf("config: %s: %v", name, err)
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		k := und[0]
-		return nil, fmt.Errorf("config: %s:%d: %s: unknown key (see bub.toml.example)", name, lineOf(src, k), k.String())
-	}
-	fail := func(msg string, key ...string) error {
-		return fmt.Errorf("config: %s:%d: %s: %s", name, lineOf(src, key), strings.Join(key, "."), msg)
-	}
-	if c.Tools.MaxConcurrency < 0 {
-		return nil, fail("must be >= 0", "tools", "max_concurrency")
-	}
-	if c.Tools.SpillThreshold != nil && *c.Tools.SpillThreshold < 0 {
-		return nil, fail("must be >= 0", "tools", "spill_threshold")
-	}
-	if c.CodeMode.MaxTimeoutSeconds < 0 {
-		return nil, fail("must be >= 0", "codemode", "max_timeout_seconds")
-	}
-	if c.CodeMode.MaxCalls < 0 {
-		return nil, fail("must be >= 0", "codemode", "max_calls")
-	}
+	fail := c.Fail
 	for pname, p := range c.Profiles {
 		if !profileNameRE.MatchString(pname) {
 			return nil, fail("profile names must match ^[a-zA-Z0-9_-]{1,64}$", "profiles", pname)
+		}
+		if p == nil {
+			continue
 		}
 		if err := providers.CheckGlobs(p.Tools); err != nil {
 			return nil, fail(err.Error(), "profiles", pname, "tools")
@@ -321,6 +261,74 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// decodeError names the file, line and key of a TOML error, as every
+// configuration error does.
+func (c *Config) decodeError(err error) error {
+	var pe toml.ParseError // the toml package returns it by value
+	if errors.As(err, &pe) {
+		key := pe.LastKey
+		if key == "" {
+			key = "(syntax)"
+		}
+		return fmt.Errorf("config: %s:%d: %s: %s", c.Path, pe.Position.Line, key, pe.Message)
+	}
+	if m := decodeErrRE.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Errorf("config: %s:%s: %s: %s", c.Path, m[1], m[2], m[3])
+	}
+	return fmt.Errorf("config: %s: %v", c.Path, err)
+}
+
+// Decode decodes the top-level table key (such as "codemode") into v, a
+// pointer to a struct with toml tags; a missing table leaves v as it is.
+// Several modules may decode keys of one table. Only the keys some
+// decoder knows count as known (see Check).
+func (c *Config) Decode(key string, v any) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.claimed == nil {
+		c.claimed = map[string]bool{}
+	}
+	c.claimed[key] = true
+	prim, ok := c.tables[key]
+	if !ok {
+		return nil
+	}
+	if err := c.md.PrimitiveDecode(prim, v); err != nil {
+		return c.decodeError(err)
+	}
+	return nil
+}
+
+// Check refuses the configuration when it has a table or key that nothing
+// decoded: a misspelt key fails loudly instead of being ignored. Call it
+// after every module has decoded its table.
+func (c *Config) Check() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var tables []string
+	for k := range c.tables {
+		if !c.claimed[k] {
+			tables = append(tables, k)
+		}
+	}
+	if len(tables) > 0 {
+		sort.Strings(tables)
+		return fmt.Errorf("config: %s:%d: %s: unknown table (see bub.toml.example)", c.Path, lineOf(c.src, []string{tables[0]}), tables[0])
+	}
+	if und := c.md.Undecoded(); len(und) > 0 {
+		k := und[0]
+		return fmt.Errorf("config: %s:%d: %s: unknown key (see bub.toml.example)", c.Path, lineOf(c.src, k), k.String())
+	}
+	return nil
+}
+
+// Fail returns the error for a bad value at the key path (such as
+// "codemode", "max_calls"), naming the file and line that set it, as
+// syntax errors do.
+func (c *Config) Fail(msg string, key ...string) error {
+	return fmt.Errorf("config: %s:%d: %s: %s", c.Path, lineOf(c.src, key), strings.Join(key, "."), msg)
 }
 
 // HashToken is the hex SHA-256 of a bearer token, as stored in bub.toml.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func TestDefaults(t *testing.T) {
 	if got := c.Profiles[DefaultProfile].SessionKey(); got != "mcp:default" {
 		t.Errorf("SessionKey() = %q", got)
 	}
-	if c.CodeMode.Python != "python3" || c.Agent.MaxSteps != 50 || c.Server.SessionIdleTTL.Duration != 30*time.Minute {
+	if c.Server.SessionIdleTTL.Duration != 30*time.Minute || c.Server.ShutdownGrace.Duration != 10*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
 }
@@ -44,8 +45,8 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"syntax", "[server\nx = 1", "config: bub.toml:2: (syntax): expected"},
 		{"unknown key", "[server]\nsession_idle_ttl = \"1m\"\nbogus = 1\n", "config: bub.toml:3: server.bogus: unknown key"},
 		{"bad duration", "[server]\n\nshutdown_grace = \"soon\"\n", "config: bub.toml:3: server.shutdown_grace"},
-		{"wrong type", "[tools]\nmax_concurrency = \"many\"\n", "config: bub.toml:2: tools.max_concurrency"},
-		{"negative", "[tools]\nmax_concurrency = -1\n", "config: bub.toml:2: tools.max_concurrency: must be >= 0"},
+		{"wrong type", "[server]\nallowed_hosts = \"many\"\n", "config: bub.toml:2: server.allowed_hosts"},
+		{"unknown profile key", "[profiles.x]\ntolls = []\n", "config: bub.toml:2: profiles.x.tolls: unknown key"},
 		{"bad glob", "[profiles.x]\ntools = [\"[\"]\n", "config: bub.toml:2: profiles.x.tools: providers: bad tool pattern"},
 		{"bad profile name", "[profiles.\"a b\"]\n", "config: bub.toml:1: profiles.a b: profile names must match"},
 		{"token with unknown profile", "[[auth.tokens]]\nsha256 = \"" + strings.Repeat("a", 64) + "\"\nprofile = \"nope\"\n", "config: bub.toml:3: auth.tokens.profile: unknown profile \"nope\""},
@@ -54,7 +55,10 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("bub.toml", tt.src, getenv)
+			c, err := Parse("bub.toml", tt.src, getenv)
+			if err == nil {
+				err = c.Check() // what no module decodes is unknown
+			}
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Errorf("Parse() error = %v; want prefix %q", err, tt.want)
 			}
@@ -78,5 +82,64 @@ func TestTokensFromEnvAndWorkspace(t *testing.T) {
 	}
 	if got := c.Profiles["p"].Workspace; got != dir+"/ws" {
 		t.Errorf("workspace = %q; want relative to the file", got)
+	}
+}
+
+// TestModuleTables checks the contract modules rely on: several decoders
+// may share a table, a key none of them knows is refused with its line,
+// and a table nobody claims is refused too.
+func TestModuleTables(t *testing.T) {
+	src := "[tools]\nmax_concurrency = 2\nspill_threshold = 10\n\n[web]\nmax_bytes = 5\n"
+	tests := []struct {
+		name    string
+		decode  func(c *Config) error
+		wantErr string
+	}{
+		{"all claimed", func(c *Config) error {
+			var a struct {
+				MaxConcurrency int `toml:"max_concurrency"`
+			}
+			var b struct {
+				SpillThreshold *int `toml:"spill_threshold"`
+			}
+			var w struct {
+				MaxBytes int64 `toml:"max_bytes"`
+			}
+			if err := c.Decode("tools", &a); err != nil {
+				return err
+			}
+			if err := c.Decode("tools", &b); err != nil {
+				return err
+			}
+			if a.MaxConcurrency != 2 || b.SpillThreshold == nil || *b.SpillThreshold != 10 {
+				return fmt.Errorf("decoded %+v %+v", a, b)
+			}
+			return c.Decode("web", &w)
+		}, ""},
+		{"key left over", func(c *Config) error {
+			var a struct {
+				MaxConcurrency int `toml:"max_concurrency"`
+			}
+			c.Decode("web", &struct {
+				MaxBytes int64 `toml:"max_bytes"`
+			}{})
+			return c.Decode("tools", &a)
+		}, "config: bub.toml:3: tools.spill_threshold: unknown key (see bub.toml.example)"},
+		{"table left over", func(c *Config) error { return nil }, "config: bub.toml:1: tools: unknown table (see bub.toml.example)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("bub.toml", src, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.decode(c); err != nil {
+				t.Fatal(err)
+			}
+			err = c.Check()
+			if got := fmt.Sprint(err); (tt.wantErr == "" && err != nil) || (tt.wantErr != "" && got != tt.wantErr) {
+				t.Errorf("Check() = %v; want %q", err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -1,13 +1,17 @@
 // Package environment is where tools touch the outside world: it spawns
-// processes, reads and writes text files and runs code on behalf of a
+// processes and reads and writes text files on behalf of a
 // session, so that tools stay independent of where that world is.
 //
 // It is the Go counterpart of Bub's Environment protocol. The contract is
 // the [Environment] and [Process] interfaces; [LocalEnvironment] implements
 // them on the host. Other implementations (a container, a remote machine)
-// plug in through a [Factory], the analogue of Bub's provide_environment
-// hook. Extra abilities are optional interfaces found by type assertion,
-// like [PythonInterpreter].
+// plug in by name with [Register], the database/sql driver pattern and the
+// analogue of Bub's provide_environment hook; a profile picks one with
+// `environment = "<name>"`. Extra abilities are optional interfaces found
+// by type assertion, like [PythonInterpreter].
+//
+// Code mode needs nothing beyond Spawn: it starts its interpreter as a
+// process of the environment, so every Environment runs run_code.
 //
 // Every process runs in its own process group, so signals and Close reach
 // the whole tree a shell builds, not just the shell.
@@ -15,7 +19,6 @@ package environment
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"syscall"
@@ -50,10 +53,6 @@ type Environment interface {
 	// WriteText replaces a file's content, creating missing parent
 	// directories the way Bub's fs.write does.
 	WriteText(ctx context.Context, path, content string) error
-
-	// RunCode runs model-written code that may call tools back through
-	// req.Call, and returns what the code printed.
-	RunCode(ctx context.Context, req CodeRequest) (string, error)
 
 	// Close ends every process the environment started. It is safe to
 	// call more than once; later Spawn calls fail with ErrClosed.
@@ -117,39 +116,6 @@ type Process interface {
 	Done() <-chan struct{}
 }
 
-// CodeRequest is one run_code call. The environment decides where and how
-// the code runs; the tools it calls back stay on the host side.
-type CodeRequest struct {
-	// Code is the source the model wrote.
-	Code string
-	// Tools are the model names of the tools the code may call.
-	Tools []string
-	// Call runs a tool the code asked for and returns its JSON result.
-	// It is called concurrently when the code awaits several tools.
-	Call func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)
-	// Output, when set, receives printed output as it arrives, for
-	// progress reporting; the full output is still returned by RunCode.
-	Output func(chunk string)
-	// MaxCalls caps the number of tool calls; zero means no cap.
-	MaxCalls int
-}
-
-// CodeRunner executes a CodeRequest inside env. Keeping it a plain
-// function lets the code-mode package supply the runner without this
-// package knowing about Python or its protocol.
-type CodeRunner func(ctx context.Context, env Environment, req CodeRequest) (string, error)
-
-// CodeRunnerFactory makes the CodeRunner of one environment as the
-// environment is created, for runners that keep state per environment (a
-// pre-started interpreter). The io.Closer, if not nil, is closed when the
-// environment closes, before its processes are killed.
-type CodeRunnerFactory func(env Environment) (CodeRunner, io.Closer, error)
-
-// Factory makes the environment for a session, like Bub's
-// provide_environment hook. The caller owns the result and must Close it
-// when the session ends.
-type Factory func(ctx context.Context, sessionID, workspace string) (Environment, error)
-
 // ClosedNotifier is implemented by environments that announce their end:
 // Closed returns a channel closed when Close begins. Holders of
 // per-environment state (background shells, code runners) use it to let
@@ -195,8 +161,6 @@ var (
 	ErrTooLarge = errors.New("environment: file is too large")
 	// ErrIsDir means a directory was given where a file is needed.
 	ErrIsDir = errors.New("environment: path is a directory")
-	// ErrCodeUnavailable means the environment has no code runner.
-	ErrCodeUnavailable = errors.New("environment: code execution is not available")
 	// ErrStdinClosed means stdin was not kept open or is already closed.
 	ErrStdinClosed = errors.New("environment: stdin is closed")
 )

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -347,20 +348,44 @@ func TestNewLocal(t *testing.T) {
 	}
 }
 
-func TestLocalFactory(t *testing.T) {
+func TestRegistered(t *testing.T) {
 	t.Parallel()
-	def, ws := t.TempDir(), t.TempDir()
-	f := LocalFactory(LocalOptions{Workspace: def, Python: "py"})
-	for _, tt := range []struct{ ask, want string }{{ws, ws}, {"", def}} {
-		env, err := f(t.Context(), "s1", tt.ask)
-		if err != nil {
-			t.Fatalf("factory(%q): %v", tt.ask, err)
-		}
-		if env.Workspace() != tt.want || PythonOf(env) != "py" {
-			t.Errorf("factory(%q) workspace, python = %q, %q; want %q, py", tt.ask, env.Workspace(), PythonOf(env), tt.want)
-		}
-		if err := env.Close(); err != nil {
-			t.Error(err)
-		}
+	if got := Names(); !slices.Contains(got, DefaultName) {
+		t.Fatalf("Names() = %v; want it to contain %q", got, DefaultName)
+	}
+	f, err := Lookup(DefaultName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	env, err := f(t.Context(), Options{Session: "s1", Workspace: ws, Python: "py"})
+	if err != nil {
+		t.Fatalf("local factory: %v", err)
+	}
+	defer env.Close()
+	if env.Workspace() != ws || PythonOf(env) != "py" {
+		t.Errorf("local factory workspace, python = %q, %q; want %q, py", env.Workspace(), PythonOf(env), ws)
+	}
+	_, err = Lookup("nope")
+	if want := `environment: unknown environment "nope" (registered: `; err == nil || !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), "; forgotten import?)") {
+		t.Errorf("Lookup(nope) = %v; want %q...", err, want)
+	}
+}
+
+func TestRegisterPanics(t *testing.T) {
+	t.Parallel()
+	f := func(context.Context, Options) (Environment, error) { return nil, nil }
+	for _, tt := range []struct {
+		name string
+		f    Factory
+	}{{"", f}, {"x-nil", nil}, {DefaultName, f}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register(%q) did not panic", tt.name)
+				}
+			}()
+			Register(tt.name, tt.f)
+		}()
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,13 +45,6 @@ type LocalOptions struct {
 	AllowPaths []string
 	// Python is the interpreter code runs with; empty means "python3".
 	Python string
-	// CodeRunner executes RunCode requests; nil means RunCode fails with
-	// ErrCodeUnavailable.
-	CodeRunner CodeRunner
-	// NewCodeRunner, when set, makes the environment's own CodeRunner
-	// (it wins over CodeRunner); what it returns to close is closed by
-	// Close.
-	NewCodeRunner CodeRunnerFactory
 	// ExtraEnv holds KEY=VALUE entries added to every process's
 	// environment, before Spec.Env (which wins on the same key).
 	ExtraEnv []string
@@ -73,16 +65,14 @@ type LocalOptions struct {
 // leaves the group and escapes both; that is the price of not tracing
 // every process.
 type LocalEnvironment struct {
-	workspace  string   // absolute, cleaned, as configured
-	realRoots  []string // symlink-free workspace and AllowPaths, for Confine
-	confine    bool
-	python     string
-	runner     CodeRunner
-	runnerDone io.Closer // from NewCodeRunner; closed by Close
-	extraEnv   []string
-	maxRead    int64
-	waitDelay  time.Duration
-	shell      string // absolute path of bash or sh; empty if neither exists
+	workspace string   // absolute, cleaned, as configured
+	realRoots []string // symlink-free workspace and AllowPaths, for Confine
+	confine   bool
+	python    string
+	extraEnv  []string
+	maxRead   int64
+	waitDelay time.Duration
+	shell     string // absolute path of bash or sh; empty if neither exists
 
 	mu       sync.Mutex
 	closed   bool
@@ -125,7 +115,6 @@ func NewLocal(opts *LocalOptions) (*LocalEnvironment, error) {
 		workspace: ws,
 		confine:   o.Confine,
 		python:    o.Python,
-		runner:    o.CodeRunner,
 		extraEnv:  append([]string(nil), o.ExtraEnv...),
 		maxRead:   o.MaxReadBytes,
 		waitDelay: o.WaitDelay,
@@ -170,32 +159,7 @@ func NewLocal(opts *LocalOptions) (*LocalEnvironment, error) {
 	} else if sh, err := exec.LookPath("sh"); err == nil {
 		e.shell = sh
 	}
-	if o.NewCodeRunner != nil {
-		run, done, err := o.NewCodeRunner(e)
-		if err != nil {
-			return nil, fmt.Errorf("environment: code runner: %w", err)
-		}
-		e.runner, e.runnerDone = run, done
-	}
 	return e, nil
-}
-
-// LocalFactory returns a Factory that gives each session a
-// LocalEnvironment rooted at the workspace it is asked for (or at
-// opts.Workspace when that is empty).
-func LocalFactory(opts LocalOptions) Factory {
-	opts.AllowPaths = append([]string(nil), opts.AllowPaths...)
-	opts.ExtraEnv = append([]string(nil), opts.ExtraEnv...)
-	return func(ctx context.Context, sessionID, workspace string) (Environment, error) {
-		if err := checkCtx(ctx); err != nil {
-			return nil, err
-		}
-		o := opts
-		if workspace != "" {
-			o.Workspace = workspace
-		}
-		return NewLocal(&o)
-	}
 }
 
 // Workspace is the absolute workspace directory.
@@ -299,25 +263,10 @@ func (e *LocalEnvironment) isClosed() bool {
 	return e.closed
 }
 
-// RunCode hands req to the configured CodeRunner.
-func (e *LocalEnvironment) RunCode(ctx context.Context, req CodeRequest) (string, error) {
-	if err := checkCtx(ctx); err != nil {
-		return "", err
-	}
-	if e.isClosed() {
-		return "", ErrClosed
-	}
-	if e.runner == nil {
-		return "", ErrCodeUnavailable
-	}
-	return e.runner(ctx, e, req)
-}
-
 // Closed returns a channel closed when Close begins (ClosedNotifier).
 func (e *LocalEnvironment) Closed() <-chan struct{} { return e.closedCh }
 
-// Close closes the code runner made by LocalOptions.NewCodeRunner, then
-// kills (SIGKILL) the process group of every process the environment
+// Close kills (SIGKILL) the process group of every process the environment
 // started whose group still has members, cuts their output
 // streams and waits for them to be reaped. Later Spawn calls fail with
 // ErrClosed; a second Close does nothing.
@@ -334,11 +283,6 @@ func (e *LocalEnvironment) Close() error {
 	e.mu.Unlock()
 
 	var errs []error
-	if e.runnerDone != nil {
-		if err := e.runnerDone.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	for p := range procs {
 		if err := p.signalGroup(syscall.SIGKILL); err != nil {
 			errs = append(errs, err)

@@ -474,9 +474,6 @@ func TestCloseKillsEverything(t *testing.T) {
 	if !errors.Is(err, ErrClosed) || err.Error() != "environment: shell runtime is closed" {
 		t.Errorf("Spawn after Close = %v; want %q", err, ErrClosed)
 	}
-	if _, err := e.RunCode(ctx, CodeRequest{Code: "print(1)"}); !errors.Is(err, ErrClosed) {
-		t.Errorf("RunCode after Close = %v; want ErrClosed", err)
-	}
 }
 
 // TestCloseDuringSpawns races Close against spawns: every process that
@@ -523,35 +520,6 @@ func TestCloseDuringSpawns(t *testing.T) {
 		if code != -1 || !errors.As(err, &se) {
 			t.Errorf("process %d Wait() = %d, %v; want killed", p.Pid(), code, err)
 		}
-	}
-}
-
-func TestRunCode(t *testing.T) {
-	t.Parallel()
-	e := newTestEnv(t, nil)
-	_, err := e.RunCode(t.Context(), CodeRequest{Code: "print(1)"})
-	if !errors.Is(err, ErrCodeUnavailable) || err.Error() != "environment: code execution is not available" {
-		t.Errorf("RunCode without runner = %v; want ErrCodeUnavailable", err)
-	}
-
-	var gotEnv Environment
-	runner := func(ctx context.Context, env Environment, req CodeRequest) (string, error) {
-		gotEnv = env
-		return "ran " + req.Code, nil
-	}
-	e2 := newTestEnv(t, &LocalOptions{CodeRunner: runner, Python: "/opt/py"})
-	out, err := e2.RunCode(t.Context(), CodeRequest{Code: "x"})
-	if out != "ran x" || err != nil {
-		t.Errorf("RunCode = %q, %v; want %q, nil", out, err, "ran x")
-	}
-	if gotEnv != Environment(e2) {
-		t.Errorf("runner got env %v; want the environment itself", gotEnv)
-	}
-	if got := PythonOf(e2); got != "/opt/py" {
-		t.Errorf("PythonOf = %q; want /opt/py", got)
-	}
-	if got := PythonOf(e); got != "python3" {
-		t.Errorf("PythonOf default = %q; want python3", got)
 	}
 }
 

@@ -2,24 +2,26 @@ package mcpserver_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 
+	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/host"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
-// newHost is a host over reg with the bub.toml src, logging nowhere, in
-// fresh directories; it closes with the test.
-func newHost(tb testing.TB, reg *registry.Registry, src string) *host.Host {
+// newHost is an App over reg with the bub.toml src and no modules, logging
+// nowhere, in fresh directories; it closes with the test.
+func newHost(tb testing.TB, reg *registry.Registry, src string) *app.App {
 	tb.Helper()
 	cfg, err := config.Parse("test.toml", src, func(string) string { return "" })
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: tb.TempDir(), Workspace: tb.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	h, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: reg, Modules: []string{}, Home: tb.TempDir(), Workspace: tb.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -27,8 +29,25 @@ func newHost(tb testing.TB, reg *registry.Registry, src string) *host.Host {
 	return h
 }
 
+// promptModule adds a filter whose prompt names the profile and its tool
+// count, so tests can see instructions built per connection.
+type promptModule struct{}
+
+func (promptModule) BubModule() app.ModuleInfo {
+	return app.ModuleInfo{ID: "test.prompt", New: func() app.Module { return promptModule{} }}
+}
+
+func (promptModule) Provision(ctx context.Context, a *app.App) error {
+	a.AddFilter(func(ctx context.Context, conn *providers.Connection, tools []*registry.Tool) ([]*registry.Tool, string, error) {
+		return tools, "Profile " + conn.Profile + " has " + fmt.Sprint(len(tools)) + " tools.", nil
+	})
+	return nil
+}
+
+func init() { app.RegisterModule(promptModule{}) }
+
 // newServer is an MCP server over h.
-func newServer(tb testing.TB, h *host.Host) *mcpserver.Server {
+func newServer(tb testing.TB, h *app.App) *mcpserver.Server {
 	tb.Helper()
 	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -33,8 +34,8 @@ import (
 )
 
 // Backend is what the server needs from the application: who a connection
-// is, what it sees, and how a call runs. The host package implements it over
-// sessions, environments and the executor; tests may fake it.
+// is, what it sees, and how a call runs. *app.App implements it; tests may
+// fake it.
 type Backend interface {
 	// Resolve completes a connection the transport identified (profile,
 	// principal) with its session key, workspace and code-mode setting. It
@@ -42,9 +43,17 @@ type Backend interface {
 	Resolve(ctx context.Context, conn *providers.Connection) error
 	// View returns the connection's View.
 	View(ctx context.Context, conn *providers.Connection) (*providers.View, error)
-	// Call runs one call of a tool from the connection's View; call carries
-	// the arguments (Args, and Decoded when the transport decoded them).
-	Call(ctx context.Context, conn *providers.Connection, tool *registry.Tool, call registry.Call, peer registry.Peer) registry.Result
+	// Call runs one call through the application's single call path;
+	// the server's calls are app.Direct ones, of tools in the
+	// connection's View.
+	Call(ctx context.Context, conn *providers.Connection, req app.Request) registry.Result
+}
+
+// Extender is implemented by modules that add protocol features beyond
+// tools (the conformance fixtures' prompts and completions); the CLI finds
+// it on the App's modules by type assertion.
+type Extender interface {
+	MCPExtensions() []Extension
 }
 
 // Extension adds protocol features beyond tools (resources, prompts,
@@ -80,11 +89,9 @@ type Server struct {
 	log     *slog.Logger
 	reg     *registry.Registry
 
-	mcpTools  sync.Map // *providers.View → []mcp.Tool
-	objectOut sync.Map // *registry.Tool → bool: object output schema
-	parking   *parking
-	inflight  sync.WaitGroup
-	workers   int
+	parking  *parking
+	inflight sync.WaitGroup
+	workers  int
 
 	impl         mcp.Implementation // the server, as results name it
 	headerBound  map[string]bool    // model name → has x-mcp-header bindings (no fast path)
@@ -233,16 +240,21 @@ func (s *Server) filter(ctx context.Context, _ []mcp.Tool) []mcp.Tool {
 		s.log.WarnContext(ctx, "mcp.view.failed", "error", err)
 		return nil
 	}
-	if cached, ok := s.mcpTools.Load(v); ok {
-		return cached.([]mcp.Tool)
-	}
-	out := make([]mcp.Tool, 0, len(v.Tools))
-	for _, t := range v.Tools {
-		out = append(out, MCPTool(t))
-	}
-	s.mcpTools.Store(v, out)
-	return out
+	// Cached on the View itself, so it is freed with the View.
+	return v.Memo(mcpToolsKey{}, func() any {
+		out := make([]mcp.Tool, 0, len(v.Tools))
+		for _, t := range v.Tools {
+			out = append(out, MCPTool(t))
+		}
+		return out
+	}).([]mcp.Tool)
 }
+
+// Memo keys of the per-View work the server caches.
+type (
+	mcpToolsKey  struct{}
+	objectOutKey struct{ tool *registry.Tool }
+)
 
 // MCPTool maps a registry tool onto its MCP definition. Every annotation is
 // sent explicitly: absent hints mean "destructive, open world" to clients.
@@ -264,13 +276,8 @@ func MCPTool(t *registry.Tool) mcp.Tool {
 
 // structured reports whether t's results carry structuredContent (an
 // object output schema), parsing each tool's schema once.
-func (s *Server) structured(t *registry.Tool) bool {
-	if v, ok := s.objectOut.Load(t); ok {
-		return v.(bool)
-	}
-	ok := isObjectSchema(t.OutputSchema)
-	s.objectOut.Store(t, ok)
-	return ok
+func (s *Server) structured(v *providers.View, t *registry.Tool) bool {
+	return v.Memo(objectOutKey{t}, func() any { return isObjectSchema(t.OutputSchema) }).(bool)
 }
 
 func isObjectSchema(raw json.RawMessage) bool {
@@ -306,7 +313,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return mcp.NewToolResultError(fmt.Sprintf("[invalid_input] Tool '%s' argument validation failed.\n%v", tool.Name, err)), nil
 	}
 	p := &peer{s: s, token: progressToken(req)}
-	res := s.backend.Call(ctx, conn, tool, call, p)
+	res := s.backend.Call(ctx, conn, app.Request{Tool: tool.Name, Args: call.Args, Decoded: call.Decoded, Peer: p})
 	if n := p.sent.Load(); n > 0 {
 		// mcp-go may drop a notification its forwarder picked up while the
 		// response was being written (mcp-go PR #969); the event store
@@ -317,7 +324,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 			r.pw.waitNotifications(int(n), notificationWait)
 		}
 	}
-	return s.toResult(tool, &res), nil
+	return s.toResult(v, tool, &res), nil
 }
 
 // toolCall takes the arguments as mcp-go parsed them: the raw bytes it
@@ -353,7 +360,7 @@ func progressToken(req mcp.CallToolRequest) mcp.ProgressToken {
 // toResult maps a registry result onto MCP: the rendered text (after spill)
 // as content, the raw value as structuredContent when the tool declares an
 // object output schema, and tool errors as isError results.
-func (s *Server) toResult(t *registry.Tool, res *registry.Result) *mcp.CallToolResult {
+func (s *Server) toResult(v *providers.View, t *registry.Tool, res *registry.Result) *mcp.CallToolResult {
 	if res.Err != nil {
 		text := res.Err.Error()
 		if len(res.Err.Details) > 0 {
@@ -367,7 +374,7 @@ func (s *Server) toResult(t *registry.Tool, res *registry.Result) *mcp.CallToolR
 		return &mcp.CallToolResult{Content: contents(cs)}
 	}
 	out := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(res.Text)}}
-	if res.Value != nil && s.structured(t) {
+	if res.Value != nil && s.structured(v, t) {
 		out.StructuredContent = res.Value
 	}
 	return out
@@ -559,23 +566,3 @@ const getStreamWait = 5 * time.Second
 // shutdownTimeout bounds how long closing transports may take after calls
 // were cancelled.
 const shutdownTimeout = 5 * time.Second
-
-var (
-	extMu      sync.Mutex
-	extensions []Extension
-)
-
-// RegisterExtension adds an Extension to every server built with
-// DefaultExtensions; plugins call it from init(), as they register tools.
-func RegisterExtension(e Extension) {
-	extMu.Lock()
-	extensions = append(extensions, e)
-	extMu.Unlock()
-}
-
-// DefaultExtensions returns the extensions plugins registered.
-func DefaultExtensions() []Extension {
-	extMu.Lock()
-	defer extMu.Unlock()
-	return append([]Extension(nil), extensions...)
-}

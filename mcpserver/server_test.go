@@ -18,10 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/host"
 	"github.com/bubbuild/bub-mcp/mcpserver"
-	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
 	"github.com/google/go-cmp/cmp"
@@ -47,7 +46,7 @@ type orderOut struct {
 type fixture struct {
 	url      string
 	home     string
-	host     *host.Host
+	host     *app.App
 	cancels  atomic.Int64 // how many test.slow calls saw cancellation
 	started  chan struct{}
 	tokenCfg bool
@@ -113,10 +112,7 @@ func newFixture(t *testing.T, withTokens bool) *fixture {
 	}
 	reg := testRegistry(f)
 	log := slog.New(slog.DiscardHandler)
-	prompt := func(ctx context.Context, conn *providers.Connection, tools []*registry.Tool) ([]*registry.Tool, string, error) {
-		return tools, "Profile " + conn.Profile + " has " + fmt.Sprint(len(tools)) + " tools.", nil
-	}
-	h, err := host.New(&host.Options{Config: cfg, Registry: reg, Home: f.home, Workspace: t.TempDir(), Logger: log, Providers: []providers.Provider{prompt}})
+	h, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: reg, Modules: []string{"test.prompt"}, Home: f.home, Workspace: t.TempDir(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

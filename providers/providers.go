@@ -11,7 +11,10 @@ package providers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -20,25 +23,9 @@ import (
 )
 
 // Connection identifies a client for the purpose of choosing its tools.
-type Connection struct {
-	// Transport is "stdio", "http", "agent" or "cli".
-	Transport string
-	// Profile names the bub.toml profile in force.
-	Profile string
-	// Principal is who authenticated (a token's name), empty when anonymous.
-	Principal string
-	// SessionKey is the Bub session whose tape and settings the connection
-	// uses.
-	SessionKey string
-	// Workspace is the directory tools work in.
-	Workspace string
-	// CodeMode is the session's code-mode switch (or the profile default).
-	CodeMode bool
-	// ClientName and ClientVersion come from the client's initialize
-	// request; informational only (they never change the View).
-	ClientName    string
-	ClientVersion string
-}
+// It is the registry's type, so that tools see the same caller
+// (registry.ToolContext.Conn) that chose their View.
+type Connection = registry.Connection
 
 // viewKey is the cache key of the View a connection gets: every field a
 // provider may depend on, and nothing it may not. A comparable struct, so a
@@ -48,7 +35,7 @@ type viewKey struct {
 	codeMode                                             bool
 }
 
-func (c *Connection) key() viewKey {
+func keyOf(c *Connection) viewKey {
 	return viewKey{c.Transport, c.Profile, c.Principal, c.SessionKey, c.Workspace, c.CodeMode}
 }
 
@@ -59,10 +46,22 @@ func (c *Connection) key() viewKey {
 // tools.
 type Provider func(ctx context.Context, conn *Connection, tools []*registry.Tool) ([]*registry.Tool, string, error)
 
-// CodeModeFunc splits the final tools for code mode: direct tools (what the
-// model sees) and code tools (reachable only inside run_code), plus a prompt
-// fragment. It runs last, as Bub's CodeModeCatalog does.
-type CodeModeFunc func(ctx context.Context, conn *Connection, tools []*registry.Tool) (direct, code []*registry.Tool, prompt string, err error)
+// CodeModeFunc splits the tools in scope for code mode, as Bub's
+// CodeModeCatalog does. It must have no side effects: files the split
+// refers to go in Split.Files.
+type CodeModeFunc func(ctx context.Context, conn *Connection, tools []*registry.Tool) (Split, error)
+
+// Split is code mode's verdict on a connection's tools.
+type Split struct {
+	// Direct are the tools the model sees.
+	Direct []*registry.Tool
+	// Code are reachable only inside run_code.
+	Code []*registry.Tool
+	// Prompt is a fragment for the connection's instructions.
+	Prompt string
+	// Files are files the prompt refers to (the stub), by absolute path.
+	Files map[string]string
+}
 
 // View is what one connection sees.
 type View struct {
@@ -73,13 +72,33 @@ type View struct {
 	CodeTools []*registry.Tool
 	// Instructions join the providers' prompt fragments.
 	Instructions string
+	// Files are files the View refers to (code mode's stub), by absolute
+	// path. Building a View writes nothing; WriteFiles writes them when
+	// the View is first handed out.
+	Files map[string]string
 
 	direct map[string]*registry.Tool
 	code   map[string]*registry.Tool
+
+	filesOnce sync.Once
+	filesErr  error
+	memo      sync.Map
 }
 
-func newView(tools, code []*registry.Tool, prompts []string) *View {
-	v := &View{Tools: sortTools(tools), CodeTools: sortTools(code), direct: index(tools), code: index(code)}
+// Memo returns the value kept under key for this View, computing it with
+// f the first time. Transports keep their per-View work here (the MCP tool
+// list), so it is freed with the View when the cache evicts it. Concurrent
+// first calls may each run f; one result wins.
+func (v *View) Memo(key any, f func() any) any {
+	if got, ok := v.memo.Load(key); ok {
+		return got
+	}
+	got, _ := v.memo.LoadOrStore(key, f())
+	return got
+}
+
+func newView(tools, code []*registry.Tool, prompts []string, files map[string]string) *View {
+	v := &View{Tools: sortTools(tools), CodeTools: sortTools(code), Files: files, direct: index(tools), code: index(code)}
 	var parts []string
 	for _, p := range prompts {
 		if p = strings.TrimSpace(p); p != "" {
@@ -88,6 +107,54 @@ func newView(tools, code []*registry.Tool, prompts []string) *View {
 	}
 	v.Instructions = strings.Join(parts, "\n\n")
 	return v
+}
+
+// WriteFiles writes the View's Files that do not exist yet, atomically,
+// once per View; later calls return the first call's error.
+func (v *View) WriteFiles() error {
+	v.filesOnce.Do(func() {
+		var errs []error
+		for path, content := range v.Files {
+			if err := writeIfAbsent(path, content); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		v.filesErr = errors.Join(errs...)
+	})
+	return v.filesErr
+}
+
+// writeIfAbsent writes content to path through a temporary file and a
+// rename, so a reader never sees half a file; an existing file is kept,
+// since Files are named by their content's hash.
+func writeIfAbsent(path, content string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	// Private like the rest of $BUB_HOME: a stub names the tools in scope.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("providers: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("providers: %w", err)
+	}
+	_, werr := tmp.WriteString(content)
+	if werr == nil {
+		werr = tmp.Sync() // a crash must not leave an empty file under the final name
+	}
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("providers: write %s: %w", path, werr)
+	}
+	return nil
 }
 
 func sortTools(ts []*registry.Tool) []*registry.Tool {
@@ -117,12 +184,19 @@ func (v *View) LookupCode(name string) (*registry.Tool, bool) {
 	return t, ok
 }
 
+// DefaultMaxViews bounds a Chain's cache when ChainOptions.MaxViews is
+// zero: one View per connection key, and a long-lived server sees many
+// sessions come and go.
+const DefaultMaxViews = 1024
+
 // Chain builds Views from a registry. It is safe for concurrent use; Views
-// are cached per connection key until Reset.
+// are cached per connection key, up to a bound, until Reset or Forget.
 type Chain struct {
 	reg       *registry.Registry
-	providers []Provider
+	filters   []Provider
 	codeMode  CodeModeFunc
+	providers []Provider
+	maxViews  int
 
 	mu    sync.Mutex
 	cache map[viewKey]*View
@@ -130,29 +204,47 @@ type Chain struct {
 
 // ChainOptions configure a Chain. Nil providers are skipped.
 type ChainOptions struct {
-	// Providers run in order on the registry's agent-visible tools.
-	Providers []Provider
-	// CodeMode, when set, runs last.
+	// Filters run first, in order, on the registry's agent-visible tools:
+	// the profile scope and what decides which tools are available at
+	// all.
+	Filters []Provider
+	// CodeMode, when set, runs next: Bub "applies the current tool scope
+	// and prepares code mode first".
 	CodeMode CodeModeFunc
+	// Providers run last, in order, on the direct tools (Bub's
+	// tool_providers).
+	Providers []Provider
+	// MaxViews bounds the cache; zero means DefaultMaxViews.
+	MaxViews int
 }
 
 // NewChain returns a Chain over reg.
 func NewChain(reg *registry.Registry, opts *ChainOptions) *Chain {
-	c := &Chain{reg: reg, cache: map[viewKey]*View{}}
+	c := &Chain{reg: reg, cache: map[viewKey]*View{}, maxViews: DefaultMaxViews}
 	if opts != nil {
-		for _, p := range opts.Providers {
-			if p != nil {
-				c.providers = append(c.providers, p)
-			}
-		}
+		c.filters = nonNil(opts.Filters)
+		c.providers = nonNil(opts.Providers)
 		c.codeMode = opts.CodeMode
+		if opts.MaxViews > 0 {
+			c.maxViews = opts.MaxViews
+		}
 	}
 	return c
 }
 
+func nonNil(ps []Provider) []Provider {
+	var out []Provider
+	for _, p := range ps {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // View returns the connection's View, building it on first use.
 func (c *Chain) View(ctx context.Context, conn *Connection) (*View, error) {
-	key := conn.key()
+	key := keyOf(conn)
 	c.mu.Lock()
 	v, ok := c.cache[key]
 	c.mu.Unlock()
@@ -167,13 +259,19 @@ func (c *Chain) View(ctx context.Context, conn *Connection) (*View, error) {
 	if old, ok := c.cache[key]; ok {
 		v = old
 	} else {
+		if len(c.cache) >= c.maxViews {
+			for k := range c.cache { // evict one, any: rebuilding is cheap
+				delete(c.cache, k)
+				break
+			}
+		}
 		c.cache[key] = v
 	}
 	c.mu.Unlock()
 	return v, nil
 }
 
-// Build computes a View without the cache.
+// Build computes a View without the cache. It has no side effects.
 func (c *Chain) Build(ctx context.Context, conn *Connection) (*View, error) {
 	var tools []*registry.Tool
 	for _, t := range c.reg.Tools() {
@@ -182,29 +280,52 @@ func (c *Chain) Build(ctx context.Context, conn *Connection) (*View, error) {
 		}
 	}
 	var prompts []string
-	for i, p := range c.providers {
-		out, prompt, err := p(ctx, conn, tools)
-		if err != nil {
-			return nil, fmt.Errorf("providers: provider %d: %w", i, err)
+	run := func(stage string, ps []Provider) error {
+		for i, p := range ps {
+			out, prompt, err := p(ctx, conn, tools)
+			if err != nil {
+				return fmt.Errorf("providers: %s %d: %w", stage, i, err)
+			}
+			tools = out
+			prompts = append(prompts, prompt)
 		}
-		tools = out
-		prompts = append(prompts, prompt)
+		return nil
 	}
-	var code []*registry.Tool
+	if err := run("filter", c.filters); err != nil {
+		return nil, err
+	}
+	var (
+		code  []*registry.Tool
+		files map[string]string
+	)
 	if c.codeMode != nil {
-		direct, ct, prompt, err := c.codeMode(ctx, conn, tools)
+		split, err := c.codeMode(ctx, conn, tools)
 		if err != nil {
 			return nil, fmt.Errorf("providers: code mode: %w", err)
 		}
-		tools, code = direct, ct
-		prompts = append(prompts, prompt)
+		tools, code, files = split.Direct, split.Code, split.Files
+		prompts = append(prompts, split.Prompt)
 	}
-	return newView(tools, code, prompts), nil
+	if err := run("provider", c.providers); err != nil {
+		return nil, err
+	}
+	return newView(tools, code, prompts, files), nil
 }
 
 // Reset drops every cached View; call it when configuration changes.
 func (c *Chain) Reset() {
 	c.mu.Lock()
 	c.cache = map[viewKey]*View{}
+	c.mu.Unlock()
+}
+
+// Forget drops the cached Views of one session, which ended.
+func (c *Chain) Forget(sessionKey string) {
+	c.mu.Lock()
+	for k := range c.cache {
+		if k.sessionKey == sessionKey {
+			delete(c.cache, k)
+		}
+	}
 	c.mu.Unlock()
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,7 +86,11 @@ func TestChainOrderPromptsAndCodeMode(t *testing.T) {
 		}
 		return out, "", nil
 	}
-	codeMode := func(ctx context.Context, conn *Connection, tools []*registry.Tool) ([]*registry.Tool, []*registry.Tool, string, error) {
+	third := func(ctx context.Context, conn *Connection, tools []*registry.Tool) ([]*registry.Tool, string, error) {
+		order = append(order, "third")
+		return tools, "third prompt", nil
+	}
+	codeMode := func(ctx context.Context, conn *Connection, tools []*registry.Tool) (Split, error) {
 		order = append(order, "code")
 		if !conn.CodeMode {
 			var direct []*registry.Tool
@@ -93,25 +99,26 @@ func TestChainOrderPromptsAndCodeMode(t *testing.T) {
 					direct = append(direct, t)
 				}
 			}
-			return direct, nil, "", nil
+			return Split{Direct: direct}, nil
 		}
-		var direct, code []*registry.Tool
+		var split Split
 		for _, t := range tools {
 			if t.CodeUse() {
-				code = append(code, t)
+				split.Code = append(split.Code, t)
 			} else {
-				direct = append(direct, t)
+				split.Direct = append(split.Direct, t)
 			}
 		}
-		return direct, code, "<code_mode>x</code_mode>", nil
+		split.Prompt = "<code_mode>x</code_mode>"
+		return split, nil
 	}
-	c := NewChain(testRegistry(t), &ChainOptions{Providers: []Provider{first, nil, second}, CodeMode: codeMode})
+	c := NewChain(testRegistry(t), &ChainOptions{Filters: []Provider{first, nil, second}, CodeMode: codeMode, Providers: []Provider{third}})
 
 	v, err := c.View(context.Background(), &Connection{Profile: "p", CodeMode: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"first", "second", "code"}, order); diff != "" {
+	if diff := cmp.Diff([]string{"first", "second", "code", "third"}, order); diff != "" {
 		t.Errorf("order (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"bash", "bash.output", "fs.read", "fs.write", "run_code"}, names(v.Tools)); diff != "" {
@@ -120,7 +127,7 @@ func TestChainOrderPromptsAndCodeMode(t *testing.T) {
 	if diff := cmp.Diff([]string{"tape.info", "tape.search"}, names(v.CodeTools)); diff != "" {
 		t.Errorf("code (-want +got):\n%s", diff)
 	}
-	if v.Instructions != "first prompt\n\n<code_mode>x</code_mode>" {
+	if v.Instructions != "first prompt\n\n<code_mode>x</code_mode>\n\nthird prompt" {
 		t.Errorf("instructions = %q", v.Instructions)
 	}
 	if _, ok := v.Lookup("tape_info"); ok {
@@ -191,3 +198,99 @@ func FuzzMatchGlob(f *testing.F) {
 		}
 	})
 }
+
+func TestRegisteredProviders(t *testing.T) {
+	drop := func(name string) Provider {
+		return func(ctx context.Context, conn *Connection, tools []*registry.Tool) ([]*registry.Tool, string, error) {
+			var out []*registry.Tool
+			for _, tl := range tools {
+				if tl.Name != name {
+					out = append(out, tl)
+				}
+			}
+			return out, "dropped " + name, nil
+		}
+	}
+	Register("test.drop_bash", drop("bash"))
+	Register("test.drop_fs_read", drop("fs.read"))
+	for _, bad := range []struct {
+		name string
+		p    Provider
+	}{{"", drop("x")}, {"test.nil", nil}, {"test.drop_bash", drop("x")}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register(%q) did not panic", bad.name)
+				}
+			}()
+			Register(bad.name, bad.p)
+		}()
+	}
+	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), `unknown provider "nope" (registered: readonly_first, test.drop_bash, test.drop_fs_read; forgotten import?)`) {
+		t.Errorf("Lookup(nope) = %v", err)
+	}
+	// Picked in any order, they run in registration order.
+	tools, prompt, err := Run(context.Background(), []string{"test.drop_fs_read", "test.drop_bash"}, &Connection{}, testRegistry(t).Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"bash.output", "code_mode", "fs.write", "run_code", "tape.info", "tape.search", "web.fetch"}, names(tools)); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+	if prompt != "dropped bash\n\ndropped fs.read" {
+		t.Errorf("prompt = %q", prompt)
+	}
+}
+
+func TestChainCacheIsBounded(t *testing.T) {
+	builds := 0
+	count := func(ctx context.Context, conn *Connection, tools []*registry.Tool) ([]*registry.Tool, string, error) {
+		builds++
+		return tools, "", nil
+	}
+	c := NewChain(testRegistry(t), &ChainOptions{Filters: []Provider{count}, MaxViews: 2})
+	ctx := context.Background()
+	for _, s := range []string{"a", "b", "a", "c", "d"} {
+		if _, err := c.View(ctx, &Connection{SessionKey: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(c.cache); n > 2 {
+		t.Errorf("cache holds %d views; want at most 2", n)
+	}
+	if builds != 4 { // a, b, c, d; the second a was cached
+		t.Errorf("builds = %d; want 4", builds)
+	}
+	c.Forget("d")
+	if _, ok := c.cache[keyOf(&Connection{SessionKey: "d"})]; ok {
+		t.Error("Forget kept the session's view")
+	}
+}
+
+func TestViewWritesFilesOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "stub.pyi")
+	split := func(ctx context.Context, conn *Connection, tools []*registry.Tool) (Split, error) {
+		return Split{Direct: tools, Files: map[string]string{path: "content"}}, nil
+	}
+	c := NewChain(testRegistry(t), &ChainOptions{CodeMode: split})
+	v, err := c.View(context.Background(), &Connection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("building the view wrote %s (stat: %v)", path, err)
+	}
+	if err := v.WriteFiles(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "content" {
+		t.Fatalf("file = %q, %v", b, err)
+	}
+	os.Remove(path)
+	if err := v.WriteFiles(); err != nil || fileExists(path) {
+		t.Errorf("second WriteFiles wrote again (err %v)", err)
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

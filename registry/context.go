@@ -4,36 +4,86 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+
+	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/sessions"
 )
 
-// Environment is the part of a session's execution environment the registry
-// hands to tools. It is deliberately tiny: tools that spawn processes or touch
-// files assert the richer interface they need (environment.Environment), so
-// this package does not depend on any implementation.
-type Environment interface {
-	Workspace() string
+// Connection identifies who is calling: the client, its profile and the
+// session it works in. The MCP layer, the agent and the CLI fill it in;
+// package providers chooses a View from it, and tools read it through
+// ToolContext.Conn.
+type Connection struct {
+	// Transport is "stdio", "http", "agent" or "cli".
+	Transport string
+	// Profile names the bub.toml profile in force.
+	Profile string
+	// Principal is who authenticated (a token's name), empty when anonymous.
+	Principal string
+	// SessionKey is the Bub session whose tape and settings the connection
+	// uses.
+	SessionKey string
+	// Workspace is the directory tools work in.
+	Workspace string
+	// CodeMode is the session's code-mode switch (or the profile default).
+	CodeMode bool
+	// ClientName and ClientVersion come from the client's initialize
+	// request; informational only (they never change the View).
+	ClientName    string
+	ClientVersion string
+}
+
+// Tools is what a call may reach of the other tools: the caller's View,
+// scoped as the caller is. run_code calls the View's code tools through it
+// and subagent lists the caller's direct tools; both stay inside the
+// caller's scope and go through the same executor and hooks as any call.
+type Tools interface {
+	// List returns the caller's tools, each sorted by runtime name: the
+	// direct ones (what the model sees) and, in code mode, the code tools
+	// (reachable only from run_code).
+	List() (direct, code []*Tool)
+	// Call runs one of the code tools by runtime or model name, as a
+	// nested call of the current one (structured result, CodeMode set).
+	// Any other name fails with a not_found error.
+	Call(ctx context.Context, name string, args json.RawMessage) Result
 }
 
 // ToolContext is what a handler knows about the call beyond its arguments.
 // Bub injects the same object as `context`; it never appears in the schema.
+// Every collaborator a tool may use is a field here, so a tool is tested
+// with a literal ToolContext and ctx carries only cancellation and tracing.
 type ToolContext struct {
-	// SessionID names the session whose tape, settings and environment the
-	// call belongs to.
-	SessionID string
-	// RunID identifies the turn or request; equal for every call of a batch.
-	RunID string
+	// Session is the session's tape, settings and spill storage; nil when
+	// the call runs outside any session.
+	Session *sessions.Session
+	// Env is the session's environment, nil when the caller has none.
+	Env environment.Environment
+	// Tools reaches the caller's other tools (run_code's nested calls,
+	// subagent); nil when the caller offers none.
+	Tools Tools
+	// Conn is the caller; nil when unknown.
+	Conn *Connection
+	// Peer reaches the client that started the call (progress, logs,
+	// sampling, elicitation). Nil means nobody listens.
+	Peer Peer
 	// State is request-scoped data shared by the calls of one run. It is
 	// neither persisted nor restored. Handlers must not mutate it
 	// concurrently without their own locking.
 	State map[string]any
+	// RunID identifies the turn or request; equal for every call of a batch.
+	RunID string
 	// CodeMode is true when the call comes from code inside run_code; such
 	// calls are not rendered or spilled.
 	CodeMode bool
-	// Env is the session's environment, nil when the caller has none.
-	Env Environment
-	// Peer reaches the client that started the call (progress, logs,
-	// sampling, elicitation). Nil means nobody listens.
-	Peer Peer
+}
+
+// SessionKey names the call's session: the connection's, or "" when the
+// call has no connection.
+func (tc *ToolContext) SessionKey() string {
+	if tc == nil || tc.Conn == nil {
+		return ""
+	}
+	return tc.Conn.SessionKey
 }
 
 // Progress reports progress to whoever listens; a no-op without a Peer.

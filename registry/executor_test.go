@@ -485,59 +485,9 @@ func TestTimingLog(t *testing.T) {
 	}
 }
 
-type memSpiller struct{ stored []string }
-
-func (m *memSpiller) Spill(ctx context.Context, tc *ToolContext, tool, text string) (string, error) {
-	m.stored = append(m.stored, text)
-	return fmt.Sprintf("[spilled %d chars of %s]", len(text), tool), nil
-}
-
-func TestSpillHook(t *testing.T) {
-	big, _ := NewTool("big", "", func(ctx context.Context, tc *ToolContext, in struct {
-		N    int  `json:"n"`
-		Fail bool `json:"fail,omitempty"`
-	}) (string, error) {
-		if in.Fail {
-			return "", errors.New(strings.Repeat("e", in.N))
-		}
-		return strings.Repeat("x", in.N), nil
-	})
-	spillRead, _ := NewTool("spill.read", "", func(ctx context.Context, tc *ToolContext, in struct{}) (string, error) {
-		return strings.Repeat("z", 500), nil
-	})
-	tests := []struct {
-		name      string
-		tool      string
-		args      string
-		threshold int
-		codeMode  bool
-		want      string
-	}{
-		{"below", "big", `{"n":399}`, 100, false, strings.Repeat("x", 399)},
-		{"at threshold*4", "big", `{"n":400}`, 100, false, "[spilled 400 chars of big]"},
-		{"disabled", "big", `{"n":5000}`, 0, false, strings.Repeat("x", 5000)},
-		{"code mode never spills", "big", `{"n":5000}`, 100, true, strings.Repeat("x", 5000)},
-		{"spill.read never spills", "spill.read", `{}`, 100, false, strings.Repeat("z", 500)},
-		{"failures spill too", "big", `{"n":500,"fail":true}`, 100, false, `{"kind":"tool","message":"[spilled 579 chars of big]"}`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := New()
-			r.MustRegister(big)
-			r.MustRegister(spillRead)
-			r.AddHooks(SpillHook(tt.threshold, &memSpiller{}, slog.New(slog.DiscardHandler)))
-			e := NewExecutor(r, &ExecutorOptions{Logger: slog.New(slog.DiscardHandler)})
-			res := e.Call(context.Background(), Call{Tool: tt.tool, Args: json.RawMessage(tt.args), Context: &ToolContext{CodeMode: tt.codeMode}})
-			if got := res.Output(); got != tt.want {
-				t.Errorf("Output() = %.80q; want %.80q", got, tt.want)
-			}
-		})
-	}
-}
-
 func BenchmarkExecutorCall(b *testing.B) {
 	e := newExec(b, nil, echoTool(b))
-	call := Call{Tool: "test.echo", Args: json.RawMessage(`{"message":"hello"}`), Context: &ToolContext{SessionID: "s"}}
+	call := Call{Tool: "test.echo", Args: json.RawMessage(`{"message":"hello"}`), Context: &ToolContext{Conn: &Connection{SessionKey: "s"}}}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

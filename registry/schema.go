@@ -55,3 +55,19 @@ func checkRecursion(t reflect.Type, stack []reflect.Type) error {
 	}
 	return nil
 }
+
+// HoistNullable moves the description of each nullable property of s
+// (`jsonschema:"nullable"` wraps it in oneOf [T, null]) up to the
+// property, where models and clients look for it. Argument types call it
+// from their JSONSchemaExtend method.
+func HoistNullable(s *jsonschema.Schema) {
+	if s.Properties == nil {
+		return
+	}
+	for p := s.Properties.Oldest(); p != nil; p = p.Next() {
+		v := p.Value
+		if len(v.OneOf) == 2 && v.OneOf[1].Type == "null" && v.Description == "" {
+			v.Description, v.OneOf[0].Description = v.OneOf[0].Description, ""
+		}
+	}
+}

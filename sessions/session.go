@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"context"
 	"path/filepath"
 	"sync"
 	"time"
@@ -240,19 +239,4 @@ func (s *Session) close() error {
 		}
 	}
 	return err
-}
-
-type ctxKey struct{}
-
-// NewContext returns a context carrying sess, so tool handlers deep in a
-// call chain can reach the calling session without threading it through
-// every signature.
-func NewContext(ctx context.Context, sess *Session) context.Context {
-	return context.WithValue(ctx, ctxKey{}, sess)
-}
-
-// FromContext returns the session stored by NewContext, if any.
-func FromContext(ctx context.Context) (*Session, bool) {
-	s, ok := ctx.Value(ctxKey{}).(*Session)
-	return s, ok && s != nil
 }

@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -203,17 +202,32 @@ func TestTempSessionWritesNoFiles(t *testing.T) {
 	}
 }
 
-func TestContext(t *testing.T) {
+func TestRelease(t *testing.T) {
 	s := openStore(t, t.TempDir(), nil)
-	sess := session(t, s, t.TempDir(), "ctx")
-	if _, ok := FromContext(context.Background()); ok {
-		t.Errorf("FromContext(empty) ok = true")
+	ws := t.TempDir()
+	sess := session(t, s, ws, "temp/abc")
+	if err := sess.Tape().Handoff("a", "kept in memory"); err != nil {
+		t.Fatal(err)
 	}
-	got, ok := FromContext(NewContext(context.Background(), sess))
-	if !ok || got != sess {
-		t.Errorf("FromContext(NewContext(sess)) = %p, %v; want %p, true", got, ok, sess)
+	if err := s.Release(ws, "temp/abc"); err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := FromContext(NewContext(context.Background(), nil)); ok {
-		t.Errorf("FromContext(NewContext(nil)) ok = true")
+	again := session(t, s, ws, "temp/abc")
+	if again == sess || len(again.Tape().Entries()) != 0 {
+		t.Errorf("Release kept the session: same=%v entries=%d", again == sess, len(again.Tape().Entries()))
+	}
+	if err := s.Release(ws, "never-opened"); err != nil {
+		t.Errorf("Release of an unknown session = %v; want nil", err)
+	}
+	// A released file-backed session is flushed and loads back whole.
+	file := session(t, s, ws, "kept")
+	if err := file.Tape().Handoff("b", "on disk"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ws, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(session(t, s, ws, "kept").Tape().Entries()); n == 0 {
+		t.Error("released session lost its entries")
 	}
 }

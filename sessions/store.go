@@ -231,6 +231,31 @@ func (s *Store) openSession(ws, id string) (*Session, error) {
 	return sess, nil
 }
 
+// Release lets go of a session the caller is done with, such as a
+// subagent's temporary one: its tape is flushed and closed and its memory
+// freed. A later Session call for the same key loads it again. Releasing
+// a session nobody opened does nothing.
+func (s *Store) Release(workspace, id string) error {
+	key := s.resolve(workspace) + "\x00" + id
+	s.mu.Lock()
+	sl, ok := s.sessions[key]
+	if ok {
+		delete(s.sessions, key)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	<-sl.ready
+	if sl.sess == nil {
+		return nil
+	}
+	s.dirtyMu.Lock()
+	delete(s.dirty, sl.sess.tape)
+	s.dirtyMu.Unlock()
+	return sl.sess.close()
+}
+
 // Close writes every queued entry, fsyncs and closes all tape files, and
 // stops the group-commit goroutine. Later writes fail with ErrClosed. Close
 // is idempotent.

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/bubbuild/bub-mcp/environment"
 	"time"
 	"unicode/utf8"
 )
@@ -16,8 +18,11 @@ import (
 //go:embed child.py
 var childSource string
 
-// Defaults for the zero values of Request.
+// Defaults for the zero values of Options and Request. Package codemode
+// uses the same constants for its [codemode] settings, so that there is
+// one default per setting.
 const (
+	DefaultPython    = environment.DefaultPython
 	DefaultMaxCalls  = 1000
 	DefaultMaxOutput = 1 << 20
 )
@@ -35,10 +40,10 @@ const (
 // errTimedOut is the cause of the context Run derives for Request.Timeout.
 var errTimedOut = errors.New("runner: timeout")
 
-// Options configure a Runner. The zero value runs "python3" on this machine
-// without pre-starting.
+// Options configure a Runner. The zero value runs DefaultPython on this
+// machine without pre-starting.
 type Options struct {
-	// Python is the interpreter to start; "" means "python3".
+	// Python is the interpreter to start; "" means DefaultPython.
 	Python string
 	// Start starts the interpreter; nil means LocalStart("", nil).
 	Start StartFunc
@@ -73,7 +78,7 @@ func New(opts *Options) *Runner {
 		o = *opts
 	}
 	if o.Python == "" {
-		o.Python = "python3"
+		o.Python = DefaultPython
 	}
 	if o.Start == nil {
 		o.Start = LocalStart("", nil)

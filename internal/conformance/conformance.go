@@ -1,9 +1,9 @@
-// Package conformance registers the fixtures the official MCP conformance
-// suite expects (tools, resources, prompts, completions), plus an `echo`
-// tool for benchmarks against other servers. It is an ordinary bub-mcp
-// plugin: it registers in init() and is compiled into a binary by a blank
-// import (see cmd/bub-mcp-conformance), which is also the proof that the
-// plugin mechanism works end to end.
+// Package conformance is the module with the fixtures the official MCP
+// conformance suite expects (tools, resources, prompts, completions), plus
+// an `echo` tool for benchmarks against other servers. It is an ordinary
+// bub-mcp module: it registers in init() and is compiled into a binary by
+// a blank import (see cmd/bub-mcp-conformance), which is also the proof
+// that the plugin mechanism works end to end.
 package conformance
 
 import (
@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -60,32 +61,70 @@ func noArgs(name, desc string, fn func(ctx context.Context, tc *registry.ToolCon
 // verbatim.
 const json2020 = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"},"contactMethod":{"type":"string","enum":["phone","email"]},"phone":{"type":"string"},"email":{"type":"string"}},"allOf":[{"anyOf":[{"required":["phone"]},{"required":["email"]}]}],"if":{"properties":{"contactMethod":{"const":"phone"}},"required":["contactMethod"]},"then":{"required":["phone"]},"else":{"required":["email"]},"additionalProperties":false}`
 
-func init() {
-	registry.MustRegister(registry.MustNewTool("echo", "Echo a message back (for benchmarks).",
+func init() { app.RegisterModule(Module{}) }
+
+// Module is the conformance fixtures as a module: its tools go into the
+// App that loads it, and its prompts, completions and resources into the
+// MCP servers built over that App (mcpserver.Extender).
+type Module struct{}
+
+// BubModule registers the module as "conformance".
+func (Module) BubModule() app.ModuleInfo {
+	return app.ModuleInfo{ID: "conformance", New: func() app.Module { return new(Module) }}
+}
+
+// Provision registers the fixture tools.
+func (*Module) Provision(ctx context.Context, a *app.App) error {
+	for _, t := range fixtures() {
+		if err := a.RegisterTool(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MCPExtensions adds the fixture resources, prompts and completions.
+func (*Module) MCPExtensions() []mcpserver.Extension {
+	return []mcpserver.Extension{{
+		Options: []server.ServerOption{
+			server.WithResourceCapabilities(true, false),
+			server.WithPromptCapabilities(false),
+			server.WithCompletions(),
+			server.WithPromptCompletionProvider(completions{}),
+		},
+		Setup: setup,
+	}}
+}
+
+// fixtures returns new instances of the fixture tools.
+func fixtures() []*registry.Tool {
+	var ts []*registry.Tool
+	add := func(t *registry.Tool) { ts = append(ts, t) }
+	add(registry.MustNewTool("echo", "Echo a message back (for benchmarks).",
 		func(ctx context.Context, tc *registry.ToolContext, in EchoArgs) (string, error) {
 			return "Echo: " + in.Message, nil
 		}, readOnly))
 
-	registry.MustRegister(noArgs("test_simple_text", "Returns a simple text response.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_simple_text", "Returns a simple text response.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		return "This is a simple text response for testing.", nil
 	}))
-	registry.MustRegister(noArgs("test_image_content", "Returns an image.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_image_content", "Returns an image.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		return registry.Contents{{Type: "image", Data: pngData, MIMEType: "image/png"}}, nil
 	}))
-	registry.MustRegister(noArgs("test_audio_content", "Returns audio.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_audio_content", "Returns audio.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		return registry.Contents{{Type: "audio", Data: wavData, MIMEType: "audio/wav"}}, nil
 	}))
-	registry.MustRegister(noArgs("test_embedded_resource", "Returns an embedded resource.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_embedded_resource", "Returns an embedded resource.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		return registry.Contents{{Type: "resource", URI: "test://embedded-resource", MIMEType: "text/plain", Text: "This is an embedded resource content."}}, nil
 	}))
-	registry.MustRegister(noArgs("test_multiple_content_types", "Returns text, an image and a resource.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_multiple_content_types", "Returns text, an image and a resource.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		return registry.Contents{
 			{Type: "text", Text: "Multiple content types test:"},
 			{Type: "image", Data: pngData, MIMEType: "image/png"},
 			{Type: "resource", URI: "test://mixed-content-resource", MIMEType: "application/json", Text: `{"test":"data","value":123}`},
 		}, nil
 	}))
-	registry.MustRegister(noArgs("test_tool_with_logging", "Sends three log messages while it runs.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_tool_with_logging", "Sends three log messages while it runs.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		for i, msg := range []string{"Tool execution started", "Tool processing data", "Tool execution completed"} {
 			if i > 0 {
 				if err := sleep(ctx, 50*time.Millisecond); err != nil {
@@ -96,10 +135,10 @@ func init() {
 		}
 		return "Logging test completed", nil
 	}))
-	registry.MustRegister(noArgs("test_error_handling", "Always fails (tests error reporting).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_error_handling", "Always fails (tests error reporting).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		return nil, registry.NewError(registry.KindTool, "This tool intentionally returns an error for testing", nil)
 	}))
-	registry.MustRegister(noArgs("test_tool_with_progress", "Reports progress 0, 50 and 100 of 100.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_tool_with_progress", "Reports progress 0, 50 and 100 of 100.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		for i, p := range []float64{0, 50, 100} {
 			if i > 0 {
 				if err := sleep(ctx, 50*time.Millisecond); err != nil {
@@ -110,7 +149,7 @@ func init() {
 		}
 		return "Progress test completed", nil
 	}))
-	registry.MustRegister(registry.MustNewTool("test_sampling", "Asks the client's model to answer a prompt.",
+	add(registry.MustNewTool("test_sampling", "Asks the client's model to answer a prompt.",
 		func(ctx context.Context, tc *registry.ToolContext, in struct {
 			Prompt string `json:"prompt" jsonschema:"description=The prompt to send to the client's model"`
 		}) (string, error) {
@@ -120,17 +159,17 @@ func init() {
 			}
 			return "LLM response: " + res.Text, nil
 		}))
-	registry.MustRegister(registry.MustNewTool("test_elicitation", "Asks the user for a username and email.",
+	add(registry.MustNewTool("test_elicitation", "Asks the user for a username and email.",
 		func(ctx context.Context, tc *registry.ToolContext, in struct {
 			Message string `json:"message" jsonschema:"description=The message shown to the user"`
 		}) (string, error) {
 			return elicit(ctx, tc, in.Message, `{"type":"object","properties":{"username":{"type":"string","description":"User's response"},"email":{"type":"string","description":"User's email address"}},"required":["username","email"]}`)
 		}))
-	registry.MustRegister(noArgs("test_elicitation_sep1034_defaults", "Elicits fields with default values (SEP-1034).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_elicitation_sep1034_defaults", "Elicits fields with default values (SEP-1034).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		return elicit(ctx, tc, "Please review and update the form fields with defaults",
 			`{"type":"object","properties":{"name":{"type":"string","description":"User name","default":"John Doe"},"age":{"type":"integer","description":"User age","default":30},"score":{"type":"number","description":"User score","default":95.5},"status":{"type":"string","description":"User status","enum":["active","inactive","pending"],"default":"active"},"verified":{"type":"boolean","description":"Verification status","default":true}},"required":[]}`)
 	}))
-	registry.MustRegister(noArgs("test_elicitation_sep1330_enums", "Elicits every enum form (SEP-1330).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_elicitation_sep1330_enums", "Elicits every enum form (SEP-1330).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		return elicit(ctx, tc, "Please select options from the enum fields",
 			`{"type":"object","properties":{`+
 				`"untitledSingle":{"type":"string","description":"Select one option","enum":["option1","option2","option3"]},`+
@@ -140,10 +179,10 @@ func init() {
 				`"titledMulti":{"type":"array","description":"Select multiple options with titles","minItems":1,"maxItems":3,"items":{"anyOf":[{"const":"value1","title":"First Choice"},{"const":"value2","title":"Second Choice"},{"const":"value3","title":"Third Choice"}]}}`+
 				`},"required":[]}`)
 	}))
-	registry.MustRegister(mustRaw("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", json2020, func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+	add(mustRaw("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", json2020, func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
 		return "JSON Schema 2020-12 tool called with: " + string(args), nil
 	}))
-	registry.MustRegister(noArgs("test_reconnection", "Closes its SSE stream mid-call; the result arrives on a resumed GET (SEP-1699).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	add(noArgs("test_reconnection", "Closes its SSE stream mid-call; the result arrives on a resumed GET (SEP-1699).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		if !mcpserver.CloseStream(ctx) {
 			return "Reconnection test completed (this transport cannot close the stream)", nil
 		}
@@ -153,16 +192,13 @@ func init() {
 		return "Reconnection test completed successfully", nil
 	}))
 
-	mcpserver.RegisterExtension(mcpserver.Extension{
-		Options: []server.ServerOption{
-			server.WithResourceCapabilities(true, false),
-			server.WithPromptCapabilities(false),
-			server.WithCompletions(),
-			server.WithPromptCompletionProvider(completions{}),
-		},
-		Setup: setup,
-	})
+	return ts
 }
+
+var (
+	_ app.Provisioner    = (*Module)(nil)
+	_ mcpserver.Extender = (*Module)(nil)
+)
 
 func mustRaw(name, desc, schema string, h registry.Handler) *registry.Tool {
 	t, err := registry.NewRawTool(name, desc, json.RawMessage(schema), h, readOnly)

@@ -1,26 +1,35 @@
-package builtin
+// Package skills finds the skills a workspace offers and hands them to
+// models: discovery of SKILL.md directories (as Bub does), the skill tool
+// that loads one, and the <available_skills> prompt fragment.
+//
+// The skill tool comes as the module "skills", which registers itself
+// from init(); a binary enables it with a blank import:
+//
+//	import _ "github.com/bubbuild/bub-mcp/skills"
+package skills
 
 import (
-	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/bubbuild/bub-mcp/environment"
-	"github.com/bubbuild/bub-mcp/registry"
-	"github.com/bubbuild/bub-mcp/sessions"
 )
 
 // Skill directories, relative to the workspace (project skills) and to the
 // home directory (global skills), as in Bub.
 const (
+	// ProjectSkillsDir holds a workspace's skills, and under the home
+	// directory the global ones.
 	ProjectSkillsDir = ".agents/skills"
-	LegacySkillsDir  = ".agent/skills"
-	SkillFileName    = "SKILL.md"
+	// LegacySkillsDir is the old project directory, still read (with a
+	// warning) so that existing workspaces keep their skills.
+	LegacySkillsDir = ".agent/skills"
+	// SkillFileName is the file that makes a directory a skill.
+	SkillFileName = "SKILL.md"
 )
 
 var skillNameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
@@ -38,8 +47,10 @@ type Skill struct {
 
 // Body returns the skill's instructions: the file without its
 // frontmatter, with $SKILL_DIR and $PYTHON (also ${...}) substituted and
-// "$$" turned into "$". python is the interpreter to name; empty means
-// "python3". A file that cannot be read has an empty body.
+// "$$" turned into "$", so a skill can name its own files and the
+// interpreter of the environment it runs in. python is the interpreter to
+// name; empty means environment.DefaultPython. A file that cannot be read
+// has an empty body.
 func (s Skill) Body(python string) string {
 	data, err := os.ReadFile(s.Location)
 	if err != nil {
@@ -56,17 +67,28 @@ func (s Skill) Body(python string) string {
 }
 
 // DiscoverSkills finds the skills available in workspace: first
-// <workspace>/.agents/skills, then the legacy <workspace>/.agent/skills
-// (with a warning), then ~/.agents/skills. A name found twice keeps its
-// first skill; invalid skills are skipped. The result is sorted by name.
+// <workspace>/.agents/skills, then the legacy <workspace>/.agent/skills,
+// then ~/.agents/skills. A name found twice keeps its first skill; invalid
+// skills are skipped. The result is sorted by name.
+//
+// Every call that reads the legacy directory logs a warning to
+// slog.Default(), since nothing outside a Module remembers having warned;
+// Module.Discover warns once per directory.
 func DiscoverSkills(workspace string) []Skill {
+	log := slog.Default()
+	return discover(workspace, log, func(string) bool { return true })
+}
+
+// discover is DiscoverSkills with its logger and a warnLegacy that says
+// whether to warn about a legacy directory.
+func discover(workspace string, log *slog.Logger, warnLegacy func(dir string) bool) []Skill {
 	var roots []string
 	if workspace != "" {
 		roots = append(roots, filepath.Join(workspace, ProjectSkillsDir))
 		legacy := filepath.Join(workspace, LegacySkillsDir)
 		if st, err := os.Stat(legacy); err == nil && st.IsDir() {
-			if _, warned := legacyWarned.LoadOrStore(legacy, true); !warned {
-				slog.Warn("skills.legacy_dir", "path", legacy, "hint", "move it to "+ProjectSkillsDir)
+			if warnLegacy(legacy) {
+				log.Warn("skills.legacy_dir", "path", legacy, "hint", "move it to "+ProjectSkillsDir)
 			}
 			roots = append(roots, legacy)
 		}
@@ -85,7 +107,7 @@ func DiscoverSkills(workspace string) []Skill {
 			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 				continue
 			}
-			s, ok := readSkill(dir)
+			s, ok := readSkill(dir, log)
 			if !ok {
 				continue
 			}
@@ -102,11 +124,8 @@ func DiscoverSkills(workspace string) []Skill {
 	return out
 }
 
-// legacyWarned keeps the legacy-directory warning to once per path.
-var legacyWarned sync.Map
-
 // readSkill reads and validates dir/SKILL.md.
-func readSkill(dir string) (Skill, bool) {
+func readSkill(dir string, log *slog.Logger) (Skill, bool) {
 	file := filepath.Join(dir, SkillFileName)
 	st, err := os.Stat(file)
 	if err != nil || !st.Mode().IsRegular() {
@@ -118,7 +137,7 @@ func readSkill(dir string) (Skill, bool) {
 	}
 	fm, _, ok := splitFrontmatter(strings.TrimSpace(string(data)))
 	if !ok {
-		slog.Debug("skills.skip", "path", file, "reason", "no frontmatter")
+		log.Debug("skills.skip", "path", file, "reason", "no frontmatter")
 		return Skill{}, false
 	}
 	meta := parseFrontmatter(fm)
@@ -145,7 +164,7 @@ func readSkill(dir string) (Skill, bool) {
 		}
 	}
 	if reason != "" {
-		slog.Debug("skills.skip", "path", file, "reason", reason)
+		log.Debug("skills.skip", "path", file, "reason", reason)
 		return Skill{}, false
 	}
 	if real, err := filepath.EvalSymlinks(file); err == nil {
@@ -157,18 +176,18 @@ func readSkill(dir string) (Skill, bool) {
 	return s, true
 }
 
-// SkillsPrompt is the prompt fragment that tells a model which skills the
+// Prompt is the prompt fragment that tells a model which skills the
 // workspace offers, or "" when there are none:
 //
 //	<available_skills>
 //	- name: description
 //	</available_skills>
-func SkillsPrompt(workspace string) string {
+func Prompt(workspace string) string {
 	return FormatSkills(DiscoverSkills(workspace))
 }
 
-// FormatSkills is SkillsPrompt for a given list (say, the skills a
-// subagent may use); empty for none.
+// FormatSkills is Prompt for a given list (say, the skills a subagent may
+// use); empty for none.
 func FormatSkills(skills []Skill) string {
 	if len(skills) == 0 {
 		return ""
@@ -180,108 +199,6 @@ func FormatSkills(skills []Skill) string {
 	}
 	b.WriteString("</available_skills>")
 	return b.String()
-}
-
-type skillArgs struct {
-	Name *string `json:"name,omitempty" jsonschema:"nullable" jsonschema_description:"The skill to load. Omit it to list the available skills."`
-}
-
-// SkillResult is skill's structured result: the list of skills (no name
-// given), one skill's location and content, or an error such as "no such
-// skill".
-type SkillResult struct {
-	Skills   []string `json:"skills,omitempty"`
-	Name     string   `json:"name,omitempty"`
-	Location string   `json:"location,omitempty"`
-	Content  string   `json:"content,omitempty"`
-	Error    string   `json:"error,omitempty"`
-}
-
-func renderSkill(r SkillResult) string {
-	switch {
-	case r.Error != "":
-		return "(" + r.Error + ")"
-	case r.Name == "":
-		return "Available skills:\n" + strings.Join(prefixed("- ", r.Skills), "\n")
-	case r.Content == "":
-		return "Location: " + r.Location + "\n---\n(no content)"
-	}
-	return "Location: " + r.Location + "\n---\n" + r.Content
-}
-
-func prefixed(p string, ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = p + s
-	}
-	return out
-}
-
-func skillTool() *registry.Tool {
-	return registry.MustNewTool("skill",
-		"Load the skill content by name. Return the location and skill content.\n"+
-			"If name is not provided, list all available skills in the current workspace.",
-		runSkill,
-		registry.WithRenderer(renderSkill),
-		registry.WithAnnotations(registry.Annotations{Title: "Load a skill", ReadOnly: true, Idempotent: true}))
-}
-
-func runSkill(ctx context.Context, tc *registry.ToolContext, in skillArgs) (SkillResult, error) {
-	workspace := ""
-	python := ""
-	if tc != nil && tc.Env != nil {
-		workspace = tc.Env.Workspace()
-		if env, ok := tc.Env.(environment.Environment); ok {
-			python = environment.PythonOf(env)
-		}
-	} else if sess, ok := sessions.FromContext(ctx); ok {
-		workspace = sess.Workspace()
-	}
-	if workspace == "" {
-		return SkillResult{}, fail(registry.KindConfig, "skill needs a workspace, and this call has none")
-	}
-	if in.Name != nil && *in.Name != "" && !skillAllowed(tc, *in.Name) {
-		return SkillResult{Error: "skill '" + *in.Name + "' is not allowed in this context"}, nil
-	}
-	skills := DiscoverSkills(workspace)
-	if in.Name == nil {
-		names := make([]string, len(skills))
-		for i, s := range skills {
-			names[i] = s.Name
-		}
-		return SkillResult{Skills: names}, nil
-	}
-	want := strings.ToLower(*in.Name)
-	for _, s := range skills {
-		if s.Name == want {
-			return SkillResult{Name: s.Name, Location: s.Location, Content: s.Body(python)}, nil
-		}
-	}
-	return SkillResult{Error: "no such skill"}, nil
-}
-
-// skillAllowed applies a run's allowed_skills (ToolContext.State), as
-// Bub's subagents set it; no list means every skill is allowed.
-func skillAllowed(tc *registry.ToolContext, name string) bool {
-	if tc == nil || tc.State == nil {
-		return true
-	}
-	var allowed []string
-	switch v := tc.State["allowed_skills"].(type) {
-	case nil:
-		return true
-	case []string:
-		allowed = v
-	case []any:
-		for _, x := range v {
-			if s, ok := x.(string); ok {
-				allowed = append(allowed, s)
-			}
-		}
-	default:
-		return true
-	}
-	return slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, name) })
 }
 
 // splitFrontmatter splits "---\n<yaml>\n---\n<body>" text; ok is false

@@ -1,4 +1,4 @@
-package host
+package app
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ func encodeMap(t *testing.T, v any) string {
 	return string(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
 
-func TestAuditEncodingMatchesMaps(t *testing.T) {
+func TestAuditEncoding(t *testing.T) {
 	tests := []struct {
 		name string
 		conn providers.Connection
@@ -58,9 +58,9 @@ func TestAuditEncodingMatchesMaps(t *testing.T) {
 			result := map[string]any{"results": []any{map[string]any{"call_id": runID, "output": tt.res.Output(), "status": status, "elapsed_ms": tt.res.Duration.Milliseconds()}}}
 
 			got := []string{
-				string(auditMeta(nil, &tt.conn, runID)),
-				string(auditCall(nil, runID, "fs_read", json.RawMessage(tt.args))),
-				string(auditResult(nil, runID, &tt.res)),
+				string(auditMeta(&tt.conn, runID)),
+				string(auditCall(runID, "fs_read", json.RawMessage(tt.args))),
+				string(auditResult(runID, &tt.res)),
 			}
 			want := []string{encodeMap(t, meta), encodeMap(t, call), encodeMap(t, result)}
 			if diff := cmp.Diff(want, got); diff != "" {
@@ -71,7 +71,7 @@ func TestAuditEncodingMatchesMaps(t *testing.T) {
 }
 
 func TestAuditCallKeepsArgumentsThatAreNotJSON(t *testing.T) {
-	got := auditCall(nil, "cli-1", "bash", json.RawMessage(`{"command": "ls`))
+	got := auditCall("cli-1", "bash", json.RawMessage(`{"command": "ls`))
 	var v struct {
 		Calls []struct {
 			Function struct{ Arguments string }

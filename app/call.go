@@ -1,0 +1,216 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/bubbuild/bub-mcp/sessions"
+)
+
+// Mode says who makes a call, which decides where its tool is looked up
+// and how its result is treated.
+type Mode int
+
+const (
+	// Direct is a model's or client's call: the tool must be in the
+	// caller's View; the result is rendered (and spilled when huge).
+	Direct Mode = iota
+	// Nested is a call made by code inside run_code through
+	// ToolContext.Tools: the tool must be one of the View's code tools;
+	// the result stays structured and is never spilled. It shares the
+	// parent call's run id, state and environment.
+	Nested
+	// Command is a tool a human named (a comma command, `bub-mcp call`):
+	// any registered tool by runtime or model name, outside any View, with
+	// lax coercion of string arguments, as Bub's commands do.
+	Command
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Direct:
+		return "direct"
+	case Nested:
+		return "nested"
+	case Command:
+		return "command"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Request is one call.
+type Request struct {
+	// Tool is the runtime or model name.
+	Tool string
+	// Args is a JSON object; empty means {}.
+	Args json.RawMessage
+	// Decoded is Args already decoded, when the transport has it
+	// (registry.Call.Decoded).
+	Decoded map[string]any
+	// Mode says who calls; the zero value is Direct.
+	Mode Mode
+	// Peer reaches the client (progress, logs, sampling, elicitation);
+	// nil means nobody listens.
+	Peer registry.Peer
+	// RunID groups the calls of one turn; empty assigns a fresh one.
+	RunID string
+	// State is shared by the calls of one run (ToolContext.State).
+	State map[string]any
+	// EnvSession names the session whose Environment the call uses; empty
+	// means the connection's own. A subagent shares its parent's
+	// environment (shells, code runner), as Bub's does.
+	EnvSession string
+	// NoAudit leaves the call off the session's audit trail: the agent
+	// loop records each model step itself, with the model's call ids, as
+	// Bub does.
+	NoAudit bool
+
+	parent *registry.ToolContext // Nested: the run_code call
+}
+
+// Call runs one call for a resolved connection: the tool is found as the
+// mode says, the session and Environment are resolved once, and the call
+// goes through the executor (validation, hooks, handler, rendering,
+// spill). Direct and Command calls are appended to the session's tape as
+// an audit trail (group-committed, off the hot path) unless NoAudit is
+// set. It never panics; every failure is in Result.Err.
+func (a *App) Call(ctx context.Context, conn *providers.Connection, req Request) registry.Result {
+	tool, view, rerr := a.lookup(ctx, conn, &req)
+	if rerr != nil {
+		return registry.Result{Tool: req.Tool, Args: req.Args, Err: rerr}
+	}
+	tc, perr := a.toolContext(ctx, conn, view, &req)
+	if perr != nil {
+		return registry.Result{Tool: tool.Name, Err: perr}
+	}
+	c := registry.Call{Tool: tool.Name, Args: req.Args, Decoded: req.Decoded, Context: tc, Lax: req.Mode == Command}
+	if req.Mode == Nested {
+		return a.nested.CallTool(ctx, tool, c)
+	}
+	if req.NoAudit {
+		return a.exec.CallTool(ctx, tool, c)
+	}
+	meta := auditMeta(conn, tc.RunID)
+	a.audit(ctx, tc.Session, sessions.KindToolCall, auditCall(tc.RunID, tool.ModelName(), req.Args), meta)
+	res := a.exec.CallTool(ctx, tool, c)
+	a.audit(ctx, tc.Session, sessions.KindToolResult, auditResult(tc.RunID, &res), meta)
+	return res
+}
+
+// lookup finds the request's tool where its mode allows.
+func (a *App) lookup(ctx context.Context, conn *providers.Connection, req *Request) (*registry.Tool, *providers.View, *registry.Error) {
+	if req.Mode == Command {
+		t, err := a.reg.Lookup(req.Tool)
+		if err != nil {
+			return nil, nil, registry.AsError(err, registry.KindNotFound)
+		}
+		view, _ := a.View(ctx, conn) // nested calls of a command's run_code
+		return t, view, nil
+	}
+	view, err := a.View(ctx, conn)
+	if err != nil {
+		return nil, nil, registry.AsError(err, registry.KindConfig)
+	}
+	var (
+		t  *registry.Tool
+		ok bool
+	)
+	if req.Mode == Nested {
+		t, ok = view.LookupCode(req.Tool)
+	} else {
+		t, ok = view.Lookup(req.Tool)
+	}
+	if !ok {
+		return nil, nil, &registry.Error{Kind: registry.KindNotFound, Message: fmt.Sprintf("unknown tool name(s): '%s'", req.Tool)}
+	}
+	return t, view, nil
+}
+
+// toolContext gathers what the call may reach: its session, Environment,
+// the View's other tools, the caller and the run.
+func (a *App) toolContext(ctx context.Context, conn *providers.Connection, view *providers.View, req *Request) (*registry.ToolContext, *registry.Error) {
+	if p := req.parent; p != nil {
+		tc := &registry.ToolContext{Session: p.Session, Env: p.Env, Conn: p.Conn, Peer: req.Peer, State: p.State, RunID: p.RunID, CodeMode: true}
+		tc.Tools = &viewTools{a: a, conn: conn, view: view, tc: tc}
+		return tc, nil
+	}
+	sess, err := a.Session(conn)
+	if err != nil {
+		return nil, registry.AsError(err, registry.KindConfig)
+	}
+	envConn := conn
+	if req.EnvSession != "" && req.EnvSession != conn.SessionKey {
+		c := *conn
+		c.SessionKey = req.EnvSession
+		envConn = &c
+	}
+	env, err := a.Environment(ctx, envConn)
+	if err != nil {
+		return nil, registry.AsError(err, registry.KindConfig)
+	}
+	runID := req.RunID
+	if runID == "" {
+		runID = a.newRunID(conn)
+	}
+	tc := &registry.ToolContext{Session: sess, Env: env, Conn: conn, Peer: req.Peer, State: req.State, RunID: runID, CodeMode: req.Mode == Nested}
+	if view != nil {
+		tc.Tools = &viewTools{a: a, conn: conn, view: view, tc: tc}
+	}
+	return tc, nil
+}
+
+// audit appends one audit entry, logging (not failing the call) when the
+// tape cannot take it.
+func (a *App) audit(ctx context.Context, sess *sessions.Session, kind string, payload, meta []byte) {
+	if err := sess.Tape().AppendAsyncJSON(kind, payload, meta); err != nil {
+		a.log.WarnContext(ctx, "app.audit.failed", "error", err)
+	}
+}
+
+// viewTools is ToolContext.Tools: the caller's View, whose code tools are
+// called in Nested mode.
+type viewTools struct {
+	a    *App
+	conn *providers.Connection
+	view *providers.View
+	tc   *registry.ToolContext
+}
+
+func (t *viewTools) List() (direct, code []*registry.Tool) { return t.view.Tools, t.view.CodeTools }
+
+func (t *viewTools) Call(ctx context.Context, name string, args json.RawMessage) registry.Result {
+	return t.a.Call(ctx, t.conn, Request{Tool: name, Args: args, Mode: Nested, Peer: quietPeer{t.tc.Peer}, parent: t.tc})
+}
+
+// quietPeer is the Peer of nested calls: the client's, except that their
+// progress is dropped, since run_code reports its own under the same token
+// and progress must only grow.
+type quietPeer struct{ registry.Peer }
+
+func (p quietPeer) Progress(context.Context, float64, float64, string) {}
+
+func (p quietPeer) Log(ctx context.Context, level slog.Level, logger string, data any) {
+	if p.Peer != nil {
+		p.Peer.Log(ctx, level, logger, data)
+	}
+}
+
+func (p quietPeer) Sample(ctx context.Context, req registry.SampleRequest) (*registry.SampleResult, error) {
+	if p.Peer == nil {
+		return nil, registry.ErrNoPeer
+	}
+	return p.Peer.Sample(ctx, req)
+}
+
+func (p quietPeer) Elicit(ctx context.Context, req registry.ElicitRequest) (*registry.ElicitResult, error) {
+	if p.Peer == nil {
+		return nil, registry.ErrNoPeer
+	}
+	return p.Peer.Elicit(ctx, req)
+}
+
+var _ registry.Tools = (*viewTools)(nil)

@@ -1,0 +1,162 @@
+package codemode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/codemode/runner"
+	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
+)
+
+func init() {
+	app.RegisterModule(new(Module))
+}
+
+// Defaults of the [codemode] settings and of run_code's timeout. The
+// runner's own defaults are the same constants, so each setting has one.
+const (
+	// DefaultPython is the interpreter run_code starts, as in Bub.
+	DefaultPython = runner.DefaultPython
+	// DefaultTimeoutSeconds is run_code's timeout_seconds when the model
+	// gives none.
+	DefaultTimeoutSeconds = 120
+	// DefaultMaxTimeoutSeconds bounds timeout_seconds: a model cannot keep
+	// an interpreter (and the call) busy for longer.
+	DefaultMaxTimeoutSeconds = 600
+	// DefaultMaxCalls bounds the nested calls of one run, so a loop in
+	// model-written code cannot flood the tools.
+	DefaultMaxCalls = runner.DefaultMaxCalls
+)
+
+// Module is code mode in one App: the run_code tool, the code_mode
+// command, the View split (Split), the stub resource and one Python
+// runner per session Environment. Its exported fields are the [codemode]
+// table of bub.toml; Provision replaces their zero values with the
+// defaults. What it keeps (the runners) is the instance's own and ends
+// with Cleanup, so two Apps in one process share nothing.
+type Module struct {
+	// Python is the interpreter run_code needs; "" means DefaultPython.
+	// When exec.LookPath cannot find it, Provision warns once and
+	// run_code is never offered: every View keeps its tools direct.
+	Python string `toml:"python"`
+	// MaxTimeoutSeconds bounds run_code's timeout_seconds; 0 means
+	// DefaultMaxTimeoutSeconds, a negative value is refused.
+	MaxTimeoutSeconds int `toml:"max_timeout_seconds"`
+	// MaxCalls bounds the nested tool calls of one run; 0 means
+	// DefaultMaxCalls, a negative value is refused.
+	MaxCalls int `toml:"max_calls"`
+
+	home      string // absolute $BUB_HOME: stub paths go into prompts
+	log       *slog.Logger
+	available bool // Python was found at Provision
+	runners   runnerSet
+}
+
+// BubModule registers the module as "codemode", configured by [codemode].
+func (*Module) BubModule() app.ModuleInfo {
+	return app.ModuleInfo{ID: "codemode", Config: "codemode", New: func() app.Module { return new(Module) }}
+}
+
+// errNoCodeMode answers a stub read from a connection without code mode,
+// naming both ways to turn it on.
+var errNoCodeMode = errors.New("code mode is not active for this session: enable it with `bub-mcp call code_mode enable=true`, or code_mode = true in the profile")
+
+// Provision checks the settings, looks for Python once (a missing
+// interpreter is a warning, not an error, so the rest of bub-mcp still
+// works) and contributes run_code, code_mode, the split, the stub
+// resource, and the environment settings code mode needs: its
+// interpreter, and the stub directory readable under confinement while
+// the rest of $BUB_HOME (tapes) stays out of reach.
+func (m *Module) Provision(ctx context.Context, a *app.App) error {
+	if m.MaxTimeoutSeconds < 0 {
+		return a.Config().Fail("must be >= 0", "codemode", "max_timeout_seconds")
+	}
+	if m.MaxCalls < 0 {
+		return a.Config().Fail("must be >= 0", "codemode", "max_calls")
+	}
+	if m.Python == "" {
+		m.Python = DefaultPython
+	}
+	if m.MaxTimeoutSeconds == 0 {
+		m.MaxTimeoutSeconds = DefaultMaxTimeoutSeconds
+	}
+	if m.MaxCalls == 0 {
+		m.MaxCalls = DefaultMaxCalls
+	}
+	home, err := filepath.Abs(a.Home())
+	if err != nil {
+		return fmt.Errorf("codemode: %w", err)
+	}
+	m.home, m.log = home, a.Logger()
+	if _, err := exec.LookPath(m.Python); err != nil {
+		m.log.Warn("codemode.python.missing", "python", m.Python, "error", err,
+			"effect", "run_code is not offered; code mode falls back to direct tools",
+			"fix", "install Python or set [codemode] python in bub.toml")
+	} else {
+		m.available = true
+	}
+	for _, t := range []*registry.Tool{m.runCodeTool(), codeModeTool()} {
+		if err := a.RegisterTool(t); err != nil {
+			return fmt.Errorf("codemode: %w", err)
+		}
+	}
+	if err := a.SetCodeMode(m.Split); err != nil {
+		return err
+	}
+	a.AddResource(app.Resource{
+		URI:         StubURI,
+		Name:        "code-mode tool stub",
+		Description: "The Python stub declaring the tools callable inside run_code as `await tools.<name>(...)` (code mode only).",
+		MIMEType:    "text/x-python",
+		Read: func(ctx context.Context, conn *providers.Connection) (string, error) {
+			v, err := a.View(ctx, conn)
+			if err != nil {
+				return "", err
+			}
+			content, _, ok, err := ViewStub(m.home, conn, v)
+			if err != nil {
+				return "", err
+			}
+			if !ok {
+				return "", errNoCodeMode
+			}
+			return content, nil
+		},
+	})
+	stubs := filepath.Join(m.home, "codemode")
+	a.ConfigureEnvironment(func(conn *providers.Connection, o *environment.Options) {
+		o.Python = m.Python
+		o.AllowPaths = append(o.AllowPaths, stubs)
+	})
+	return nil
+}
+
+// Cleanup closes every runner, killing the interpreters started ahead;
+// it copes with a module that was never provisioned.
+func (m *Module) Cleanup() error {
+	return m.runners.close()
+}
+
+// pythonFor is the interpreter to start in env: the one env says it runs
+// code with (a container may know better), else the configured one.
+func (m *Module) pythonFor(env environment.Environment) string {
+	if pi, ok := env.(environment.PythonInterpreter); ok {
+		if p := pi.Python(); p != "" {
+			return p
+		}
+	}
+	return m.Python
+}
+
+var (
+	_ app.Module       = (*Module)(nil)
+	_ app.Provisioner  = (*Module)(nil)
+	_ app.CleanerUpper = (*Module)(nil)
+)
