@@ -18,7 +18,6 @@ type validator struct {
 	schema   *jsonschema.Schema
 	props    map[string][]string // top-level property → JSON types, for lax coercion
 	defaults map[string]any      // top-level property → default, applied when absent
-	quick    *quickSchema        // nil when the schema is outside quickSchema's subset
 }
 
 func compileValidator(tool string, raw json.RawMessage) (*validator, error) {
@@ -41,9 +40,6 @@ func compileValidator(tool string, raw json.RawMessage) (*validator, error) {
 		return nil, fmt.Errorf("registry: tool %q: input schema: %w", tool, err)
 	}
 	v := &validator{tool: tool, schema: s}
-	if q, ok := compileQuick(root); ok {
-		v.quick = q
-	}
 	props, _ := root["properties"].(map[string]any)
 	for name, p := range props {
 		pm, ok := p.(map[string]any)
@@ -150,10 +146,8 @@ func (v *validator) check(raw json.RawMessage, decoded map[string]any, lax bool)
 			changed = true
 		}
 	}
-	if v.quick == nil || !v.quick.valid(obj) {
-		if err := v.schema.Validate(obj); err != nil {
-			return nil, v.fail(validationDetails(err), err)
-		}
+	if err := v.schema.Validate(obj); err != nil {
+		return nil, v.fail(validationDetails(err), err)
 	}
 	if !changed {
 		return raw, nil
