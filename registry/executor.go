@@ -216,7 +216,7 @@ func (e *Executor) CallTool(ctx context.Context, t *Tool, c Call) Result {
 	}
 	res.Args = call.Args
 	if !decided {
-		args, verr := t.validator.check(call.Args, c.Decoded, c.Lax)
+		args, verr := t.checkArgs(call.Args, c.Decoded, c.Lax)
 		if verr != nil {
 			res.Err = verr
 		} else {

@@ -236,3 +236,47 @@ func TestErrorForms(t *testing.T) {
 		t.Errorf("JSON() without details = %s; want %s", got, want)
 	}
 }
+
+// TestSchemaCompiledOnFirstCall checks the lazy validator: a schema whose
+// root is wrong is refused at construction, one that only the full
+// compiler rejects fails the call (as a config error naming the tool),
+// and a good one validates from its first call on.
+func TestSchemaCompiledOnFirstCall(t *testing.T) {
+	h := func(context.Context, *ToolContext, json.RawMessage) (any, error) { return "ok", nil }
+	if _, err := NewRawTool("bad.root", "", json.RawMessage(`{"type":"string"}`), h); err == nil || !strings.Contains(err.Error(), `input schema root must have "type": "object"`) {
+		t.Errorf("NewRawTool with a string root = %v", err)
+	}
+	if _, err := NewRawTool("bad.json", "", json.RawMessage(`{"type":`), h); err == nil || !strings.Contains(err.Error(), "input schema is not a JSON object") {
+		t.Errorf("NewRawTool with broken JSON = %v", err)
+	}
+	bad, err := NewRawTool("bad.pattern", "", json.RawMessage(`{"type":"object","properties":{"a":{"type":"string","pattern":"("}}}`), h)
+	if err != nil {
+		t.Fatalf("NewRawTool refused a schema only the compiler can judge: %v", err)
+	}
+	good, err := NewRawTool("good", "", json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := New()
+	reg.MustRegister(bad)
+	reg.MustRegister(good)
+	e := NewExecutor(reg, nil)
+	tests := []struct {
+		tool, args string
+		wantKind   Kind
+		wantMsg    string
+	}{
+		{"bad.pattern", `{"a":"x"}`, KindConfig, "Tool 'bad.pattern' has an input schema that cannot be compiled"},
+		{"good", `{}`, KindInvalidInput, "Tool 'good' argument validation failed."},
+		{"good", `{"n":1}`, "", ""},
+	}
+	for _, tt := range tests {
+		res := e.Call(context.Background(), Call{Tool: tt.tool, Args: json.RawMessage(tt.args)})
+		switch {
+		case tt.wantKind == "" && res.Err != nil:
+			t.Errorf("%s(%s) = %v; want success", tt.tool, tt.args, res.Err)
+		case tt.wantKind != "" && (res.Err == nil || res.Err.Kind != tt.wantKind || !strings.HasPrefix(res.Err.Message, tt.wantMsg)):
+			t.Errorf("%s(%s) = %v; want [%s] %s...", tt.tool, tt.args, res.Err, tt.wantKind, tt.wantMsg)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Handler runs a tool. args is a JSON object that already passed the input
@@ -53,20 +54,39 @@ type Tool struct {
 	// Annotations are MCP behaviour hints.
 	Annotations Annotations
 
-	validator *validator
+	// validator is compiled on the tool's first call, so start-up pays
+	// only for checking the schema's root; copies of a Tool share it.
+	validator *lazyValidator
 }
 
 // ModelName is the name models see: dots become underscores.
 func (t *Tool) ModelName() string { return ModelName(t.Name) }
 
-// compile prepares what calls need: the argument validator.
+// compile prepares what calls need: the argument validator, compiled on
+// first use. A schema that is not a JSON object schema is refused now.
 func (t *Tool) compile() error {
-	v, err := compileValidator(t.Name, t.InputSchema)
-	if err != nil {
+	if err := checkSchemaRoot(t.Name, t.InputSchema); err != nil {
 		return err
 	}
-	t.validator = v
+	t.validator = &lazyValidator{tool: t.Name, schema: t.InputSchema}
 	return nil
+}
+
+// lazyValidator compiles a validator once, on the first call that needs
+// it: compiling every tool's schema at start would delay the first
+// tools/list for calls that may never come.
+type lazyValidator struct {
+	tool   string
+	schema json.RawMessage
+
+	once sync.Once
+	v    *validator
+	err  error
+}
+
+func (l *lazyValidator) get() (*validator, error) {
+	l.once.Do(func() { l.v, l.err = compileValidator(l.tool, l.schema) })
+	return l.v, l.err
 }
 
 // AgentUse reports whether models may see and call the tool.
@@ -186,4 +206,23 @@ func NewRawTool(name, description string, inputSchema json.RawMessage, h Handler
 		return nil, err
 	}
 	return t, nil
+}
+
+// checkArgs validates a call's arguments with the tool's validator,
+// compiling it on first use. A schema that does not compile fails the
+// call with a config error that names the tool, since no argument could
+// pass it.
+func (t *Tool) checkArgs(raw json.RawMessage, decoded map[string]any, lax bool) (json.RawMessage, *Error) {
+	lv := t.validator
+	if lv == nil { // a Tool literal that was never registered: nothing to keep it in
+		if err := checkSchemaRoot(t.Name, t.InputSchema); err != nil {
+			return nil, &Error{Kind: KindConfig, Message: err.Error(), Cause: err}
+		}
+		lv = &lazyValidator{tool: t.Name, schema: t.InputSchema}
+	}
+	v, err := lv.get()
+	if err != nil {
+		return nil, &Error{Kind: KindConfig, Message: fmt.Sprintf("Tool '%s' has an input schema that cannot be compiled: %v", t.Name, err), Cause: err}
+	}
+	return v.check(raw, decoded, lax)
 }

@@ -20,6 +20,22 @@ type validator struct {
 	defaults map[string]any      // top-level property → default, applied when absent
 }
 
+// checkSchemaRoot refuses an input schema that is not a JSON object with
+// "type": "object", the cheap part of compileValidator's checks, done at
+// registration.
+func checkSchemaRoot(tool string, raw json.RawMessage) error {
+	var root struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &root); err != nil {
+		return fmt.Errorf("registry: tool %q: input schema is not a JSON object: %w", tool, err)
+	}
+	if root.Type != "object" {
+		return fmt.Errorf("registry: tool %q: input schema root must have \"type\": \"object\"", tool)
+	}
+	return nil
+}
+
 func compileValidator(tool string, raw json.RawMessage) (*validator, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
