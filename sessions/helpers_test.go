@@ -109,3 +109,18 @@ func listFiles(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// entryLine is e as the tape writes it, newline included; tests build tape
+// files with it to control the dates.
+func entryLine(tb testing.TB, e Entry) []byte {
+	tb.Helper()
+	p, err := encodeObject(e.Payload)
+	if err != nil {
+		tb.Fatalf("encoding payload of entry %d: %v", e.ID, err)
+	}
+	m, err := encodeObject(e.Meta)
+	if err != nil {
+		tb.Fatalf("encoding meta of entry %d: %v", e.ID, err)
+	}
+	return encodeLine(e.ID, e.Kind, p, m, e.Date)
+}

@@ -121,7 +121,7 @@ func inRange(e Entry, start, end time.Time) bool {
 }
 
 func compactJSON(v map[string]any) string {
-	b, _, err := encodeObject(v)
+	b, err := encodeObject(v)
 	if err != nil {
 		return "{}"
 	}

@@ -22,12 +22,7 @@ func writeTape(t *testing.T, home, ws, id string, entries []Entry) {
 	}
 	var buf []byte
 	for _, e := range entries {
-		p, _, err := encodeObject(e.Payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _, _ := encodeObject(e.Meta)
-		buf = appendLine(buf, e.ID, e.Kind, p, m, e.Date)
+		buf = append(buf, entryLine(t, e)...)
 	}
 	if err := os.WriteFile(path, buf, 0o600); err != nil {
 		t.Fatal(err)

@@ -279,9 +279,7 @@ func TestReadSpillIncomplete(t *testing.T) {
 	}
 	var buf []byte
 	for _, e := range entries {
-		p, _, _ := encodeObject(e.Payload)
-		m, _, _ := encodeObject(e.Meta)
-		buf = appendLine(buf, e.ID, e.Kind, p, m, e.Date)
+		buf = append(buf, entryLine(t, e)...)
 	}
 	if err := os.WriteFile(path, buf, 0o600); err != nil {
 		t.Fatal(err)

@@ -46,39 +46,6 @@ type Tape struct {
 	last     int // index of the last anchor, -1 if none
 	settings Settings
 	usage    map[string]any // data.usage of the latest "run" event with total_tokens
-	dates    dateFormatter
-}
-
-// dateFormatter formats entry dates as time.RFC3339Nano in UTC does,
-// reusing the formatted second: a date for every audit entry was a
-// noticeable share of a tool call's cost. Not safe for concurrent use
-// (the tape's mu guards it).
-type dateFormatter struct {
-	sec    int64
-	prefix []byte // "2006-01-02T15:04:05" of sec
-}
-
-// append appends now's date to b.
-func (f *dateFormatter) append(b []byte, now time.Time) []byte {
-	now = now.UTC()
-	if sec := now.Unix(); sec != f.sec || f.prefix == nil {
-		f.sec, f.prefix = sec, now.AppendFormat(f.prefix[:0], "2006-01-02T15:04:05")
-	}
-	b = append(b, f.prefix...)
-	if ns := now.Nanosecond(); ns != 0 {
-		b = append(b, '.')
-		var frac [9]byte
-		for i := 8; i >= 0; i-- {
-			frac[i] = byte('0' + ns%10)
-			ns /= 10
-		}
-		n := 9
-		for frac[n-1] == '0' {
-			n--
-		}
-		b = append(b, frac[:n]...)
-	}
-	return append(b, 'Z')
 }
 
 // record locates one entry of the tape. It holds no pointers: a
@@ -153,7 +120,6 @@ type draft struct {
 	meta     []byte
 	p, m     map[string]any
 	lineOnly bool
-	noEntry  bool // nobody reads the returned Entry: its Date is not made
 }
 
 func newTape(s *Store, name, path string) *Tape {
@@ -171,22 +137,28 @@ func makeDraft(kind string, payload, meta map[string]any) (draft, error) {
 	if kind == "" {
 		return draft{}, errors.New("sessions: empty entry kind")
 	}
-	// Only anchors and events feed derived state (anchor index, settings,
-	// usage); other entries are read back from their line, so no decoded
-	// copy is built for them. Payload and meta share one buffer.
-	keep := kind == KindAnchor || kind == KindEvent
-	buf, p, err := appendObject(make([]byte, 0, 256), payload, keep)
+	p, err := encodeObject(payload)
 	if err != nil {
 		return draft{}, fmt.Errorf("sessions: encode %s payload: %w", kind, err)
 	}
-	n := len(buf)
-	buf, m, err := appendObject(buf, meta, keep)
+	m, err := encodeObject(meta)
 	if err != nil {
 		return draft{}, fmt.Errorf("sessions: encode %s meta: %w", kind, err)
 	}
-	d := draft{kind: kind, payload: buf[:n:n], meta: buf[n:], p: p, m: m}
-	if !keep {
-		d.p, d.m, d.lineOnly = payload, meta, true
+	d := draft{kind: kind, payload: p, meta: m, p: payload, m: meta, lineOnly: true}
+	// Only anchors and events feed derived state (anchor index, settings,
+	// usage), so only they keep a decoded copy; the others are read back
+	// from their line. Decoding what was encoded gives the copy the exact
+	// shape a restart would (float64 numbers, []any, map[string]any), and
+	// it shares nothing with the caller's maps.
+	if kind == KindAnchor || kind == KindEvent {
+		d.lineOnly = false
+		if d.p, err = decodeObject(p); err != nil {
+			return draft{}, fmt.Errorf("sessions: decode %s payload: %w", kind, err)
+		}
+		if d.m, err = decodeObject(m); err != nil {
+			return draft{}, fmt.Errorf("sessions: decode %s meta: %w", kind, err)
+		}
 	}
 	return d, nil
 }
@@ -273,7 +245,7 @@ func (t *Tape) AppendAsyncJSON(kind string, payload, meta []byte) error {
 	if !isObject(payload) || !isObject(meta) {
 		return fmt.Errorf("sessions: %s entry: payload and meta must be compact JSON objects", kind)
 	}
-	_, err := t.queue(draft{kind: kind, payload: payload, meta: meta, lineOnly: true, noEntry: true})
+	_, err := t.queue(draft{kind: kind, payload: payload, meta: meta, lineOnly: true})
 	return err
 }
 
@@ -346,14 +318,9 @@ func needsSync(e Entry) bool {
 // recordLocked assigns the next id and date, keeps the entry in memory and
 // returns it with its encoded line. t.mu must be held.
 func (t *Tape) recordLocked(d draft) (Entry, []byte) {
-	e := Entry{ID: t.nextID, Kind: d.kind, Payload: d.p, Meta: d.m}
+	e := Entry{ID: t.nextID, Kind: d.kind, Payload: d.p, Meta: d.m, Date: formatDate(time.Now())}
 	t.nextID++
-	line := appendLineHead(make([]byte, 0, len(d.payload)+len(d.meta)+96), e.ID, e.Kind, d.payload, d.meta)
-	n := len(line)
-	line = appendLineTail(t.dates.append(line, time.Now()))
-	if !d.noEntry {
-		e.Date = string(line[n : len(line)-3]) // the date without `"}\n`
-	}
+	line := encodeLine(e.ID, e.Kind, d.payload, d.meta, e.Date)
 	h := held{Entry: e}
 	if d.lineOnly {
 		h.Payload, h.Meta, h.line = nil, nil, line // readers decode the entry from its line

@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -455,17 +454,6 @@ func TestGroupCommit(t *testing.T) {
 	})
 }
 
-func TestDateFormatter(t *testing.T) {
-	var f dateFormatter
-	base := time.Date(2026, 11, 30, 10, 44, 7, 0, time.FixedZone("X", 3600))
-	for _, d := range []time.Duration{0, 1, 10, 120, 999999999, 1e9, 1e9 + 5e8, 3e9 + 123456789, 86400e9 + 1000, -7e9 + 40} {
-		now := base.Add(d)
-		if got, want := string(f.append(nil, now)), now.UTC().Format(time.RFC3339Nano); got != want {
-			t.Errorf("append(%v) = %q, want %q", now, got, want)
-		}
-	}
-}
-
 func TestAppendAsyncJSON(t *testing.T) {
 	home, ws := t.TempDir(), t.TempDir()
 	s := openStore(t, home, &Options{CommitInterval: time.Hour})
@@ -608,18 +596,7 @@ func FuzzTapeLine(f *testing.F) {
 			return
 		}
 		// A parsed entry must survive our own encoding unchanged.
-		p, _, err := encodeObject(e.Payload)
-		if err != nil {
-			t.Fatalf("re-encoding payload of %q: %v", line, err)
-		}
-		m, _, err := encodeObject(e.Meta)
-		if err != nil {
-			t.Fatalf("re-encoding meta of %q: %v", line, err)
-		}
-		out := appendLine(nil, e.ID, e.Kind, p, m, e.Date)
-		if !json.Valid(out) {
-			t.Fatalf("appendLine produced invalid JSON %q", out)
-		}
+		out := entryLine(t, e)
 		again, err := parseLine(out)
 		if err != nil {
 			t.Fatalf("re-parsing %q: %v", out, err)
