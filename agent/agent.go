@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/textmatch"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -571,7 +572,7 @@ func unknownTool(name string, tools []*registry.Tool) string {
 		}
 	}
 	msg := "Tool `" + name + "` does not exist."
-	if m := registry.CloseMatches(name, names, 3, 0.6); len(m) > 0 {
+	if m := textmatch.CloseMatches(name, names, 3, 0.6); len(m) > 0 {
 		return msg + " Did you mean one of the following?\n- " + strings.Join(m, "\n- ")
 	}
 	if hasSkill {

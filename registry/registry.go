@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/textmatch"
 	"runtime"
 	"sort"
 	"strings"
@@ -116,7 +117,7 @@ func (r *Registry) Lookup(name string) (*Tool, error) {
 
 func (r *Registry) unknown(name string) *Error {
 	msg := fmt.Sprintf("unknown tool name(s): '%s'", name)
-	if m := CloseMatches(name, r.Names(), 3, 0.6); len(m) > 0 {
+	if m := textmatch.CloseMatches(name, r.Names(), 3, 0.6); len(m) > 0 {
 		msg += " (did you mean " + quoteJoin(m) + "?)"
 	}
 	return &Error{Kind: KindNotFound, Message: msg}

@@ -202,28 +202,6 @@ func TestRegisterTwice(t *testing.T) {
 	r.MustRegister(echoTool(t))
 }
 
-func TestCloseMatches(t *testing.T) {
-	names := []string{"fs.read", "fs.write", "fs.edit", "bash", "bash.output", "tape.info"}
-	tests := []struct {
-		word string
-		want []string
-	}{
-		{"fs_reed", []string{"fs.read"}},
-		{"fs.wrte", []string{"fs.write"}},
-		{"bash.out", []string{"bash.output"}},
-		{"nothing-like", nil},
-	}
-	for _, tt := range tests {
-		got := CloseMatches(tt.word, names, 3, 0.6)
-		if len(got) > 0 && len(tt.want) > 0 && got[0] != tt.want[0] || (len(got) == 0) != (len(tt.want) == 0) {
-			t.Errorf("CloseMatches(%q) = %v; want first %v", tt.word, got, tt.want)
-		}
-	}
-	if r := ratio("abcd", "bcde"); r != 0.75 {
-		t.Errorf("ratio(abcd, bcde) = %v; want 0.75 (difflib)", r)
-	}
-}
-
 func TestErrorForms(t *testing.T) {
 	e := &Error{Kind: KindTool, Message: "Tool 'x' execution failed.", Details: map[string]any{"error": "<boom> & co"}}
 	if got, want := e.String(), "[tool] Tool 'x' execution failed."; got != want {

@@ -43,7 +43,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(strings.SplitN(sessions.FormatSpillReference(ref, output), ";", 2)[0])
+	fmt.Println(ref.Bytes, ref.Chunks)
 
 	page, err := sess.ReadSpill(ref.Handle, 0, 1, true) // the last chunk
 	if err != nil {
@@ -52,6 +52,6 @@ func Example() {
 	fmt.Println(page.First, page.Last, page.NextCursor, page.Complete, len(page.Content))
 	// Output:
 	// 5 session/start true
-	// [tool output spilled: 40,000 bytes in 3 chunks
+	// 40000 3
 	// 2 2 1 false 7232
 }

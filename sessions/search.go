@@ -3,6 +3,7 @@ package sessions
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/textmatch"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ type SearchResult struct {
 
 // Search finds entries whose payload, rendered as YAML-like text and
 // lower-cased, contains the query, or — for queries of at least three
-// characters — matches it fuzzily (see fuzzyMatcher: a WRatio score >= 80
+// characters — matches it fuzzily (see textmatch.Fuzzy: a WRatio score >= 80
 // against the text's words and word windows). It scans newest first,
 // considers each distinct rendering once (so repeated messages appear
 // once), and stops after Limit hits, as Bub's FileTapeStore does.
@@ -76,7 +77,7 @@ func (t *Tape) Search(q SearchQuery) SearchResult {
 
 	rd := t.reader()
 	defer rd.close()
-	fz := newFuzzyMatcher(needle)
+	fz := textmatch.NewFuzzy(needle)
 	seen := map[string]struct{}{}
 	var hits []Entry
 	for i := len(recs) - 1; i >= 0 && len(hits) < limit; i-- {
@@ -92,7 +93,7 @@ func (t *Tape) Search(q SearchQuery) SearchResult {
 			continue
 		}
 		seen[text] = struct{}{}
-		if strings.Contains(text, needle) || fz.match(text) {
+		if strings.Contains(text, needle) || fz.Match(text) {
 			hits = append(hits, e)
 		}
 	}

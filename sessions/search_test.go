@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,57 +112,6 @@ func TestRenderText(t *testing.T) {
 	want := "content: two\nlines\nn: 3\nnested:\n  a: null\n  b: true\n  empty: []\n  list:\n  - x\n  -\n    k: 1.5\nobj: {}\nrole: user\n"
 	if got != want {
 		t.Errorf("renderText() = %q; want %q", got, want)
-	}
-}
-
-func TestWRatio(t *testing.T) {
-	// Expected values are rapidfuzz 3.x fuzz.* outputs (default, no
-	// processor), several from its README.
-	tests := []struct {
-		scorer string
-		a, b   string
-		want   float64
-	}{
-		{"ratio", "this is a test", "this is a test!", 96.55172413793103},
-		{"partial_ratio", "this is a test", "this is a test!", 100},
-		{"token_sort_ratio", "fuzzy wuzzy was a bear", "wuzzy fuzzy was a bear", 100},
-		{"token_set_ratio", "fuzzy was a bear", "fuzzy fuzzy was a bear", 100},
-		{"WRatio", "this is a test", "this is a new test!!!", 85.5},
-		{"WRatio", "this is a word", "THIS IS A WORD", 21.428571428571427},
-		{"WRatio", "fuzzy wuzzy was a bear", "wuzzy fuzzy was a bear", 95},
-		{"WRatio", "databse", "database", 93.33333333333333},
-		{"WRatio", "deploy", "deployment", 90},
-		{"WRatio", "abc", "xyz", 0},
-		{"WRatio", "", "x", 0},
-	}
-	scorers := map[string]func(a, b []rune) float64{
-		"ratio":            ratio,
-		"partial_ratio":    partialRatio,
-		"token_sort_ratio": tokenSortRatio,
-		"token_set_ratio":  tokenSetRatio,
-		"WRatio":           wRatio,
-	}
-	for _, tc := range tests {
-		got := scorers[tc.scorer]([]rune(tc.a), []rune(tc.b))
-		if math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("%s(%q, %q) = %v; want %v", tc.scorer, tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
-func TestFuzzyMatcherCandidates(t *testing.T) {
-	// 200 filler words push "needle" past the 128-candidate cap.
-	far := strings.Repeat("filler ", 200) + "neeedle"
-	near := "neeedle " + strings.Repeat("filler ", 200)
-	m := newFuzzyMatcher("needle")
-	if m.match(far) {
-		t.Errorf("match found a word beyond the candidate cap")
-	}
-	if !m.match(near) {
-		t.Errorf("match missed a near word among the first candidates")
-	}
-	if newFuzzyMatcher("ab") != nil || newFuzzyMatcher("!!!") != nil {
-		t.Errorf("short or wordless queries must not match fuzzily")
 	}
 }
 

@@ -18,9 +18,6 @@ const (
 	SpillChunkBytes = 16384
 	// MaxSpillReadChunks caps the chunks one ReadSpill returns.
 	MaxSpillReadChunks = 4
-	// SpillPreviewChars is the most characters of a spilled result shown
-	// inline next to the reference.
-	SpillPreviewChars = 600
 	// SpillSidecar names the sidecar tape (<tape>__sidecar__spill).
 	SpillSidecar = "spill"
 )
@@ -38,10 +35,6 @@ var (
 	// ErrIncompleteSpill matches the *SpillError for a manifest whose
 	// chunks are missing or malformed.
 	ErrIncompleteSpill = errors.New("sessions: incomplete spilled tool result")
-	// ErrNoSpillSidecar is the text spill.read gives when it runs without a
-	// session (no *Session in its context).
-	//lint:ignore ST1005 Bub's exact message to the model
-	ErrNoSpillSidecar = errors.New("spill sidecar unavailable in this context.")
 )
 
 // SpillError reports a spill that cannot be read. Its message is the exact
@@ -68,7 +61,7 @@ func incomplete(h, detail string) error {
 	return &SpillError{Handle: h, Err: ErrIncompleteSpill, Detail: detail}
 }
 
-// SpillRef describes a stored spill; FormatSpillReference turns it into
+// SpillRef describes a stored spill; package spill turns it into
 // the text the model sees in place of the full result.
 type SpillRef struct {
 	Handle string
@@ -192,16 +185,6 @@ type SpillPage struct {
 	// reading direction.
 	Complete bool
 	Content  string
-}
-
-// String renders the page exactly as Bub's spill.read does.
-func (p SpillPage) String() string {
-	shown := "none"
-	if p.First >= 0 {
-		shown = strconv.Itoa(p.First) + "-" + strconv.Itoa(p.Last)
-	}
-	return fmt.Sprintf("[spilled tool result: %s bytes, %s chunks]\nchunks: %s\nnext_cursor: %d\ncomplete: %t\ncontent:\n%s",
-		commas(p.Bytes), commas(p.Chunks), shown, p.NextCursor, p.Complete, p.Content)
 }
 
 // ReadSpill returns up to count chunks (capped at MaxSpillReadChunks) of
@@ -334,61 +317,6 @@ func spillChunk(r Entry, h string, idx int) (string, bool) {
 	}
 	c, ok := results[0].(string)
 	return c, ok
-}
-
-// FormatSpillReference is the text the model sees instead of a spilled
-// result: where it went, how to read it back, and a preview.
-func FormatSpillReference(ref SpillRef, text string) string {
-	return "[tool output spilled: " + commas(ref.Bytes) + " bytes in " + commas(ref.Chunks) +
-		" chunks; handle: " + ref.Handle + "]\n" +
-		"[read with: spill_read(handle=" + pyRepr(ref.Handle) + ", cursor=0, count=1, from_end=False)]\n" +
-		spillPreview(text)
-}
-
-// FormatSpillFailure is the text the model sees when a large result could
-// not be spilled: its size and a preview, instead of the whole result.
-func FormatSpillFailure(text string) string {
-	return "[tool output truncated: " + commas(len(strings.ToValidUTF8(text, "\uFFFD"))) +
-		" bytes; spill storage failed]\n" + spillPreview(text)
-}
-
-// spillPreview keeps text up to SpillPreviewChars characters, else its
-// first and last 300 with the number of characters left out.
-func spillPreview(text string) string {
-	n := utf8.RuneCountInString(text)
-	if n <= SpillPreviewChars {
-		return text
-	}
-	head := SpillPreviewChars / 2
-	tail := SpillPreviewChars - head
-	hi, ti := 0, len(text)
-	for range head {
-		_, w := utf8.DecodeRuneInString(text[hi:])
-		hi += w
-	}
-	for range tail {
-		_, w := utf8.DecodeLastRuneInString(text[:ti])
-		ti -= w
-	}
-	return text[:hi] + "\n...[" + commas(n-SpillPreviewChars) + " chars omitted]...\n" + text[ti:]
-}
-
-// commas formats n with thousands separators, like Python's "{:,}".
-func commas(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // pyRepr quotes s the way Python's repr(str) does, since Bub's messages

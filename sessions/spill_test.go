@@ -193,16 +193,6 @@ func TestReadSpillPages(t *testing.T) {
 			t.Errorf("ReadSpill(%d, %d, %v) (-want +got):\n%s", tc.cursor, tc.count, tc.fromEnd, diff)
 		}
 	}
-
-	page, _ := sess.ReadSpill(ref.Handle, 1, 1, true)
-	wantText := "[spilled tool result: 81,920 bytes, 5 chunks]\nchunks: 3-3\nnext_cursor: 2\ncomplete: false\ncontent:\n" + chunk("d")
-	if got := page.String(); got != wantText {
-		t.Errorf("SpillPage.String() = %.120q…; want %.120q…", got, wantText)
-	}
-	empty, _ := sess.ReadSpill(ref.Handle, 7, 1, false)
-	if got, want := empty.String(), "[spilled tool result: 81,920 bytes, 5 chunks]\nchunks: none\nnext_cursor: 5\ncomplete: true\ncontent:\n"; got != want {
-		t.Errorf("empty SpillPage.String() = %q; want %q", got, want)
-	}
 }
 
 func TestReadSpillErrors(t *testing.T) {
@@ -310,62 +300,6 @@ func TestReadSpillIncomplete(t *testing.T) {
 	}
 }
 
-func TestFormatSpillReference(t *testing.T) {
-	long := strings.Repeat("a", 300) + strings.Repeat("é", 1400) + strings.Repeat("z", 300)
-	tests := []struct {
-		name string
-		ref  SpillRef
-		text string
-		want string
-	}{
-		{
-			"short text shown whole",
-			SpillRef{Handle: "0123456789abcdef0123456789abcdef", Bytes: 40012, Chunks: 3},
-			"hello\nworld",
-			"[tool output spilled: 40,012 bytes in 3 chunks; handle: 0123456789abcdef0123456789abcdef]\n" +
-				"[read with: spill_read(handle='0123456789abcdef0123456789abcdef', cursor=0, count=1, from_end=False)]\n" +
-				"hello\nworld",
-		},
-		{
-			"exactly 600 characters shown whole",
-			SpillRef{Handle: "h", Bytes: 1234567, Chunks: 1000},
-			strings.Repeat("日", 600),
-			"[tool output spilled: 1,234,567 bytes in 1,000 chunks; handle: h]\n" +
-				"[read with: spill_read(handle='h', cursor=0, count=1, from_end=False)]\n" +
-				strings.Repeat("日", 600),
-		},
-		{
-			"long text previewed by characters",
-			SpillRef{Handle: "h", Bytes: 999, Chunks: 1},
-			long,
-			"[tool output spilled: 999 bytes in 1 chunks; handle: h]\n" +
-				"[read with: spill_read(handle='h', cursor=0, count=1, from_end=False)]\n" +
-				strings.Repeat("a", 300) + "\n...[1,400 chars omitted]...\n" + strings.Repeat("z", 300),
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := FormatSpillReference(tc.ref, tc.text); got != tc.want {
-				t.Errorf("FormatSpillReference() = %q; want %q", got, tc.want)
-			}
-		})
-	}
-	got := FormatSpillFailure(long)
-	want := "[tool output truncated: 3,400 bytes; spill storage failed]\n" +
-		strings.Repeat("a", 300) + "\n...[1,400 chars omitted]...\n" + strings.Repeat("z", 300)
-	if got != want {
-		t.Errorf("FormatSpillFailure() = %q; want %q", got, want)
-	}
-	if got := FormatSpillFailure("tiny"); got != "[tool output truncated: 4 bytes; spill storage failed]\ntiny" {
-		t.Errorf("FormatSpillFailure(tiny) = %q", got)
-	}
-	// The reference for a 200 000-character result stays small.
-	big := bigText()
-	if ref := FormatSpillReference(SpillRef{Handle: newHandle(), Bytes: len(big), Chunks: 30}, big); utf8.RuneCountInString(ref) >= 2000 {
-		t.Errorf("reference is %d characters; want < 2000", utf8.RuneCountInString(ref))
-	}
-}
-
 func TestSpillFailure(t *testing.T) {
 	home := t.TempDir()
 	s := openStore(t, home, nil)
@@ -393,12 +327,6 @@ func TestSpillFailure(t *testing.T) {
 }
 
 func TestHelpers(t *testing.T) {
-	commaTests := map[int]string{0: "0", 999: "999", 1000: "1,000", 40012: "40,012", 1234567: "1,234,567", -1234: "-1,234"}
-	for n, want := range commaTests {
-		if got := commas(n); got != want {
-			t.Errorf("commas(%d) = %q; want %q", n, got, want)
-		}
-	}
 	reprTests := map[string]string{
 		"abc":     "'abc'",
 		"it's":    `"it's"`,

@@ -1,4 +1,4 @@
-package registry
+package textmatch
 
 import "sort"
 
@@ -12,7 +12,7 @@ func CloseMatches(word string, candidates []string, n int, cutoff float64) []str
 	}
 	var out []scored
 	for _, c := range candidates {
-		if s := ratio(word, c); s >= cutoff {
+		if s := seqRatio(word, c); s >= cutoff {
 			out = append(out, scored{c, s})
 		}
 	}
@@ -32,9 +32,9 @@ func CloseMatches(word string, candidates []string, n int, cutoff float64) []str
 	return names
 }
 
-// ratio is difflib.SequenceMatcher(None, a, b).ratio(): 2*M/T where M is the
+// ratio is difflib.SequenceMatcher(None, a, b).seqRatio(): 2*M/T where M is the
 // number of characters in the Ratcliff/Obershelp matching blocks.
-func ratio(a, b string) float64 {
+func seqRatio(a, b string) float64 {
 	ar, br := []rune(a), []rune(b)
 	if len(ar)+len(br) == 0 {
 		return 1

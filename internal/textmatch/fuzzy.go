@@ -1,4 +1,8 @@
-package sessions
+// Package textmatch scores how alike two texts are, for the two places
+// Bub does so: "did you mean" suggestions for unknown tool names
+// (difflib's get_close_matches) and fuzzy tape search (rapidfuzz's
+// WRatio, as Bub's file tape store uses it).
+package textmatch
 
 import (
 	"slices"
@@ -33,15 +37,18 @@ const (
 	fuzzyMaxCandidates = 128
 )
 
-type fuzzyMatcher struct {
+// Fuzzy matches entry texts against one query, as tape.search does. It
+// caches the scores of candidate phrases, so it is not safe for
+// concurrent use; make one per search.
+type Fuzzy struct {
 	phrase []rune
 	window int
 	cache  map[string]bool // candidate -> scored >= fuzzyMinScore
 }
 
-// newFuzzyMatcher returns nil (which matches nothing) for queries too short
+// NewFuzzy returns nil (which matches nothing) for queries too short
 // or without words.
-func newFuzzyMatcher(needle string) *fuzzyMatcher {
+func NewFuzzy(needle string) *Fuzzy {
 	if len([]rune(needle)) < fuzzyMinQuery {
 		return nil
 	}
@@ -49,14 +56,16 @@ func newFuzzyMatcher(needle string) *fuzzyMatcher {
 	if len(words) == 0 {
 		return nil
 	}
-	return &fuzzyMatcher{
+	return &Fuzzy{
 		phrase: []rune(strings.Join(words, " ")),
 		window: len(words),
 		cache:  map[string]bool{},
 	}
 }
 
-func (m *fuzzyMatcher) match(text string) bool {
+// Match reports whether text matches the query fuzzily. A nil Fuzzy
+// matches nothing.
+func (m *Fuzzy) Match(text string) bool {
 	if m == nil {
 		return false
 	}
