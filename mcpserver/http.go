@@ -102,10 +102,6 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 			// A session of the 2025 protocol: streams resume from the event store.
 			session := sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
 			if r.Method == http.MethodPost {
-				if !session && s.fastCall(w, r, st, streamable.SupportsProtocolVersion) {
-					return
-				}
-				s.noteCancellation(r, st)
 				servePollable(streamable, w, r, st, session)
 				return
 			}

@@ -8,12 +8,10 @@
 // the same code serves the session-based 2025 protocol and the sessionless
 // 2026-07-28 one.
 //
-// mcp-go's MCPServer.HandleMessage answers every request, with two
-// exceptions made for speed and kept exact: stdio uses this package's own
-// transport (stdio.go: one parse per line, pooled workers, combined
-// writes), and plain tools/call requests take a fast path (fastcall.go)
-// that checks and answers them as mcp-go would, byte for byte, without
-// mcp-go's per-request machinery; anything unusual still goes to mcp-go.
+// mcp-go's MCPServer.HandleMessage answers every request of every era and
+// transport, so its middleware, hooks and cancellation apply to all.
+// stdio still uses this package's own read loop around it (stdio.go), to
+// be replaced by mcp-go's.
 package mcpserver
 
 import (
@@ -93,12 +91,7 @@ type Server struct {
 	inflight sync.WaitGroup
 	workers  int
 
-	impl         mcp.Implementation // the server, as results name it
-	headerBound  map[string]bool    // model name → has x-mcp-header bindings (no fast path)
-	fastInflight fastCalls
-	pool         *pool        // runs detachable HTTP requests
-	noFast       bool         // tests: every request through mcp-go
-	fastServed   atomic.Int64 // calls the fast path answered
+	pool *pool // runs detachable HTTP requests
 }
 
 type requestKey struct{}
@@ -171,7 +164,6 @@ func New(opts *Options) (*Server, error) {
 		o.StdioWorkers = 32
 	}
 	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, workers: o.StdioWorkers, parking: newParking(),
-		impl: mcp.Implementation{Name: o.Name, Version: o.Version}, headerBound: map[string]bool{},
 		pool: newPool(64, poolIdle)}
 
 	hooks := &server.Hooks{}
@@ -200,11 +192,7 @@ func New(opts *Options) (*Server, error) {
 		if !t.AgentUse() {
 			continue
 		}
-		mt := MCPTool(t)
-		if len(mcp.ExtractParamHeaderBindings(&mt)) > 0 {
-			s.headerBound[mt.Name] = true
-		}
-		s.mcp.AddTool(mt, s.handle)
+		s.mcp.AddTool(MCPTool(t), s.handle)
 	}
 	for _, e := range o.Extensions {
 		if e.Setup != nil {

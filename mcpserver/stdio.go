@@ -24,9 +24,8 @@ import (
 // gone). Nothing but protocol is written to out.
 //
 // The transport is bub-mcp's own rather than mcp-go's StdioServer, with
-// mcp-go's MCPServer.HandleMessage still answering every request but plain
-// tools/calls (the fast path, fastcall.go), so the protocol logic stays
-// mcp-go's. What differs is the plumbing around it:
+// mcp-go's MCPServer.HandleMessage answering every request, so the
+// protocol logic stays mcp-go's. What differs is the plumbing around it:
 // each line is parsed once (StdioServer parses it five times before
 // HandleMessage sees it, probing for responses to its own requests), one
 // write(2) per message, no goroutine per read, and a tool's progress and
@@ -201,9 +200,6 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 		return
 	}
 	if !hasID {
-		if env.Method == "notifications/cancelled" {
-			c.s.cancelFast(&c.caller, line)
-		}
 		if resp := c.handle(ctx, line); resp != nil {
 			c.writeMessage(resp)
 		}
@@ -221,12 +217,6 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 			}
 		}
 		rctx := withRequest(ctx, &request{caller: c.caller})
-		if env.Method == string(mcp.MethodToolsCall) {
-			if resp, ok := c.fast(rctx, line); ok {
-				c.writeMessage(resp)
-				return
-			}
-		}
 		if resp := c.handle(rctx, line); resp != nil {
 			c.writeMessage(resp)
 		}
@@ -245,18 +235,6 @@ func (c *stdioConn) handle(ctx context.Context, msg json.RawMessage) (resp mcp.J
 		}
 	}()
 	return c.s.mcp.HandleMessage(ctx, msg)
-}
-
-// fast runs the tools/call fast path with the same panic guard as handle
-// (the tool may have run: the request is answered, not retried).
-func (c *stdioConn) fast(ctx context.Context, line []byte) (resp mcp.JSONRPCMessage, ok bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.s.log.Error("mcp.stdio.panic", "panic", r)
-			resp, ok = internalError(line, r), true
-		}
-	}()
-	return c.s.stdioFast(ctx, c, line)
 }
 
 // internalError answers the request in msg after a panic.

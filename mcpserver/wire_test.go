@@ -47,9 +47,6 @@ package mcpserver_test
 // fixture from what the server says now:
 //
 //	go test ./mcpserver -run TestWire -wire.update
-//
-// With -wire.nofast the fixtures are served with the tools/call fast path
-// off, every request answered by mcp-go.
 
 import (
 	"bufio"
@@ -81,7 +78,6 @@ import (
 
 var (
 	wireUpdate = flag.Bool("wire.update", false, "rewrite testdata/wire/*.txtar from what the server sends")
-	wireNoFast = flag.Bool("wire.nofast", false, "serve the wire fixtures with the tools/call fast path off (every request through mcp-go)")
 )
 
 // wireWait is how long the test waits for a response unless told otherwise.
@@ -163,9 +159,6 @@ func wireServer(t *testing.T) *mcpserver.Server {
 	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: reg, Extensions: []mcpserver.Extension{readme}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if *wireNoFast {
-		mcpserver.DisableFastPath(srv)
 	}
 	return srv
 }
