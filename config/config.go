@@ -56,6 +56,21 @@ type Server struct {
 	// AuditCommitInterval is the tape group-commit interval for the audit
 	// trail: what a crash can lose at most.
 	AuditCommitInterval Duration `toml:"audit_commit_interval"`
+	// MaxMessageBytes bounds one message (HTTP body, stdio line); 0 means
+	// mcpserver.DefaultMaxMessageBytes.
+	MaxMessageBytes int64 `toml:"max_message_bytes"`
+	// MaxConcurrentRequests bounds HTTP requests in flight over all
+	// clients; 0 means mcpserver's default.
+	MaxConcurrentRequests int `toml:"max_concurrent_requests"`
+	// MaxConcurrentPerClient bounds one client's requests in flight; 0
+	// means mcpserver's default.
+	MaxConcurrentPerClient int `toml:"max_concurrent_per_client"`
+	// ReadTimeout bounds reading one HTTP request body; 0 means
+	// mcpserver's default.
+	ReadTimeout Duration `toml:"read_timeout"`
+	// IdleTimeout closes idle HTTP keep-alive connections; 0 means
+	// mcpserver's default.
+	IdleTimeout Duration `toml:"idle_timeout"`
 }
 
 // Profile is a named tool scope with its environment.
@@ -210,6 +225,15 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 		}
 	}
 	fail := c.Fail
+	if c.Server.MaxMessageBytes < 0 {
+		return nil, fail("must be >= 0", "server", "max_message_bytes")
+	}
+	if c.Server.MaxConcurrentRequests < 0 {
+		return nil, fail("must be >= 0", "server", "max_concurrent_requests")
+	}
+	if c.Server.MaxConcurrentPerClient < 0 {
+		return nil, fail("must be >= 0", "server", "max_concurrent_per_client")
+	}
 	for pname, p := range c.Profiles {
 		if !profileNameRE.MatchString(pname) {
 			return nil, fail("profile names must match ^[a-zA-Z0-9_-]{1,64}$", "profiles", pname)

@@ -46,7 +46,8 @@ type HTTPOptions struct {
 // resumption.
 const modernProtocol = "2026-07-28"
 
-// Handler returns the HTTP handler: /mcp and /mcp/p/<profile> speak
+// Handler returns the HTTP handler: /mcp, /p/<profile>/mcp and
+// /mcp/p/<profile> speak
 // streamable HTTP (both protocol eras); /healthz answers "ok". The returned
 // shutdown function closes MCP sessions (their SSE streams would otherwise
 // keep connections busy forever).
@@ -105,6 +106,13 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				servePollable(streamable, w, r, st, session)
 				return
 			}
+			if r.Method == http.MethodGet && sid == "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol {
+				// Without a session there is no stream to listen on; answer
+				// at once instead of holding an empty stream open.
+				w.Header().Set("Allow", "POST")
+				http.Error(w, "GET needs an Mcp-Session-Id (2025-11-25 sessions); the 2026-07-28 protocol has no GET stream", http.StatusMethodNotAllowed)
+				return
+			}
 			r = r.WithContext(withRequest(r.Context(), &st.request))
 			switch {
 			case r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "":
@@ -119,11 +127,14 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpHandler(""))
 	mux.Handle("/mcp/p/{profile}", mcpHandler("profile"))
+	// Clients choose the transport from a URL ending in /mcp (the
+	// inspector probes others with GET), so profiles are served there too.
+	mux.Handle("/p/{profile}/mcp", mcpHandler("profile"))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	var h http.Handler = mux
+	var h http.Handler = bounded(mux, s.limits)
 	if o.CheckHosts {
 		h = hostCheck(h, o.AllowedHosts)
 	}
@@ -202,6 +213,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler,
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       s.limits.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return hard },
 	}
 	errc := make(chan error, 1)

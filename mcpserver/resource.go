@@ -27,10 +27,15 @@ func ConnectionFromContext(ctx context.Context) *providers.Connection {
 
 // TextResource is an Extension offering one text resource whose content
 // depends on the caller: read gets the caller's unresolved Connection
-// (see ConnectionFromContext). An error from read fails resources/read.
+// (see ConnectionFromContext). An error from read fails resources/read,
+// and resources/list leaves the resource out for that caller.
 func TextResource(uri, name, description, mimeType string, read func(ctx context.Context, conn *providers.Connection) (string, error)) Extension {
 	res := mcp.NewResource(uri, name, mcp.WithResourceDescription(description), mcp.WithMIMEType(mimeType))
-	return Extension{Setup: func(s *server.MCPServer) {
+	readable := func(ctx context.Context, conn *providers.Connection) bool {
+		_, err := read(ctx, conn)
+		return err == nil
+	}
+	return Extension{Readable: map[string]func(context.Context, *providers.Connection) bool{uri: readable}, Setup: func(s *server.MCPServer) {
 		s.AddResource(res, func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 			text, err := read(ctx, ConnectionFromContext(ctx))
 			if err != nil {

@@ -60,6 +60,9 @@ type Extender interface {
 type Extension struct {
 	Options []server.ServerOption
 	Setup   func(s *server.MCPServer)
+	// Readable, when set, says per resource URI whether a caller can read
+	// it; resources/list leaves out what the caller cannot read.
+	Readable map[string]func(ctx context.Context, conn *providers.Connection) bool
 }
 
 // Options configure a Server. Zero values are documented per field.
@@ -76,8 +79,9 @@ type Options struct {
 	Extensions []Extension
 	// Logger gets server logs; default slog.Default().
 	Logger *slog.Logger
-	// StdioWorkers bounds concurrent tools/call on stdio; default 32.
-	StdioWorkers int
+	// Limits bounds what clients may send; zero fields take the
+	// defaults documented on Limits.
+	Limits Limits
 }
 
 // Server is an MCP server over a Backend.
@@ -86,6 +90,7 @@ type Server struct {
 	backend Backend
 	log     *slog.Logger
 	reg     *registry.Registry
+	limits  Limits
 
 	parking  *parking
 	inflight sync.WaitGroup
@@ -160,10 +165,8 @@ func New(opts *Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.StdioWorkers <= 0 {
-		o.StdioWorkers = 32
-	}
-	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, workers: o.StdioWorkers, parking: newParking(),
+	o.Limits = o.Limits.withDefaults()
+	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, workers: o.Limits.MaxConcurrentPerClient, parking: newParking(),
 		pool: newPool(64, poolIdle)}
 
 	hooks := &server.Hooks{}
@@ -172,6 +175,21 @@ func New(opts *Options) (*Server, error) {
 		conn := ConnectionFromContext(ctx)
 		conn.ClientName, conn.ClientVersion = req.Params.ClientInfo.Name, req.Params.ClientInfo.Version
 		s.instructions(ctx, conn, &res.Instructions)
+	})
+	readable := map[string]func(ctx context.Context, conn *providers.Connection) bool{}
+	for _, e := range o.Extensions {
+		for uri, f := range e.Readable {
+			readable[uri] = f
+		}
+	}
+	hooks.AddAfterListResources(func(ctx context.Context, id any, req *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+		kept := res.Resources[:0]
+		for _, r := range res.Resources {
+			if f, ok := readable[r.URI]; !ok || f(ctx, ConnectionFromContext(ctx)) {
+				kept = append(kept, r)
+			}
+		}
+		res.Resources = kept
 	})
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
@@ -187,7 +205,6 @@ func New(opts *Options) (*Server, error) {
 		serverOpts = append(serverOpts, e.Options...)
 	}
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
-	s.mcp.EnableSampling()
 	for _, t := range o.Registry.Tools() {
 		if !t.AgentUse() {
 			continue

@@ -87,10 +87,6 @@ func stdioFrom(ctx context.Context) *stdioConn {
 	return c
 }
 
-// maxStdioLine bounds one incoming message. A longer line is answered
-// with a parse error and skipped, instead of growing memory without end.
-const maxStdioLine = 64 << 20
-
 // stdioConn is the one client of a stdio transport and its mcp-go
 // ClientSession: logging level, client info, and the server's own
 // requests to the client (sampling, elicitation, roots).
@@ -143,11 +139,15 @@ func newStdioConn(s *Server, out io.Writer) *stdioConn {
 func (c *stdioConn) read(ctx context.Context, in io.Reader) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
-		line, tooLong, err := readLine(r)
+		line, tooLong, err := readLine(r, c.s.limits.MaxMessageBytes)
 		switch {
 		case tooLong:
-			c.s.log.Warn("mcp.stdio.message.too_long", "limit_bytes", maxStdioLine)
-			c.parseError()
+			c.s.log.Warn("mcp.stdio.message.too_long", "limit_bytes", c.s.limits.MaxMessageBytes)
+			c.writeMessage(mcp.JSONRPCError{
+				JSONRPC: mcp.JSONRPC_VERSION,
+				ID:      mcp.NewRequestId(nil),
+				Error:   mcp.NewJSONRPCErrorDetails(mcp.INVALID_REQUEST, tooLargeMessage(c.s.limits.MaxMessageBytes), nil),
+			})
 		case len(bytes.TrimSpace(line)) > 0:
 			c.dispatch(ctx, line)
 		}
@@ -158,13 +158,20 @@ func (c *stdioConn) read(ctx context.Context, in io.Reader) error {
 }
 
 // readLine returns the next line, a fresh slice (handlers keep it). A
-// line over maxStdioLine is discarded and reported as tooLong.
-func readLine(r *bufio.Reader) (line []byte, tooLong bool, err error) {
+// line over limit bytes is discarded, never held whole, and reported as
+// tooLong.
+func readLine(r *bufio.Reader, limit int64) (line []byte, tooLong bool, err error) {
 	frag, err := r.ReadSlice('\n')
+	if int64(len(frag)) > limit {
+		for errors.Is(err, bufio.ErrBufferFull) {
+			_, err = r.ReadSlice('\n')
+		}
+		return nil, true, err
+	}
 	line = bytes.Clone(frag)
 	for errors.Is(err, bufio.ErrBufferFull) {
 		frag, err = r.ReadSlice('\n')
-		if len(line)+len(frag) > maxStdioLine {
+		if int64(len(line)+len(frag)) > limit {
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = r.ReadSlice('\n')
 			}
@@ -205,19 +212,33 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 		}
 		return
 	}
+	valid, big := idKind(env.ID)
+	if !valid {
+		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, "invalid request id: an id must be a string or an integer"))
+		return
+	}
+	if !c.Initialized() && !env.modern() && env.Method != string(mcp.MethodInitialize) && env.Method != string(mcp.MethodPing) && env.Method != "server/discover" {
+		// 2025-11-25: nothing but ping before initialize; nothing runs.
+		c.writeMessage(rpcError(env.ID, mcp.INVALID_REQUEST, "the session is not initialized: send initialize first"))
+		return
+	}
+	if big {
+		c.serveBigID(ctx, env, line)
+		return
+	}
+	select {
+	case c.sem <- struct{}{}:
+	default:
+		c.writeMessage(rpcError(env.ID, mcp.INTERNAL_ERROR, busyMessage))
+		return
+	}
 	c.wg.Add(1)
 	c.pool.Go(func() {
 		defer c.wg.Done()
-		if env.Method == string(mcp.MethodToolsCall) {
-			select {
-			case c.sem <- struct{}{}:
-				defer func() { <-c.sem }()
-			case <-ctx.Done():
-				return
-			}
-		}
 		rctx := withRequest(ctx, &request{caller: c.caller})
-		if resp := c.handle(rctx, line); resp != nil {
+		resp := c.handle(rctx, line)
+		<-c.sem // free before answering: a client may send its next request at once
+		if resp != nil {
 			c.writeMessage(resp)
 		}
 	})
@@ -235,6 +256,39 @@ func (c *stdioConn) handle(ctx context.Context, msg json.RawMessage) (resp mcp.J
 		}
 	}()
 	return c.s.mcp.HandleMessage(ctx, msg)
+}
+
+// serveBigID serves a request whose integer id mcp-go would round: the id
+// travels as a string through mcp-go and the response carries the
+// original digits. Workaround for mcp-go v1.2.1's RequestId, which
+// decodes numbers through float64 (mcp/types.go UnmarshalJSON).
+func (c *stdioConn) serveBigID(ctx context.Context, env envelope, line []byte) {
+	token, _ := json.Marshal("bub-big-id:" + string(env.ID))
+	msg, err := withID(line, token)
+	if err != nil {
+		c.parseError()
+		return
+	}
+	resp := c.handle(withRequest(ctx, &request{caller: c.caller}), msg)
+	if resp == nil {
+		return
+	}
+	b, err := json.Marshal(resp)
+	if err == nil {
+		b, err = withID(b, env.ID)
+	}
+	if err != nil {
+		c.writeMessage(rpcError(nil, mcp.INTERNAL_ERROR, "encoding the response: "+err.Error()))
+		return
+	}
+	c.writeMessage(json.RawMessage(b))
+}
+
+// rpcError is an error response to the request with the raw id.
+func rpcError(rawID json.RawMessage, code int, message string) mcp.JSONRPCError {
+	var id any
+	_ = json.Unmarshal(rawID, &id)
+	return mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id), Error: mcp.NewJSONRPCErrorDetails(code, message, nil)}
 }
 
 // internalError answers the request in msg after a panic.

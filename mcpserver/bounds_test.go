@@ -1,0 +1,333 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/google/go-cmp/cmp"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// started hears from test.block once it runs.
+var started = make(chan struct{}, 16)
+
+// boundsServer is a server with small limits and two tools: echo, and
+// block, which says it started and waits for release.
+func boundsServer(t *testing.T, l mcpserver.Limits, release chan struct{}) *mcpserver.Server {
+	t.Helper()
+	reg := registry.New()
+	reg.MustRegister(registry.MustNewTool("test.echo", "Echo.", func(ctx context.Context, tc *registry.ToolContext, in struct {
+		Message string `json:"message"`
+	}) (string, error) {
+		return in.Message, nil
+	}))
+	reg.MustRegister(registry.MustNewTool("test.block", "Block until released.", func(ctx context.Context, tc *registry.ToolContext, in struct{}) (string, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+			return "released", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	h := newHost(t, reg, "")
+	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Limits: l, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// stdioPeer drives a stdio server line by line.
+type stdioPeer struct {
+	t   *testing.T
+	in  *io.PipeWriter
+	out *bufio.Reader
+}
+
+func startStdio(t *testing.T, srv *mcpserver.Server) *stdioPeer {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+		outW.Close()
+	}()
+	t.Cleanup(func() { cancel(); inW.Close(); <-done })
+	return &stdioPeer{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
+}
+
+func (p *stdioPeer) send(line string) {
+	p.t.Helper()
+	if _, err := io.WriteString(p.in, line+"\n"); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *stdioPeer) recv() map[string]any {
+	p.t.Helper()
+	type read struct {
+		line string
+		err  error
+	}
+	ch := make(chan read, 1)
+	go func() { l, err := p.out.ReadString('\n'); ch <- read{l, err} }()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			p.t.Fatalf("reading the server: %v", r.err)
+		}
+		var m map[string]any
+		d := json.NewDecoder(strings.NewReader(r.line))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			p.t.Fatalf("server sent %q: %v", r.line, err)
+		}
+		delete(m, "jsonrpc")
+		return m
+	case <-time.After(10 * time.Second):
+		p.t.Fatal("no answer from the server within 10 s")
+		return nil
+	}
+}
+
+const initLine = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+func callLine(id, tool, args string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
+}
+
+func errorOf(m map[string]any) (code, message string) {
+	e, _ := m["error"].(map[string]any)
+	if e == nil {
+		return "", ""
+	}
+	return string(e["code"].(json.Number)), e["message"].(string)
+}
+
+func TestStdioBounds(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	p := startStdio(t, boundsServer(t, mcpserver.Limits{MaxMessageBytes: 4096, MaxConcurrentPerClient: 1}, release))
+
+	// Before initialize (2025) nothing runs.
+	p.send(callLine("1", "test_echo", `{"message":"early"}`))
+	if code, msg := errorOf(p.recv()); code != "-32600" || !strings.Contains(msg, "not initialized") {
+		t.Errorf("tools/call before initialize = %s %q; want -32600 not initialized", code, msg)
+	}
+	p.send(initLine)
+	if m := p.recv(); m["result"] == nil {
+		t.Fatalf("initialize = %v", m)
+	}
+	p.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	// Ids are strings or integers; big integers come back digit for digit.
+	for _, id := range []string{`{"a":1}`, `true`, `1.5`, `[1]`} {
+		p.send(callLine(id, "test_echo", `{"message":"x"}`))
+		m := p.recv()
+		if code, _ := errorOf(m); code != "-32600" || m["id"] != nil {
+			t.Errorf("id %s: answer %v; want -32600 with id null", id, m)
+		}
+	}
+	p.send(callLine("12345678901234567890123", "test_echo", `{"message":"big"}`))
+	if m := p.recv(); m["id"] != json.Number("12345678901234567890123") || m["result"] == nil {
+		t.Errorf("big id answer = %v; want the id echoed exactly", m)
+	}
+	p.send(callLine("9007199254740993", "test_echo", `{"message":"2^53+1"}`))
+	if m := p.recv(); m["id"] != json.Number("9007199254740993") {
+		t.Errorf("2^53+1 id answer = %v", m)
+	}
+
+	// An oversized line is refused and the connection keeps serving.
+	p.send(callLine("2", "test_echo", `{"message":"`+strings.Repeat("x", 10000)+`"}`))
+	if code, msg := errorOf(p.recv()); code != "-32600" || !strings.Contains(msg, "max_message_bytes") {
+		t.Errorf("oversized line = %s %q; want -32600 naming max_message_bytes", code, msg)
+	}
+	p.send(callLine("3", "test_echo", `{"message":"after"}`))
+	if m := p.recv(); m["id"] != json.Number("3") || m["result"] == nil {
+		t.Errorf("call after the oversized line = %v", m)
+	}
+
+	// Beyond the per-client bound a request is refused, not queued.
+	p.send(callLine("4", "test_block", `{}`))
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("test_block did not start; the server said %v", p.recv())
+	}
+	p.send(callLine("5", "test_echo", `{"message":"busy?"}`))
+	if m := p.recv(); m["id"] != json.Number("5") || !strings.Contains(func() string { _, s := errorOf(m); return s }(), "server busy") {
+		t.Errorf("second call beyond max_concurrent_per_client = %v; want server busy", m)
+	}
+}
+
+func TestHTTPBounds(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := boundsServer(t, mcpserver.Limits{MaxMessageBytes: 4096, ReadTimeout: 300 * time.Millisecond}, release)
+	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	ts := httptest.NewServer(handler)
+	defer func() { closeSessions(context.Background()); ts.Close() }()
+	post := func(body io.Reader, contentLength int64) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", body)
+		req.ContentLength = contentLength
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	big := initLine[:len(initLine)-1] + `,"pad":"` + strings.Repeat("x", 5000) + `"}`
+	tests := []struct {
+		name       string
+		body       io.Reader
+		length     int64
+		wantStatus int
+		wantBody   string
+	}{
+		{"declared too large", strings.NewReader(big), int64(len(big)), http.StatusRequestEntityTooLarge, "max_message_bytes"},
+		{"chunked too large", io.MultiReader(strings.NewReader(big)), -1, http.StatusRequestEntityTooLarge, "max_message_bytes"},
+		{"within the limit", strings.NewReader(initLine), int64(len(initLine)), http.StatusOK, `"protocolVersion"`},
+	}
+	for _, tt := range tests {
+		status, body := post(tt.body, tt.length)
+		if status != tt.wantStatus || !strings.Contains(body, tt.wantBody) {
+			t.Errorf("%s: %d %.100q; want %d containing %q", tt.name, status, body, tt.wantStatus, tt.wantBody)
+		}
+	}
+
+	// A stalled body is cut after the read timeout.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\"")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("stalled body: status %d; want 400", resp.StatusCode)
+		}
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Errorf("stalled body still open after %v", time.Since(start))
+	}
+}
+
+func TestHTTPConcurrencyBound(t *testing.T) {
+	release := make(chan struct{})
+	srv := boundsServer(t, mcpserver.Limits{MaxConcurrentRequests: 1}, release)
+	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	ts := httptest.NewServer(handler)
+	defer func() { close(release); closeSessions(context.Background()); ts.Close() }()
+	modernCall := func(tool string) *http.Request {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", bytes.NewBufferString(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+		return req
+	}
+	first := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(modernCall("test_block"))
+		if err != nil {
+			first <- 0
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-started // the blocking call holds the only slot
+	deadline := time.Now().Add(5 * time.Second)
+	var got []int
+	for time.Now().Before(deadline) {
+		resp, err := http.DefaultClient.Do(modernCall("test_echo"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		got = append(got, resp.StatusCode)
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			if resp.Header.Get("Retry-After") == "" {
+				t.Error("503 without Retry-After")
+			}
+		}
+		break
+	}
+	if len(got) == 0 || got[len(got)-1] != http.StatusServiceUnavailable {
+		t.Fatalf("statuses while one call holds the only slot: %v; want a 503", got)
+	}
+	release <- struct{}{}
+	if diff := cmp.Diff(http.StatusOK, <-first); diff != "" {
+		t.Errorf("blocked call status (-want +got):\n%s", diff)
+	}
+}
+
+// TestHTTPSurface checks the answers that must come at once or not at all:
+// a GET without a session, the /p/<profile>/mcp form of a profile URL, and
+// a resource the caller cannot read left out of resources/list.
+func TestHTTPSurface(t *testing.T) {
+	h := newHost(t, registry.New(), "[profiles.ro]\n")
+	readable := mcpserver.TextResource("test://ok", "ok", "Readable.", "text/plain", func(ctx context.Context, conn *providers.Connection) (string, error) { return "ok", nil })
+	broken := mcpserver.TextResource("test://broken", "broken", "Never readable.", "text/plain", func(ctx context.Context, conn *providers.Connection) (string, error) {
+		return "", io.ErrUnexpectedEOF
+	})
+	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Extensions: []mcpserver.Extension{readable, broken}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default", "ro"}})
+	ts := httptest.NewServer(handler)
+	defer func() { closeSessions(context.Background()); ts.Close() }()
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(ts.URL + "/mcp")
+	if err != nil {
+		t.Fatalf("GET /mcp without a session: %v (it must answer at once)", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /mcp without a session = %d; want 405", resp.StatusCode)
+	}
+	for _, path := range []string{"/p/ro/mcp", "/mcp/p/ro"} {
+		c := connect(t, ts.URL+path, modern, nil)
+		res, err := c.ListResources(t.Context(), mcp.ListResourcesRequest{})
+		if err != nil {
+			t.Fatalf("%s: resources/list: %v", path, err)
+		}
+		var uris []string
+		for _, r := range res.Resources {
+			uris = append(uris, r.URI)
+		}
+		if diff := cmp.Diff([]string{"test://ok"}, uris); diff != "" {
+			t.Errorf("%s: listed resources (-want +got):\n%s", path, diff)
+		}
+	}
+}
