@@ -331,3 +331,45 @@ func TestHTTPSurface(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelOnlyByTheCaller checks that on the sessionless wire a
+// notifications/cancelled sent on another request (here by another
+// client, under the same anonymous identity) cannot cancel a call.
+func TestCancelOnlyByTheCaller(t *testing.T) {
+	release := make(chan struct{})
+	srv := boundsServer(t, mcpserver.Limits{}, release)
+	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	ts := httptest.NewServer(handler)
+	defer func() { closeSessions(context.Background()); ts.Close() }()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	post := func(method, name, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", method)
+		if name != "" {
+			req.Header.Set("Mcp-Name", name)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	done := make(chan string, 1)
+	go func() {
+		_, body := post("tools/call", "test_block", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_block","arguments":{},`+meta+`}}`)
+		done <- body
+	}()
+	<-started
+	if status, body := post("notifications/cancelled", "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"not yours",`+meta+`}}`); status >= 300 {
+		t.Logf("cancel from another request answered %d %s", status, body)
+	}
+	close(release)
+	if body := <-done; !strings.Contains(body, "released") {
+		t.Errorf("the call was cancelled by another request: %s", body)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -102,6 +103,16 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 			sid := r.Header.Get("Mcp-Session-Id")
 			// A session of the 2025 protocol: streams resume from the event store.
 			session := sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
+			if r.Method == http.MethodPost && r.Header.Get("Mcp-Protocol-Version") == modernProtocol && r.Header.Get(mcp.HeaderMethod) == "notifications/cancelled" {
+				// On the sessionless wire a call is cancelled by closing its
+				// own request; a cancellation arriving on another request
+				// cannot be tied to its caller (mcp-go v1.2.1 keys in-flight
+				// calls by request id alone there; its cancellation came
+				// with mark3labs/mcp-go PR #756), so it is accepted and
+				// ignored. TestCancelOnlyByTheCaller fails without this.
+				w.WriteHeader(http.StatusAccepted)
+				return
+			}
 			if r.Method == http.MethodPost {
 				servePollable(streamable, w, r, st, session)
 				return
