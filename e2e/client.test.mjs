@@ -4,7 +4,7 @@ import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -77,7 +77,16 @@ async function httpClient(profile) {
 }
 
 before(startHTTP);
-after(() => httpServer?.kill('SIGTERM'));
+after(async () => {
+  if (httpServer && httpServer.exitCode === null) {
+    const exited = new Promise((resolve) => httpServer.once('exit', resolve));
+    httpServer.kill('SIGTERM');
+    let timer;
+    await Promise.race([exited, new Promise((resolve) => { timer = setTimeout(resolve, 10000); })]);
+    clearTimeout(timer);
+  }
+  rmSync(root, { recursive: true, force: true });
+});
 
 for (const [name, connect] of [['stdio', stdioClient], ['http', httpClient]]) {
   describe(`bub-mcp over ${name}`, () => {

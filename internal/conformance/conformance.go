@@ -192,6 +192,7 @@ func fixtures() []*registry.Tool {
 		return "Reconnection test completed successfully", nil
 	}))
 
+	ts = append(ts, statelessFixtures()...)
 	return ts
 }
 
@@ -287,6 +288,7 @@ func setup(s *server.MCPServer) {
 				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Please analyze the image above.")),
 			}), nil
 		})
+	statelessSetup(s)
 }
 
 // completions completes test_prompt_with_arguments' arguments from a small

@@ -1,0 +1,203 @@
+package conformance
+
+// Fixtures for the 2026-07-28 (stateless) requirement set of the
+// conformance suite: the server-stateless diagnostic tools and the
+// input-required-result-* (SEP-2322, multi round-trip) tools and prompt.
+//
+// The tools ask the client only through the ToolContext (tc.Elicit,
+// tc.Sample, tc.Log), exactly as a production tool would; turning those
+// calls into an InputRequiredResult on the 2026-07-28 wire, resuming from
+// inputResponses/requestState, and into real server-to-client requests on
+// the 2025-11-25 wire is the MCP layer's job. The keys the suite expects in
+// inputRequests (see e2e/CONFORMANCE.md §7.6) are noted per fixture.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+const (
+	nameSchema    = `{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`
+	confirmSchema = `{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}`
+	colorSchema   = `{"type":"object","properties":{"color":{"type":"string"}},"required":["color"]}`
+	contextSchema = `{"type":"object","properties":{"context":{"type":"string"}},"required":["context"]}`
+)
+
+func ask(ctx context.Context, tc *registry.ToolContext, message, schema string) (*registry.ElicitResult, error) {
+	return tc.Elicit(ctx, registry.ElicitRequest{Message: message, Schema: json.RawMessage(schema)})
+}
+
+func sampleText(ctx context.Context, tc *registry.ToolContext, text string, maxTokens int) (*registry.SampleResult, error) {
+	return tc.Sample(ctx, registry.SampleRequest{Messages: []registry.SampleMessage{{Role: "user", Text: text}}, MaxTokens: maxTokens})
+}
+
+func field(res *registry.ElicitResult, name string) string {
+	if res == nil || res.Content == nil {
+		return ""
+	}
+	return fmt.Sprint(res.Content[name])
+}
+
+func statelessFixtures() []*registry.Tool {
+	var ts []*registry.Tool
+	add := func(t *registry.Tool) { ts = append(ts, t) }
+
+	// server-stateless (SEP-2575) diagnostics.
+
+	// Called with clientCapabilities {}: the sampling request must fail
+	// with -32021 {requiredCapabilities:{sampling:{}}}, HTTP 400.
+	add(noArgs("test_missing_capability", "Needs the client's sampling capability (it is rejected when undeclared).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		res, err := sampleText(ctx, tc, "This request needs the sampling capability.", 10)
+		if err != nil {
+			return nil, err
+		}
+		return "Sampled: " + res.Text, nil
+	}))
+	// Called with clientCapabilities {elicitation:{}}: the response stream
+	// may carry notifications and the InputRequiredResult, never an
+	// elicitation/create request.
+	add(noArgs("test_streaming_elicitation", "Elicits input; on the stateless wire this must come back as an InputRequiredResult.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		res, err := ask(ctx, tc, "What is your name?", nameSchema)
+		if err != nil {
+			return nil, err
+		}
+		return "Hello, " + field(res, "name") + "!", nil
+	}))
+	// Called without _meta logLevel: none of these may reach the client.
+	add(noArgs("test_logging_tool", "Logs while it runs (nothing is sent unless the request sets a log level).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		for _, msg := range []string{"Logging tool started", "Logging tool finished"} {
+			tc.Log(ctx, slog.LevelInfo, "conformance", msg)
+		}
+		return "Logging tool completed", nil
+	}))
+
+	// input-required-result-* (SEP-2322).
+
+	// Key "user_name" (checked by basic-elicitation, used blind by
+	// ignore-extra-params).
+	add(noArgs("test_input_required_result_elicitation", "Asks for the user's name, then greets them.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		res, err := ask(ctx, tc, "What is your name?", nameSchema)
+		if err != nil {
+			return nil, err
+		}
+		return "Hello, " + field(res, "name") + "!", nil
+	}))
+	// Key "capital_question" (doc only).
+	add(noArgs("test_input_required_result_sampling", "Asks the client's model for the capital of France.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		res, err := sampleText(ctx, tc, "What is the capital of France?", 100)
+		if err != nil {
+			return nil, err
+		}
+		return "Sampling answer: " + res.Text, nil
+	}))
+	// Key "confirm" (doc only); the result must mention "state-ok".
+	add(noArgs("test_input_required_result_request_state", "Asks for a confirmation carried across a requestState.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		res, err := ask(ctx, tc, "Please confirm", confirmSchema)
+		if err != nil {
+			return nil, err
+		}
+		return fmt.Sprintf("state-ok: action=%s, ok=%s", res.Action, field(res, "ok")), nil
+	}))
+	// Keys "user_name", "greeting" (doc only), asked in one round; the
+	// suite also wants a "client_roots" roots/list request, which the
+	// ToolContext cannot make yet.
+	add(noArgs("test_input_required_result_multiple_inputs", "Asks for a name and a generated greeting at once.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		var (
+			wg       sync.WaitGroup
+			name     *registry.ElicitResult
+			greeting *registry.SampleResult
+			nerr     error
+			gerr     error
+		)
+		wg.Add(2)
+		go func() { defer wg.Done(); name, nerr = ask(ctx, tc, "What is your name?", nameSchema) }()
+		go func() { defer wg.Done(); greeting, gerr = sampleText(ctx, tc, "Generate a greeting", 50) }()
+		wg.Wait()
+		if nerr != nil {
+			return nil, nerr
+		}
+		if gerr != nil {
+			return nil, gerr
+		}
+		return fmt.Sprintf("%s, %s!", greeting.Text, field(name, "name")), nil
+	}))
+	// Keys "step1", then "step2" (doc only): each round needs a new
+	// requestState, and round 3 carries only step2's answer.
+	add(noArgs("test_input_required_result_multi_round", "Asks two questions, one per round.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		name, err := ask(ctx, tc, "Step 1: What is your name?", nameSchema)
+		if err != nil {
+			return nil, err
+		}
+		color, err := ask(ctx, tc, "Step 2: What is your favorite color?", colorSchema)
+		if err != nil {
+			return nil, err
+		}
+		return fmt.Sprintf("%s likes %s", field(name, "name"), field(color, "color")), nil
+	}))
+	// The retry carries requestState+"-TAMPERED"; it must fail with a
+	// JSON-RPC error.
+	add(noArgs("test_input_required_result_tampered_state", "Asks for a confirmation; a tampered requestState is refused.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		res, err := ask(ctx, tc, "Please confirm", confirmSchema)
+		if err != nil {
+			return nil, err
+		}
+		return fmt.Sprintf("Confirmed: ok=%s", field(res, "ok")), nil
+	}))
+	// Called with clientCapabilities {sampling:{}} only: the elicitation
+	// must not be requested (tc.Elicit fails), the sampling must.
+	add(noArgs("test_input_required_result_capabilities", "Asks by elicitation and sampling, as far as the client supports each.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		var (
+			wg     sync.WaitGroup
+			name   *registry.ElicitResult
+			answer *registry.SampleResult
+			serr   error
+		)
+		wg.Add(2)
+		// The name is optional: a client without elicitation is not asked.
+		go func() { defer wg.Done(); name, _ = ask(ctx, tc, "What is your name?", nameSchema) }()
+		go func() { defer wg.Done(); answer, serr = sampleText(ctx, tc, "Say hello", 20) }()
+		wg.Wait()
+		if serr != nil {
+			return nil, serr
+		}
+		who := field(name, "name")
+		if who == "" {
+			who = "anonymous"
+		}
+		return fmt.Sprintf("%s (for %s)", answer.Text, who), nil
+	}))
+	return ts
+}
+
+// statelessSetup adds test_input_required_result_prompt, an MRTR prompt
+// (input-required-result-non-tool-request). Prompts are plain mcp-go
+// handlers, so it uses mcp-go's InputRequestBuilder directly; mcp-go
+// bridges it to a real elicitation/create for 2025-11-25 clients.
+func statelessSetup(s *server.MCPServer) {
+	s.AddPrompt(mcp.NewPrompt("test_input_required_result_prompt", mcp.WithPromptDescription("A prompt that asks the user for its context first")),
+		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			answer := server.ElicitationResponse(req.Params.InputResponses, "user_context")
+			if answer == nil {
+				var schema map[string]any
+				_ = json.Unmarshal([]byte(contextSchema), &schema)
+				return server.NewInputRequestBuilder("").Elicit("user_context", mcp.ElicitationParams{
+					Message:         "What context should the prompt use?",
+					RequestedSchema: schema,
+				}).PromptResult(), nil
+			}
+			if answer.Action != mcp.ElicitationResponseActionAccept {
+				return nil, fmt.Errorf("the user did not provide a context (%s)", answer.Action)
+			}
+			content, _ := answer.Content.(map[string]any)
+			return mcp.NewGetPromptResult("A prompt with user-supplied context", []mcp.PromptMessage{
+				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(fmt.Sprintf("Use this context: %v", content["context"]))),
+			}), nil
+		})
+}
