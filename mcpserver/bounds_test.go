@@ -264,22 +264,15 @@ func TestHTTPConcurrencyBound(t *testing.T) {
 		first <- resp.StatusCode
 	}()
 	<-started // the blocking call holds the only slot
-	deadline := time.Now().Add(5 * time.Second)
-	var got []int
-	for time.Now().Before(deadline) {
-		resp, err := http.DefaultClient.Do(modernCall("test_echo"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		got = append(got, resp.StatusCode)
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			if resp.Header.Get("Retry-After") == "" {
-				t.Error("503 without Retry-After")
-			}
-		}
-		break
+	resp, err := http.DefaultClient.Do(modernCall("test_echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	got := []int{resp.StatusCode}
+	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
 	}
 	if len(got) == 0 || got[len(got)-1] != http.StatusServiceUnavailable {
 		t.Fatalf("statuses while one call holds the only slot: %v; want a 503", got)

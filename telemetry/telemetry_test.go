@@ -53,7 +53,7 @@ func newRecorded(t *testing.T, metrics bool) (*telemetry.Telemetry, *tracetest.S
 func attrMap(s sdktrace.ReadOnlySpan) map[string]string {
 	m := make(map[string]string)
 	for _, kv := range s.Attributes() {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }
