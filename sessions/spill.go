@@ -5,9 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/pyrepr"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -49,7 +49,7 @@ type SpillError struct {
 // Error returns the model-facing text, so a tool can pass it on verbatim.
 func (e *SpillError) Error() string {
 	if errors.Is(e.Err, ErrNoSpill) {
-		return "[no spilled tool result for handle " + pyRepr(e.Handle) + "]"
+		return "[no spilled tool result for handle " + pyrepr.String(e.Handle) + "]"
 	}
 	return "[incomplete spilled tool result: " + e.Detail + "]"
 }
@@ -281,10 +281,10 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 	}
 	t.mu.Unlock()
 	if !ok {
-		return SpillPage{}, incomplete(h, fmt.Sprintf("missing chunk %d for handle %s", start, pyRepr(h)))
+		return SpillPage{}, incomplete(h, fmt.Sprintf("missing chunk %d for handle %s", start, pyrepr.String(h)))
 	}
 	if len(recs) != stop-start {
-		return SpillPage{}, incomplete(h, "missing chunks for handle "+pyRepr(h))
+		return SpillPage{}, incomplete(h, "missing chunks for handle "+pyrepr.String(h))
 	}
 	var b strings.Builder
 	for k, rec := range recs {
@@ -295,7 +295,7 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 		}
 		c, ok := spillChunk(r, h, idx)
 		if !ok {
-			return SpillPage{}, incomplete(h, fmt.Sprintf("invalid chunk %d for handle %s", idx, pyRepr(h)))
+			return SpillPage{}, incomplete(h, fmt.Sprintf("invalid chunk %d for handle %s", idx, pyrepr.String(h)))
 		}
 		b.WriteString(c)
 	}
@@ -317,43 +317,4 @@ func spillChunk(r Entry, h string, idx int) (string, bool) {
 	}
 	c, ok := results[0].(string)
 	return c, ok
-}
-
-// pyRepr quotes s the way Python's repr(str) does, since Bub's messages
-// embed handles with !r.
-func pyRepr(s string) string {
-	q := byte('\'')
-	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
-		q = '"'
-	}
-	var b strings.Builder
-	b.WriteByte(q)
-	for _, r := range s {
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == rune(q):
-			b.WriteByte('\\')
-			b.WriteByte(q)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case !unicode.IsPrint(r) && r != ' ':
-			switch {
-			case r < 0x100:
-				fmt.Fprintf(&b, `\x%02x`, r)
-			case r < 0x10000:
-				fmt.Fprintf(&b, `\u%04x`, r)
-			default:
-				fmt.Fprintf(&b, `\U%08x`, r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte(q)
-	return b.String()
 }

@@ -327,18 +327,6 @@ func TestSpillFailure(t *testing.T) {
 }
 
 func TestHelpers(t *testing.T) {
-	reprTests := map[string]string{
-		"abc":     "'abc'",
-		"it's":    `"it's"`,
-		`a'b"c`:   `'a\'b"c'`,
-		"a\nb\\":  `'a\nb\\'`,
-		"\x00é日🎉": `'\x00é日🎉'`,
-	}
-	for in, want := range reprTests {
-		if got := pyRepr(in); got != want {
-			t.Errorf("pyRepr(%q) = %s; want %s", in, got, want)
-		}
-	}
 	chunks := utf8Chunks("aé日🎉", 4)
 	if diff := cmp.Diff([]string{"aé", "日", "🎉"}, chunks); diff != "" {
 		t.Errorf("utf8Chunks (-want +got):\n%s", diff)

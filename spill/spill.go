@@ -15,10 +15,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/pyrepr"
 	"log/slog"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/bubbuild/bub-mcp/registry"
@@ -93,7 +93,7 @@ func store(sess *sessions.Session, tool, text string) (string, error) {
 func Reference(ref sessions.SpillRef, text string) string {
 	return "[tool output spilled: " + commas(ref.Bytes) + " bytes in " + commas(ref.Chunks) +
 		" chunks; handle: " + ref.Handle + "]\n" +
-		"[read with: spill_read(handle=" + pyRepr(ref.Handle) + ", cursor=0, count=1, from_end=False)]\n" +
+		"[read with: spill_read(handle=" + pyrepr.String(ref.Handle) + ", cursor=0, count=1, from_end=False)]\n" +
 		preview(text)
 }
 
@@ -142,44 +142,5 @@ func commas(n int) string {
 		}
 		b.WriteRune(c)
 	}
-	return b.String()
-}
-
-// pyRepr quotes s the way Python's repr(str) does, since Bub's messages
-// embed handles with !r.
-func pyRepr(s string) string {
-	q := byte('\'')
-	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
-		q = '"'
-	}
-	var b strings.Builder
-	b.WriteByte(q)
-	for _, r := range s {
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == rune(q):
-			b.WriteByte('\\')
-			b.WriteByte(q)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case !unicode.IsPrint(r) && r != ' ':
-			switch {
-			case r < 0x100:
-				fmt.Fprintf(&b, `\x%02x`, r)
-			case r < 0x10000:
-				fmt.Fprintf(&b, `\u%04x`, r)
-			default:
-				fmt.Fprintf(&b, `\U%08x`, r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte(q)
 	return b.String()
 }

@@ -5,7 +5,7 @@ package pystub
 
 import (
 	"errors"
-	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/pyrepr"
 	"math"
 	"math/big"
 	"strconv"
@@ -85,21 +85,10 @@ func comment(s string) string {
 		if unicode.IsGraphic(r) {
 			sb.WriteRune(r)
 		} else {
-			writeRuneEscape(&sb, r)
+			pyrepr.WriteEscape(&sb, r)
 		}
 	}
 	return sb.String()
-}
-
-func writeRuneEscape(sb *strings.Builder, r rune) {
-	switch {
-	case r <= 0xff:
-		fmt.Fprintf(sb, `\x%02x`, r)
-	case r <= 0xffff:
-		fmt.Fprintf(sb, `\u%04x`, r)
-	default:
-		fmt.Fprintf(sb, `\U%08x`, r)
-	}
 }
 
 // docstring renders text as a docstring indented by indent, or "" for empty
@@ -131,7 +120,7 @@ func docstring(text, indent string) string {
 		case r == '\n', r == '\t', unicode.IsGraphic(r):
 			sb.WriteRune(r)
 		default:
-			writeRuneEscape(&sb, r)
+			pyrepr.WriteEscape(&sb, r)
 		}
 		i += size
 	}
@@ -145,35 +134,6 @@ func docstring(text, indent string) string {
 		sb.WriteString(strings.TrimRight(indent+line, " \t") + "\n")
 	}
 	sb.WriteString(indent + `"""`)
-	return sb.String()
-}
-
-// pyRepr quotes s as Python's repr does.
-func pyRepr(s string) string {
-	quote := '\''
-	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
-		quote = '"'
-	}
-	var sb strings.Builder
-	sb.WriteRune(quote)
-	for _, r := range s {
-		switch {
-		case r == quote || r == '\\':
-			sb.WriteByte('\\')
-			sb.WriteRune(r)
-		case r == '\n':
-			sb.WriteString(`\n`)
-		case r == '\r':
-			sb.WriteString(`\r`)
-		case r == '\t':
-			sb.WriteString(`\t`)
-		case r == ' ' || unicode.IsPrint(r):
-			sb.WriteRune(r)
-		default:
-			writeRuneEscape(&sb, r)
-		}
-	}
-	sb.WriteRune(quote)
 	return sb.String()
 }
 
@@ -193,7 +153,7 @@ func pyLiteral(n *node, depth int) string {
 	case kindNumber:
 		return pyNumber(n.str)
 	case kindString:
-		return pyRepr(n.str)
+		return pyrepr.String(n.str)
 	case kindArray:
 		parts := make([]string, len(n.items))
 		for i, item := range n.items {
@@ -203,7 +163,7 @@ func pyLiteral(n *node, depth int) string {
 	}
 	parts := make([]string, len(n.keys))
 	for i, k := range n.keys {
-		parts[i] = pyRepr(k) + ": " + pyLiteral(n.vals[i], depth+1)
+		parts[i] = pyrepr.String(k) + ": " + pyLiteral(n.vals[i], depth+1)
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
 }

@@ -5,6 +5,7 @@ package pystub
 
 import (
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/pyrepr"
 	"slices"
 	"strconv"
 	"strings"
@@ -292,9 +293,9 @@ func (b *builder) typedDict(s, props, root *node, hint string, rs *refState) pyT
 func (b *builder) shape(i int) string {
 	c := b.classes[i]
 	var sb strings.Builder
-	sb.WriteString(pyRepr(c.doc))
+	sb.WriteString(pyrepr.String(c.doc))
 	for _, f := range c.fields {
-		sb.WriteString("\x01" + pyRepr(f.key) + "\x01" + f.typ + "\x01" + pyRepr(f.doc))
+		sb.WriteString("\x01" + pyrepr.String(f.key) + "\x01" + f.typ + "\x01" + pyrepr.String(f.doc))
 	}
 	return resolve(sb.String(), func(j int) string {
 		if j = b.canon(j); j == i {
@@ -356,12 +357,12 @@ func (b *builder) renderClass(i int) string {
 				sb.WriteString("# " + line + "\n")
 			}
 		}
-		sb.WriteString(c.name + " = TypedDict(" + pyRepr(c.name) + ", {\n")
+		sb.WriteString(c.name + " = TypedDict(" + pyrepr.String(c.name) + ", {\n")
 		for _, f := range c.fields {
 			if doc := comment(f.doc); doc != "" {
 				sb.WriteString("    # " + doc + "\n")
 			}
-			sb.WriteString("    " + pyRepr(f.key) + ": " + f.typ + ",\n")
+			sb.WriteString("    " + pyrepr.String(f.key) + ": " + f.typ + ",\n")
 		}
 		sb.WriteString("})")
 	} else {
@@ -457,7 +458,7 @@ func (b *builder) function(t Tool, ident string) (string, error) {
 			case p.def != nil:
 				detail = p.typ + " = " + defaultText(p.def)
 			}
-			line := "    " + pyRepr(p.key) + " (" + detail + ", via **" + kwargs + ")"
+			line := "    " + pyrepr.String(p.key) + " (" + detail + ", via **" + kwargs + ")"
 			if doc := collapse(p.doc); doc != "" {
 				line += ": " + doc
 			}
