@@ -28,6 +28,9 @@ var started = make(chan struct{}, 16)
 // block, which says it started and waits for release.
 func boundsServer(t *testing.T, l mcpserver.Limits, release chan struct{}) *mcpserver.Server {
 	t.Helper()
+	for len(started) > 0 { // left by an earlier test's blocked calls
+		<-started
+	}
 	reg := registry.New()
 	reg.MustRegister(registry.MustNewTool("test.echo", "Echo.", func(ctx context.Context, tc *registry.ToolContext, in struct {
 		Message string `json:"message"`
@@ -164,13 +167,15 @@ func TestStdioBounds(t *testing.T) {
 		t.Errorf("call after the oversized line = %v", m)
 	}
 
-	// Beyond the per-client bound a request is refused, not queued.
+	// Beyond the per-client bound and as many waiting, a request is
+	// refused instead of queued.
 	p.send(callLine("4", "test_block", `{}`))
 	select {
 	case <-started:
 	case <-time.After(5 * time.Second):
 		t.Fatalf("test_block did not start; the server said %v", p.recv())
 	}
+	p.send(callLine("6", "test_block", `{}`)) // waits for the running one
 	p.send(callLine("5", "test_echo", `{"message":"busy?"}`))
 	if m := p.recv(); m["id"] != json.Number("5") || !strings.Contains(func() string { _, s := errorOf(m); return s }(), "server busy") {
 		t.Errorf("second call beyond max_concurrent_per_client = %v; want server busy", m)

@@ -25,8 +25,9 @@ type Limits struct {
 	MaxConcurrentRequests int
 	// MaxConcurrentPerClient bounds the requests one client has in flight:
 	// a stdio connection, or over HTTP one session (2025) or TCP
-	// connection (sessionless). Beyond it stdio answers a JSON-RPC error
-	// and HTTP 503. Default DefaultMaxConcurrentPerClient.
+	// connection (sessionless). Beyond it HTTP answers 503; on stdio as
+	// many again wait their turn, and beyond those a JSON-RPC error
+	// answers. Default DefaultMaxConcurrentPerClient.
 	MaxConcurrentPerClient int
 	// ReadTimeout bounds reading one HTTP request body, so a stalled body
 	// is closed. Default DefaultReadTimeout.

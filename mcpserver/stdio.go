@@ -100,7 +100,8 @@ type stdioConn struct {
 	spare   []byte
 	writing bool
 	wg      sync.WaitGroup
-	sem     chan struct{} // bounds concurrent tools/call
+	sem     chan struct{} // bounds the requests running at once
+	queue   chan struct{} // bounds the requests running or waiting
 
 	pool *pool // runs requests
 
@@ -129,6 +130,7 @@ func newStdioConn(s *Server, out io.Writer) *stdioConn {
 		s:       s,
 		out:     out,
 		sem:     make(chan struct{}, s.workers),
+		queue:   make(chan struct{}, 2*s.workers),
 		pool:    newPool(s.workers, poolIdle),
 		notes:   make(chan mcp.JSONRPCNotification, 100),
 		pending: map[int64]chan rpcReply{},
@@ -226,8 +228,10 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 		c.serveBigID(ctx, env, line)
 		return
 	}
+	// Up to the limit run, as many again wait their turn; beyond that a
+	// request is refused instead of queueing without bound.
 	select {
-	case c.sem <- struct{}{}:
+	case c.queue <- struct{}{}:
 	default:
 		c.writeMessage(rpcError(env.ID, mcp.INTERNAL_ERROR, busyMessage))
 		return
@@ -235,9 +239,16 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 	c.wg.Add(1)
 	c.pool.Go(func() {
 		defer c.wg.Done()
+		select {
+		case c.sem <- struct{}{}:
+		case <-ctx.Done():
+			<-c.queue
+			return
+		}
 		rctx := withRequest(ctx, &request{caller: c.caller})
 		resp := c.handle(rctx, line)
 		<-c.sem // free before answering: a client may send its next request at once
+		<-c.queue
 		if resp != nil {
 			c.writeMessage(resp)
 		}
