@@ -13,16 +13,22 @@ type envelope struct {
 	Method string                   `json:"method"`
 	Result json.RawMessage          `json:"result"`
 	Error  *mcp.JSONRPCErrorDetails `json:"error"`
-	Params struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	} `json:"params"`
 }
 
-// modern reports whether the message declares the sessionless protocol in
-// its _meta, as 2026-07-28 requests do.
-func (e *envelope) modern() bool {
+// modernMessage reports whether msg declares the sessionless protocol in
+// its _meta, as 2026-07-28 requests do. It decodes the message again, so
+// it is asked only before initialize.
+func modernMessage(msg []byte) bool {
+	var m struct {
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(msg, &m) != nil {
+		return false
+	}
 	var v string
-	_ = json.Unmarshal(e.Params.Meta[mcp.MetaKeyProtocolVersion], &v)
+	_ = json.Unmarshal(m.Params.Meta[mcp.MetaKeyProtocolVersion], &v)
 	return mcp.IsModernProtocol(v)
 }
 

@@ -107,6 +107,7 @@ type stdioConn struct {
 
 	notes       chan mcp.JSONRPCNotification
 	initialized atomic.Bool
+	modern      atomic.Bool  // a 2026-07-28 request came: that era needs no initialize
 	level       atomic.Value // mcp.LoggingLevel
 
 	infoMu  sync.RWMutex
@@ -219,7 +220,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, "invalid request id: an id must be a string or an integer"))
 		return
 	}
-	if !c.Initialized() && !env.modern() && env.Method != string(mcp.MethodInitialize) && env.Method != string(mcp.MethodPing) && env.Method != "server/discover" {
+	if !c.Initialized() && !c.modern.Load() && env.Method != string(mcp.MethodInitialize) && env.Method != string(mcp.MethodPing) && env.Method != "server/discover" && !c.sawModern(line) {
 		// 2025-11-25: nothing but ping before initialize; nothing runs.
 		c.writeMessage(rpcError(env.ID, mcp.INVALID_REQUEST, "the session is not initialized: send initialize first"))
 		return
@@ -267,6 +268,17 @@ func (c *stdioConn) handle(ctx context.Context, msg json.RawMessage) (resp mcp.J
 		}
 	}()
 	return c.s.mcp.HandleMessage(ctx, msg)
+}
+
+// sawModern reports whether msg is a 2026-07-28 request and remembers
+// it: a client of that era never initializes, and its later requests
+// need not be decoded again for the check.
+func (c *stdioConn) sawModern(msg []byte) bool {
+	if modernMessage(msg) {
+		c.modern.Store(true)
+		return true
+	}
+	return false
 }
 
 // serveBigID serves a request whose integer id mcp-go would round: the id
