@@ -93,7 +93,7 @@ type Server struct {
 	limits  Limits
 
 	parking  *parking
-	inflight sync.WaitGroup
+	inflight calls
 	workers  int
 
 	pool *pool // runs detachable HTTP requests
@@ -303,8 +303,8 @@ var ErrToolNotFound = errors.New("tool not found")
 // caller's View (never in the registry: a hidden tool stays hidden even if
 // mcp-go's own gate were bypassed) and runs it through the Backend.
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	s.inflight.Add(1)
-	defer s.inflight.Done()
+	s.inflight.add()
+	defer s.inflight.done()
 	conn, v, err := s.resolve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
@@ -407,11 +407,45 @@ func contents(cs registry.Contents) []mcp.Content {
 }
 
 // waitCalls waits for in-flight tool calls, at most until ctx ends.
-func (s *Server) waitCalls(ctx context.Context) bool {
-	done := make(chan struct{})
-	go func() { s.inflight.Wait(); close(done) }()
+func (s *Server) waitCalls(ctx context.Context) bool { return s.inflight.wait(ctx) }
+
+// calls counts tool calls in flight. Unlike a sync.WaitGroup it may grow
+// while a shutdown waits for it to drain (a queued stdio request starting
+// late), which a WaitGroup forbids.
+type calls struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero
+}
+
+func (c *calls) add() {
+	c.mu.Lock()
+	if c.n == 0 {
+		c.idle = make(chan struct{})
+	}
+	c.n++
+	c.mu.Unlock()
+}
+
+func (c *calls) done() {
+	c.mu.Lock()
+	if c.n--; c.n == 0 {
+		close(c.idle)
+	}
+	c.mu.Unlock()
+}
+
+// wait returns true once no call is in flight, false when ctx ends first.
+func (c *calls) wait(ctx context.Context) bool {
+	c.mu.Lock()
+	if c.n == 0 {
+		c.mu.Unlock()
+		return true
+	}
+	idle := c.idle
+	c.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 		return true
 	case <-ctx.Done():
 		return false
