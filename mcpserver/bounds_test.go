@@ -134,6 +134,10 @@ func TestStdioBounds(t *testing.T) {
 	if code, msg := errorOf(p.recv()); code != "-32600" || !strings.Contains(msg, "not initialized") {
 		t.Errorf("tools/call before initialize = %s %q; want -32600 not initialized", code, msg)
 	}
+	p.send(callLine("12345678901234567890124", "test_echo", `{"message":"early"}`))
+	if m := p.recv(); m["id"] != json.Number("12345678901234567890124") {
+		t.Errorf("refusal before initialize = %v; want the big id echoed exactly", m)
+	}
 	p.send(initLine)
 	if m := p.recv(); m["result"] == nil {
 		t.Fatalf("initialize = %v", m)

@@ -146,11 +146,7 @@ func (c *stdioConn) read(ctx context.Context, in io.Reader) error {
 		switch {
 		case tooLong:
 			c.s.log.Warn("mcp.stdio.message.too_long", "limit_bytes", c.s.limits.MaxMessageBytes)
-			c.writeMessage(mcp.JSONRPCError{
-				JSONRPC: mcp.JSONRPC_VERSION,
-				ID:      mcp.NewRequestId(nil),
-				Error:   mcp.NewJSONRPCErrorDetails(mcp.INVALID_REQUEST, tooLargeMessage(c.s.limits.MaxMessageBytes), nil),
-			})
+			c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, tooLargeMessage(c.s.limits.MaxMessageBytes)))
 		case len(bytes.TrimSpace(line)) > 0:
 			c.dispatch(ctx, line)
 		}
@@ -187,11 +183,7 @@ func readLine(r *bufio.Reader, limit int64) (line []byte, tooLong bool, err erro
 
 // parseError answers a line that is no JSON-RPC message.
 func (c *stdioConn) parseError() {
-	c.writeMessage(mcp.JSONRPCError{
-		JSONRPC: mcp.JSONRPC_VERSION,
-		ID:      mcp.NewRequestId(nil),
-		Error:   mcp.NewJSONRPCErrorDetails(mcp.PARSE_ERROR, "Parse error", nil),
-	})
+	c.writeMessage(rpcError(nil, mcp.PARSE_ERROR, "Parse error"))
 }
 
 // dispatch routes one message: responses to the server's own requests go
@@ -307,24 +299,21 @@ func (c *stdioConn) serveBigID(ctx context.Context, env envelope, line []byte) {
 	c.writeMessage(json.RawMessage(b))
 }
 
-// rpcError is an error response to the request with the raw id.
+// rpcError is an error response to the request with the raw id, which is
+// echoed byte for byte (a big integer id is not rounded); an empty id is
+// null.
 func rpcError(rawID json.RawMessage, code int, message string) mcp.JSONRPCError {
 	var id any
-	_ = json.Unmarshal(rawID, &id)
+	if len(rawID) > 0 {
+		id = rawID
+	}
 	return mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id), Error: mcp.NewJSONRPCErrorDetails(code, message, nil)}
 }
 
 // internalError answers the request in msg after a panic.
 func internalError(msg []byte, r any) mcp.JSONRPCMessage {
-	var id any
-	if env, err := parseEnvelope(msg); err == nil {
-		_ = json.Unmarshal(env.ID, &id)
-	}
-	return mcp.JSONRPCError{
-		JSONRPC: mcp.JSONRPC_VERSION,
-		ID:      mcp.NewRequestId(id),
-		Error:   mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r), nil),
-	}
+	env, _ := parseEnvelope(msg)
+	return rpcError(env.ID, mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r))
 }
 
 // reply hands a response to the request waiting for it. A response no
