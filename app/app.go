@@ -396,13 +396,21 @@ func (a *App) View(ctx context.Context, conn *providers.Connection) (*providers.
 	if err := v.WriteFiles(); err != nil && conn.CodeMode {
 		// Without its stub the model cannot know the code tools'
 		// signatures: serve the tools directly rather than fail the View.
-		a.log.WarnContext(ctx, "app.view.files", "session", conn.SessionKey, "error", err, "effect", "code mode falls back to direct tools")
+		// WriteFiles runs once per View, so warn once per View too.
+		v.Memo(filesWarned{}, func() any {
+			a.log.WarnContext(ctx, "app.view.files", "session", conn.SessionKey, "error", err, "effect", "code mode falls back to direct tools")
+			return true
+		})
 		direct := *conn
 		direct.CodeMode = false
 		return a.chain.View(ctx, &direct)
 	}
 	return v, nil
 }
+
+// filesWarned keys the one warning per View whose files could not be
+// written.
+type filesWarned struct{}
 
 // Session returns the resolved connection's session.
 func (a *App) Session(conn *providers.Connection) (*sessions.Session, error) {

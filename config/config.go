@@ -219,8 +219,11 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 		return nil, c.decodeError(err)
 	}
 	c.md, c.tables = md, top
-	for key, dst := range map[string]any{"server": &c.Server, "profiles": &c.Profiles, "auth": &c.Auth} {
-		if err := c.Decode(key, dst); err != nil {
+	for _, t := range []struct {
+		key string
+		dst any
+	}{{"server", &c.Server}, {"profiles", &c.Profiles}, {"auth", &c.Auth}} {
+		if err := c.Decode(t.key, t.dst); err != nil { // a fixed order: the same bad table is reported each time
 			return nil, err
 		}
 	}

@@ -46,12 +46,7 @@ func Register(name string, p Provider) {
 func Names() []string {
 	namedMu.RLock()
 	defer namedMu.RUnlock()
-	out := make([]string, len(named))
-	for i, n := range named {
-		out[i] = n.name
-	}
-	sort.Strings(out)
-	return out
+	return namesLocked()
 }
 
 // Lookup returns the provider registered under name; the error for an
