@@ -4,8 +4,8 @@
 // sessionless 2026-07-28 wire (server/discover, per-request _meta). Run by
 // run.sh with BUB_MCP_BIN set.
 import { test, before, after, describe } from 'node:test';
+import { startHTTP, textOf } from './harness.mjs';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,33 +42,14 @@ const eras = {
   '2026-07-28': { mode: { pin: '2026-07-28' }, era: 'modern' },
 };
 
-function textOf(result) {
-  return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
-}
-
-let httpServer;
-let httpBase;
-
-async function startHTTP() {
-  httpServer = spawn(bin, ['serve', '--http', '127.0.0.1:0'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  httpBase = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start: ' + log)), 15000);
-    httpServer.stderr.on('data', (chunk) => {
-      log += chunk;
-      const m = log.match(/url=(http:\/\/\S+)\/mcp/);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    httpServer.on('exit', (code) => reject(new Error(`server exited ${code}: ${log}`)));
-  });
-}
+let http; // { base, stop }
 
 function transportFor(kind, profile) {
   if (kind === 'stdio') {
     return new StdioClientTransport({ command: bin, args: ['serve', '--profile', profile], env, stderr: 'pipe' });
   }
   const path = profile === 'default' ? '/mcp' : `/mcp/p/${profile}`;
-  return new StreamableHTTPClientTransport(new URL(httpBase + path));
+  return new StreamableHTTPClientTransport(new URL(http.base + path));
 }
 
 async function connect(kind, version, profile = 'default') {
@@ -81,15 +62,9 @@ async function connect(kind, version, profile = 'default') {
   return { client, transport };
 }
 
-before(startHTTP);
+before(async () => { http = await startHTTP(bin, env); });
 after(async () => {
-  if (httpServer && httpServer.exitCode === null) {
-    const exited = new Promise((resolve) => httpServer.once('exit', resolve));
-    httpServer.kill('SIGTERM');
-    let timer;
-    await Promise.race([exited, new Promise((resolve) => { timer = setTimeout(resolve, 10000); })]);
-    clearTimeout(timer);
-  }
+  await http?.stop();
   rmSync(root, { recursive: true, force: true });
 });
 

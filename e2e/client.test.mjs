@@ -1,8 +1,8 @@
 // The official TypeScript MCP client against the real bub-mcp binary, over
 // stdio and streamable HTTP. Run by run.sh with BUB_MCP_BIN set.
 import { test, before, after, describe } from 'node:test';
+import { startHTTP, textOf } from './harness.mjs';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -39,10 +39,6 @@ session = "e2e-coder"
 `);
 const env = { ...process.env, BUB_HOME: home, BUB_CONFIG: configPath };
 
-function textOf(result) {
-  return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
-}
-
 async function stdioClient(profile) {
   const transport = new StdioClientTransport({
     command: bin, args: ['serve', '--profile', profile], env, stderr: 'pipe',
@@ -52,39 +48,18 @@ async function stdioClient(profile) {
   return client;
 }
 
-let httpServer;
-let httpBase;
-
-async function startHTTP() {
-  httpServer = spawn(bin, ['serve', '--http', '127.0.0.1:0'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  httpBase = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start: ' + log)), 15000);
-    httpServer.stderr.on('data', (chunk) => {
-      log += chunk;
-      const m = log.match(/url=(http:\/\/\S+)\/mcp/);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    httpServer.on('exit', (code) => reject(new Error(`server exited ${code}: ${log}`)));
-  });
-}
+let http; // { base, stop }
 
 async function httpClient(profile) {
   const path = profile === 'default' ? '/mcp' : `/mcp/p/${profile}`;
   const client = new Client({ name: 'bub-e2e', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(httpBase + path)));
+  await client.connect(new StreamableHTTPClientTransport(new URL(http.base + path)));
   return client;
 }
 
-before(startHTTP);
+before(async () => { http = await startHTTP(bin, env); });
 after(async () => {
-  if (httpServer && httpServer.exitCode === null) {
-    const exited = new Promise((resolve) => httpServer.once('exit', resolve));
-    httpServer.kill('SIGTERM');
-    let timer;
-    await Promise.race([exited, new Promise((resolve) => { timer = setTimeout(resolve, 10000); })]);
-    clearTimeout(timer);
-  }
+  await http?.stop();
   rmSync(root, { recursive: true, force: true });
 });
 
