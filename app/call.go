@@ -213,4 +213,12 @@ func (p quietPeer) Elicit(ctx context.Context, req registry.ElicitRequest) (*reg
 	return p.Peer.Elicit(ctx, req)
 }
 
+func (p quietPeer) Roots(ctx context.Context) ([]registry.Root, error) {
+	rp, ok := p.Peer.(registry.RootsPeer)
+	if !ok {
+		return nil, &registry.CapabilityError{Capability: "roots"}
+	}
+	return rp.Roots(ctx)
+}
+
 var _ registry.Tools = (*viewTools)(nil)

@@ -143,7 +143,7 @@ func bounded(next http.Handler, l Limits) http.Handler {
 			tooLarge(w, l.MaxMessageBytes)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = &readBody{Reader: bytes.NewReader(body), b: body}
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
@@ -155,4 +155,21 @@ func tooLarge(w http.ResponseWriter, limit int64) {
 	w.Header().Set("Connection", "close")
 	w.Header().Set("X-Max-Message-Bytes", strconv.FormatInt(limit, 10))
 	http.Error(w, tooLargeMessage(limit), http.StatusRequestEntityTooLarge)
+}
+
+// readBody is a request body bounded has read: the MCP handler looks at
+// the bytes (admit) without reading them again.
+type readBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (*readBody) Close() error { return nil }
+
+// bodyBytes returns r's body as bounded read it, or nil.
+func bodyBytes(r *http.Request) []byte {
+	if b, ok := r.Body.(*readBody); ok {
+		return b.b
+	}
+	return nil
 }

@@ -63,6 +63,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, co
 	defer cancel()
 	if !s.waitCalls(graceCtx) {
 		s.log.Warn("mcp.stdio.shutdown.cancelling", "reason", "grace period over")
+		s.cutCalls()
 	}
 	cancelCalls()
 	done := make(chan struct{})
@@ -217,8 +218,15 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 		c.writeMessage(rpcError(env.ID, mcp.INVALID_REQUEST, "the session is not initialized: send initialize first"))
 		return
 	}
+	rq := &request{caller: c.caller}
+	if env.Method == string(mcp.MethodToolsCall) && c.modern.Load() && c.s.needsAdmission(line, "") {
+		if e := c.s.admit(ctx, line, rq); e != nil {
+			c.writeMessage(*e)
+			return
+		}
+	}
 	if big {
-		c.serveBigID(ctx, env, line)
+		c.serveBigID(ctx, env, line, rq)
 		return
 	}
 	// Up to the limit run, as many again wait their turn; beyond that a
@@ -238,8 +246,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 			<-c.queue
 			return
 		}
-		rctx := withRequest(ctx, &request{caller: c.caller})
-		resp := c.handle(rctx, line)
+		resp := c.handle(withRequest(ctx, rq), line)
 		<-c.sem // free before answering: a client may send its next request at once
 		<-c.queue
 		if resp != nil {
@@ -277,14 +284,14 @@ func (c *stdioConn) sawModern(msg []byte) bool {
 // travels as a string through mcp-go and the response carries the
 // original digits. Workaround for mcp-go v1.2.1's RequestId, which
 // decodes numbers through float64 (mcp/types.go UnmarshalJSON).
-func (c *stdioConn) serveBigID(ctx context.Context, env envelope, line []byte) {
+func (c *stdioConn) serveBigID(ctx context.Context, env envelope, line []byte, rq *request) {
 	token, _ := json.Marshal("bub-big-id:" + string(env.ID))
 	msg, err := withID(line, token)
 	if err != nil {
 		c.parseError()
 		return
 	}
-	resp := c.handle(withRequest(ctx, &request{caller: c.caller}), msg)
+	resp := c.handle(withRequest(ctx, rq), msg)
 	if resp == nil {
 		return
 	}
