@@ -154,7 +154,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	var h http.Handler = bounded(mux, s.limits)
+	var h http.Handler = bounded(mux, s.limits, &s.reclaim)
 	if o.CheckHosts {
 		h = hostCheck(h, o.AllowedHosts)
 	}

@@ -108,6 +108,8 @@ type Server struct {
 	cutCtx context.Context
 	cut    context.CancelFunc
 
+	reclaim reclaimer // gives large messages' memory back
+
 	sealer   sealer              // seals 2026-07-28 requestState
 	requires map[string][]string // model name → required client capabilities
 }

@@ -149,6 +149,7 @@ func (c *stdioConn) read(ctx context.Context, in io.Reader) error {
 			c.s.log.Warn("mcp.stdio.message.too_long", "limit_bytes", c.s.limits.MaxMessageBytes)
 			c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, tooLargeMessage(c.s.limits.MaxMessageBytes)))
 		case len(bytes.TrimSpace(line)) > 0:
+			c.s.reclaim.note(len(line))
 			c.dispatch(ctx, line)
 		}
 		if err != nil {
@@ -252,6 +253,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 		if resp != nil {
 			c.writeMessage(resp)
 		}
+		c.s.reclaim.note(len(line))
 	})
 }
 
