@@ -32,6 +32,16 @@ import (
 // log notifications are written in order before its result (StdioServer
 // queues them to a goroutine that may write them after the result, when
 // the client drops them).
+//
+// StdioServer (mcp-go v1.2.1 server/stdio.go) cannot hold what issue 11
+// asks of this transport either: its session is the package variable
+// stdioSessionInstance, shared by every StdioServer in a process, so two
+// Apps in one process (TestTwoAppsAreIndependent) would share one client;
+// it reads lines with an unbounded ReadString, so max_message_bytes could
+// not be kept without parsing every line a second time in a wrapper; a
+// full tool-call queue runs the call on the read loop instead of refusing
+// it; and it answers tools/call before initialize. Each of these is
+// covered by a test (TestStdioBounds, TestOnePipeline, TestWire).
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, conn providers.Connection, grace time.Duration) error {
 	conn.Transport = "stdio"
 	calls, cancelCalls := context.WithCancel(context.Background())
