@@ -348,7 +348,6 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return mcp.NewToolResultError(fmt.Sprintf("[invalid_input] Tool '%s' argument validation failed.\n%v", tool.Name, err)), nil
 	}
 	p := &peer{s: s, token: progressToken(req)}
-	var digest string
 	if info := modernInfo(ctx); info != nil {
 		for _, c := range tool.Requires {
 			if !hasCapability(info.ClientCapabilities, c) {
@@ -357,11 +356,10 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		}
 		r := requestFrom(ctx)
 		st := r.inputState()
-		digest = argsDigest(call.Args)
 		if st == nil && req.Params.RequestState != "" {
 			// Not checked before dispatch (a transport that does not admit
 			// calls itself): verify here.
-			if st, err = s.sealer.open(req.Params.RequestState, tool.ModelName(), digest, callerID(r), time.Now()); err != nil {
+			if st, err = s.sealer.open(req.Params.RequestState, tool.ModelName(), argsDigest(call.Args), callerID(r), time.Now()); err != nil {
 				return nil, err
 			}
 		}
@@ -374,7 +372,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if p.round != nil && len(p.round.pending()) > 0 {
 		// The run asked what this request does not answer: whatever it
 		// returned was computed without the answers, so ask for them.
-		return p.round.result(s.sealer, tool.ModelName(), digest, callerID(requestFrom(ctx)), time.Now())
+		return p.round.result(s.sealer, tool.ModelName(), argsDigest(call.Args), callerID(requestFrom(ctx)), time.Now())
 	}
 	if n := p.sent.Load(); n > 0 {
 		// mcp-go may drop a notification its forwarder picked up while the
