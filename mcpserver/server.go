@@ -115,6 +115,8 @@ type Server struct {
 
 	sealer   sealer              // seals 2026-07-28 requestState
 	requires map[string][]string // model name → required client capabilities
+
+	instrumented bool // telemetry hooks installed (telemetry.go)
 }
 
 type requestKey struct{}
@@ -224,7 +226,7 @@ func New(opts *Options) (*Server, error) {
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
 	})
-	if o.Telemetry.Enabled() {
+	if s.instrumented = o.Telemetry.Enabled(); s.instrumented {
 		addTelemetry(hooks, o.Telemetry)
 	}
 	serverOpts := []server.ServerOption{
@@ -346,7 +348,9 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(s.cutCtx, stop)()
-	ctx = traced(ctx)
+	if s.instrumented {
+		ctx = withSpan(ctx)
+	}
 	conn, v, err := s.resolve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)

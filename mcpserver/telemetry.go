@@ -18,7 +18,7 @@ import (
 // guarantees exactly one of them per BeforeAny). Hooks cannot hand the
 // handler a new ctx, so the span waits on the per-request state both
 // transports already put in ctx (request.span), and handle makes it the
-// parent of the call (traced). Without telemetry none of this is
+// parent of the call (withSpan). Without telemetry none of this is
 // installed: a server without it runs exactly the hooks it ran before.
 //
 // Not traced: notifications, methods mcp-go does not know (answered
@@ -80,7 +80,9 @@ func telemetryRequest(ctx context.Context, r *request, id any, method mcp.MCPMet
 	if r.caller.Transport == "stdio" {
 		req.Transport = telemetry.TransportPipe
 	}
-	if sess := server.ClientSessionFromContext(ctx); sess != nil {
+	if sess := server.ClientSessionFromContext(ctx); sess != nil && !server.IsModernRequest(ctx) {
+		// The 2026-07-28 protocol has no sessions; what mcp-go keeps for
+		// such a request (a stdio connection's id) is not one.
 		req.SessionID = sess.SessionID()
 	}
 	if call, ok := message.(*mcp.CallToolRequest); ok {
@@ -100,9 +102,9 @@ func takeSpan(ctx context.Context) *telemetry.Span {
 	return nil
 }
 
-// traced returns ctx with its request's span as the current one, so the
+// withSpan returns ctx with its request's span as the current one, so the
 // call's nested work and logs belong to the request's trace.
-func traced(ctx context.Context) context.Context {
+func withSpan(ctx context.Context) context.Context {
 	if r := requestFrom(ctx); r != nil {
 		return r.span.Load().ContextWith(ctx)
 	}

@@ -187,7 +187,7 @@ func TestTelemetrySpans(t *testing.T) {
 		session   bool // mcp.session.id expected
 	}{
 		{"stdio " + legacy, func() *client.Client { return s.stdio(t, legacy) }, legacy, "pipe", true},
-		{"stdio " + modern, func() *client.Client { return s.stdio(t, modern) }, modern, "pipe", true},
+		{"stdio " + modern, func() *client.Client { return s.stdio(t, modern) }, modern, "pipe", false},
 		{"http " + legacy, func() *client.Client { return connect(t, s.url+"/mcp", legacy, nil) }, legacy, "tcp", true},
 		{"http " + modern, func() *client.Client { return connect(t, s.url+"/mcp", modern, nil) }, modern, "tcp", false},
 	}
