@@ -22,6 +22,7 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
+	"github.com/bubbuild/bub-mcp/telemetry"
 )
 
 // Options configure an App. Zero values are documented per field.
@@ -44,6 +45,10 @@ type Options struct {
 	Getenv func(string) string
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Telemetry traces and measures the nested calls of run_code (the
+	// MCP server traces the requests themselves); nil means none. The App
+	// does not shut it down: whoever made it does.
+	Telemetry *telemetry.Telemetry
 }
 
 // toolsConfig is the part of [tools] the App reads itself.
@@ -67,6 +72,7 @@ type App struct {
 	workspace string
 	getenv    func(string) string
 	log       *slog.Logger
+	tel       *telemetry.Telemetry
 	runs      atomic.Uint64
 
 	// Contributions, collected while modules provision, read-only after.
@@ -128,7 +134,7 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 			return nil, fmt.Errorf("app: workspace: %w", err)
 		}
 	}
-	a := &App{cfg: o.Config, reg: registry.New(), home: o.Home, workspace: o.Workspace, getenv: o.Getenv, log: o.Logger,
+	a := &App{cfg: o.Config, reg: registry.New(), home: o.Home, workspace: o.Workspace, getenv: o.Getenv, log: o.Logger, tel: o.Telemetry,
 		envs: map[envKey]environment.Environment{}, provisioning: true}
 	for _, t := range o.Registry.Tools() {
 		if err := a.reg.Register(t); err != nil {
@@ -321,6 +327,9 @@ func (a *App) Store() *sessions.Store { return a.store }
 
 // Home returns $BUB_HOME.
 func (a *App) Home() string { return a.home }
+
+// Telemetry returns the telemetry the App was built with (nil if none).
+func (a *App) Telemetry() *telemetry.Telemetry { return a.tel }
 
 // Logger returns the App's logger.
 func (a *App) Logger() *slog.Logger { return a.log }

@@ -9,6 +9,7 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
+	"github.com/bubbuild/bub-mcp/telemetry"
 )
 
 // Mode says who makes a call, which decides where its tool is looked up
@@ -89,7 +90,12 @@ func (a *App) Call(ctx context.Context, conn *providers.Connection, req Request)
 	}
 	c := registry.Call{Tool: tool.Name, Args: req.Args, Decoded: req.Decoded, Context: tc, Lax: req.Mode == Command}
 	if req.Mode == Nested {
-		return a.nested.CallTool(ctx, tool, c)
+		// A child span of the run_code call's, named after the model name
+		// the code used; unknown names were refused above and make none.
+		ctx, span := a.tel.StartNested(ctx, tool.ModelName())
+		res := a.nested.CallTool(ctx, tool, c)
+		span.End(nestedOutcome(&res))
+		return res
 	}
 	if req.NoAudit {
 		return a.exec.CallTool(ctx, tool, c)
@@ -99,6 +105,15 @@ func (a *App) Call(ctx context.Context, conn *providers.Connection, req Request)
 	res := a.exec.CallTool(ctx, tool, c)
 	a.audit(ctx, tc.Session, sessions.KindToolResult, auditResult(tc.RunID, &res), meta)
 	return res
+}
+
+// nestedOutcome is a nested call's outcome for telemetry: any failure is
+// the tool's, reported to the code that called it.
+func nestedOutcome(res *registry.Result) telemetry.Outcome {
+	if res.Err == nil {
+		return telemetry.Outcome{}
+	}
+	return telemetry.Outcome{ErrorType: telemetry.ToolError, Message: res.Err.Error()}
 }
 
 // lookup finds the request's tool where its mode allows.

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/sessions"
+	"github.com/bubbuild/bub-mcp/telemetry"
 )
 
 // Version is reported to MCP clients; set with -ldflags "-X".
@@ -85,7 +87,18 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 			return nil, err
 		}
 	}
-	return app.New(ctx, &app.Options{Config: cfg, Home: home, Workspace: ws, Getenv: env.Getenv, Logger: env.Logger})
+	// One Telemetry for the process's App and MCP server: traces go out
+	// over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says so.
+	tel, err := telemetry.New(&telemetry.Options{Getenv: env.Getenv, ServiceVersion: Version, Metrics: cfg.Server.Metrics})
+	if err != nil {
+		return nil, err
+	}
+	a, err := app.New(ctx, &app.Options{Config: cfg, Home: home, Workspace: ws, Getenv: env.Getenv, Logger: env.Logger, Telemetry: tel})
+	if err != nil {
+		_ = tel.Shutdown(ctx)
+		return nil, err
+	}
+	return a, nil
 }
 
 // quieted raises the log level to min unless the user asked for logs
@@ -96,7 +109,7 @@ func quieted(env *Env, min slog.Level) *Env {
 		return env
 	}
 	q := *env
-	q.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: min}))
+	q.Logger = slog.New(telemetry.NewLogHandler(env.Stderr, env.Getenv("BUB_LOG_FORMAT"), min))
 	return &q
 }
 
@@ -106,7 +119,17 @@ func closeApp(env *Env, a *app.App) {
 	if err := a.Close(); err != nil {
 		env.Logger.Warn("app.close", "error", err)
 	}
+	// Last, so the spans of the shutdown itself go out too.
+	ctx, cancel := context.WithTimeout(context.Background(), telemetryFlushTimeout)
+	defer cancel()
+	if err := a.Telemetry().Shutdown(ctx); err != nil {
+		env.Logger.Warn("telemetry.shutdown", "error", err)
+	}
 }
+
+// telemetryFlushTimeout bounds how long exiting waits for the last spans
+// to reach an OTLP collector that is slow or gone.
+const telemetryFlushTimeout = 5 * time.Second
 
 // serverExtensions are what the App's modules add to the MCP server: their
 // resources, and the protocol features of modules that implement

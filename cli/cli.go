@@ -17,6 +17,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/bubbuild/bub-mcp/telemetry"
+
 	// The standard modules are part of every binary built on this
 	// package, as Caddy's modules/standard is: the builtin tools (bash,
 	// fs.*, tape.*, web.fetch), spill, skills and code mode. The agent
@@ -149,8 +151,10 @@ func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "\nRun 'bub-mcp COMMAND -h' for a command's flags.\n")
 }
 
-// newLogger writes text logs to stderr: in stdio mode stdout carries the
-// protocol only. BUB_VERBOSE=1 (or BUB_LOG_LEVEL=debug) shows per-call logs.
+// newLogger writes logs to stderr: in stdio mode stdout carries the
+// protocol only. BUB_VERBOSE=1 (or BUB_LOG_LEVEL=debug) shows per-call
+// logs; BUB_LOG_FORMAT=json writes JSON lines, with the trace and span ids
+// of the request a record belongs to when tracing is on.
 func newLogger(env *Env) *slog.Logger {
 	level := slog.LevelInfo
 	switch strings.ToLower(env.Getenv("BUB_LOG_LEVEL")) {
@@ -164,5 +168,12 @@ func newLogger(env *Env) *slog.Logger {
 	if v := env.Getenv("BUB_VERBOSE"); v != "" && v != "0" && v != "false" {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	format := env.Getenv("BUB_LOG_FORMAT")
+	log := slog.New(telemetry.NewLogHandler(env.Stderr, format, level))
+	switch strings.ToLower(strings.TrimSpace(format)) {
+	case "", "text", "json":
+	default:
+		log.Warn("BUB_LOG_FORMAT is neither text nor json; writing text", "value", format)
+	}
+	return log
 }

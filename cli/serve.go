@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"runtime/debug"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
@@ -51,7 +52,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	if err != nil {
 		return err
 	}
-	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger, StateKey: key,
+	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger, StateKey: key, Telemetry: a.Telemetry(),
 		Limits: mcpserver.Limits{
 			MaxMessageBytes:        a.Config().Server.MaxMessageBytes,
 			MaxConcurrentRequests:  a.Config().Server.MaxConcurrentRequests,
@@ -69,6 +70,9 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	grace := cfg.Server.ShutdownGrace.Duration
 	if addr == "" {
 		env.Logger.Info("mcp.stdio.start", "profile", c.profile, "tools", len(a.Registry().Tools()))
+		if cfg.Server.Metrics {
+			env.Logger.Warn("mcp.metrics.unserved", "reason", "[server] metrics serves /metrics on the HTTP transport only (serve --http)")
+		}
 		return srv.ServeStdio(ctx, env.Stdin, env.Stdout, providers.Connection{Profile: c.profile}, grace)
 	}
 	loopback := mcpserver.IsLoopback(addr)
@@ -80,7 +84,12 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 		return errors.New("refusing to serve " + addr + " without auth: configure [[auth.tokens]] in bub.toml, bind 127.0.0.1, or pass --insecure")
 	}
 	profiles := cfg.ProfileNames()
+	var metrics http.Handler
+	if cfg.Server.Metrics {
+		metrics = a.Telemetry().MetricsHandler()
+	}
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{
+		Metrics:        metrics,
 		DefaultProfile: c.profile,
 		Profiles:       profiles,
 		Tokens:         tokens,

@@ -75,6 +75,9 @@ type Server struct {
 	// calls (BUB_STATE_KEY overrides it); empty means a key generated once
 	// under $BUB_HOME. Replicas behind one load balancer must share it.
 	StateKey string `toml:"state_key"`
+	// Metrics serves GET /metrics (Prometheus text format) on the HTTP
+	// transport.
+	Metrics bool `toml:"metrics"`
 }
 
 // Profile is a named tool scope with its environment.

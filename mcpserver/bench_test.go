@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,6 +96,7 @@ func benchStdio(b *testing.B, serve stdioServe, window int) {
 	roundTrip(50) // warm up
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer reportCPU(b)()
 	for done := 0; done < b.N; done += window {
 		roundTrip(min(window, b.N-done))
 	}
@@ -114,53 +116,80 @@ func BenchmarkHTTPEcho(b *testing.B) {
 				} else {
 					h = server.NewStreamableHTTPServer(plainServer())
 				}
-				mux := http.NewServeMux()
-				mux.Handle("/mcp", h)
-				ts := httptest.NewServer(mux)
-				defer ts.Close()
-				cl, err := client.NewStreamableHttpClient(ts.URL + "/mcp")
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer cl.Close()
-				ctx := context.Background()
-				if err := cl.Start(ctx); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := cl.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
-					b.Fatal(err)
-				}
-				req := mcp.CallToolRequest{}
-				req.Params.Name = "echo"
-				req.Params.Arguments = map[string]any{"message": "hello"}
-				call := func() {
-					res, err := cl.CallTool(ctx, req)
-					if err != nil || res.IsError {
-						b.Fatalf("call: %v %+v", err, res)
-					}
-				}
-				for range 200 {
-					call()
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				var wg sync.WaitGroup
-				per := b.N / c
-				for i := range c {
-					n := per
-					if i == 0 {
-						n += b.N % c
-					}
-					wg.Go(func() {
-						for range n {
-							call()
-						}
-					})
-				}
-				wg.Wait()
+				benchHTTP(b, h, c)
 			})
 		}
 	}
+}
+
+// benchHTTP serves h at /mcp on a loopback test server and makes b.N
+// echo calls with the mcp-go client (sessionless 2026-07-28 protocol)
+// from c goroutines.
+func benchHTTP(b *testing.B, h http.Handler, c int) {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	cl, err := client.NewStreamableHttpClient(ts.URL + "/mcp")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if err := cl.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := cl.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		b.Fatal(err)
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "echo"
+	req.Params.Arguments = map[string]any{"message": "hello"}
+	call := func() {
+		res, err := cl.CallTool(ctx, req)
+		if err != nil || res.IsError {
+			b.Fatalf("call: %v %+v", err, res)
+		}
+	}
+	for range 200 {
+		call()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer reportCPU(b)()
+	var wg sync.WaitGroup
+	per := b.N / c
+	for i := range c {
+		n := per
+		if i == 0 {
+			n += b.N % c
+		}
+		wg.Go(func() {
+			for range n {
+				call()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// reportCPU starts measuring the process's CPU time (user + system, all
+// threads: server and client) and returns the function that reports it
+// per op as cpu-ns/op. On a shared machine it varies far less than wall
+// time, which waits for other processes' turns.
+func reportCPU(b *testing.B) func() {
+	start := cpuTime()
+	return func() {
+		b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func plainServer() *server.MCPServer {

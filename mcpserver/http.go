@@ -42,6 +42,10 @@ type HTTPOptions struct {
 	AllowedHosts []string
 	// SessionIdleTTL expires idle 2025-protocol sessions; default 30m.
 	SessionIdleTTL time.Duration
+	// Metrics, when set, is served at GET /metrics (telemetry's
+	// Prometheus exposition). With Tokens set it needs a valid bearer
+	// token too: it names the tools and how they are used.
+	Metrics http.Handler
 }
 
 // modernProtocol is the sessionless protocol version, which removed stream
@@ -50,7 +54,8 @@ const modernProtocol = "2026-07-28"
 
 // Handler returns the HTTP handler: /mcp, /p/<profile>/mcp and
 // /mcp/p/<profile> speak
-// streamable HTTP (both protocol eras); /healthz answers "ok". The returned
+// streamable HTTP (both protocol eras); /healthz answers "ok"; /metrics
+// serves HTTPOptions.Metrics when set. The returned
 // shutdown function closes MCP sessions (their SSE streams would otherwise
 // keep connections busy forever).
 func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
@@ -79,6 +84,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// One allocation carries the request's state (see request).
 			st := &httpRequest{srv: s, request: request{caller: providers.Connection{Transport: "http", Profile: o.DefaultProfile}}}
+			st.header = r.Header // for trace context (telemetry.go)
 			caller := &st.caller
 			if len(o.Tokens) > 0 {
 				tok, ok := authenticate(r, o.Tokens)
@@ -154,6 +160,18 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
+	if o.Metrics != nil {
+		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			if len(o.Tokens) > 0 {
+				if _, ok := authenticate(r, o.Tokens); !ok {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="bub-mcp"`)
+					http.Error(w, "unauthorized: a valid bearer token is required", http.StatusUnauthorized)
+					return
+				}
+			}
+			o.Metrics.ServeHTTP(w, r)
+		})
+	}
 	var h http.Handler = bounded(mux, s.limits, &s.reclaim)
 	if o.CheckHosts {
 		h = hostCheck(h, o.AllowedHosts)
@@ -258,6 +276,8 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler,
 		s.cutCalls()
 		s.waitCalls(closeCtx)
 	}
+	// Let the answers be written before sessions (and their streams) close.
+	s.posts.wait(closeCtx)
 	// End the long-lived streams so the last responses can be written and
 	// connections go idle.
 	s.parking.shutdown()

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/bubbuild/bub-mcp/telemetry"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -85,6 +87,9 @@ type Options struct {
 	// StateKey seals the requestState of multi-round-trip calls (see
 	// LoadStateKey); nil means a random key, valid for this process only.
 	StateKey []byte
+	// Telemetry traces and measures every request (see telemetry.go);
+	// nil or disabled installs nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 // Server is an MCP server over a Backend.
@@ -97,6 +102,7 @@ type Server struct {
 
 	parking  *parking
 	inflight calls
+	posts    calls // HTTP POSTs being answered
 	workers  int
 
 	pool *pool // runs detachable HTTP requests
@@ -112,6 +118,8 @@ type Server struct {
 
 	sealer   sealer              // seals 2026-07-28 requestState
 	requires map[string][]string // model name → required client capabilities
+
+	instrumented bool // telemetry hooks installed (telemetry.go)
 }
 
 type requestKey struct{}
@@ -129,6 +137,9 @@ type request struct {
 	conn  *providers.Connection
 	view  *providers.View
 	state *sealedState // the requestState admit verified (2026-07-28)
+
+	header http.Header                    // the HTTP request's; nil on stdio
+	span   atomic.Pointer[telemetry.Span] // set by the BeforeAny hook when tracing
 }
 
 // withRequest attaches r to ctx.
@@ -218,6 +229,9 @@ func New(opts *Options) (*Server, error) {
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
 	})
+	if s.instrumented = o.Telemetry.Enabled(); s.instrumented {
+		addTelemetry(hooks, o.Telemetry)
+	}
 	serverOpts := []server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithLogging(),
@@ -226,7 +240,9 @@ func New(opts *Options) (*Server, error) {
 		server.WithToolFilter(s.filter),
 	}
 	for _, e := range o.Extensions {
-		serverOpts = append(serverOpts, e.Options...)
+		for _, opt := range e.Options {
+			serverOpts = append(serverOpts, extensionOption(hooks, opt))
+		}
 	}
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
 	for _, t := range o.Registry.Tools() {
@@ -335,6 +351,9 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(s.cutCtx, stop)()
+	if s.instrumented {
+		ctx = withSpan(ctx)
+	}
 	conn, v, err := s.resolve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)

@@ -162,6 +162,10 @@ func (p *pollableWriter) isDetached() bool {
 // context is cancelled on client disconnect as usual, but not when the
 // stream was closed for polling: the call must go on.
 func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, resumable bool) {
+	if r.Header.Get("Mcp-Method") != "subscriptions/listen" { // lives until the client leaves
+		st.srv.posts.add()
+		defer st.srv.posts.done()
+	}
 	pw := &st.pw
 	pw.init(w, resumable)
 	st.request.pw = pw

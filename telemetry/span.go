@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -83,7 +84,8 @@ type Outcome struct {
 	// It becomes a metric label, so it must never carry free text.
 	ErrorType string
 	// Message describes the error on the span status (the JSON-RPC error
-	// message, as the conventions ask). It never reaches metrics.
+	// message, as the conventions ask), cut to its first 256 bytes. It
+	// never reaches metrics.
 	Message string
 }
 
@@ -229,13 +231,37 @@ func (s *Span) End(o Outcome) {
 				attrs = append(attrs, keyStatusCode.String(o.ErrorType))
 			}
 			s.span.SetAttributes(attrs...)
-			s.span.SetStatus(codes.Error, o.Message)
+			s.span.SetStatus(codes.Error, statusMessage(o.Message))
 		}
 		s.span.End()
 	}
 	if m := s.t.metrics; m != nil {
 		m.end(s, o.ErrorType, s.t.now().Sub(s.start).Seconds())
 	}
+}
+
+// ContextWith returns ctx carrying s's trace span, so work started under
+// it (nested calls, log records) belongs to s's trace. It is for callers
+// that got s somewhere other than from StartRequest's ctx: mcp-go's hooks
+// start a request's span but cannot hand the handler a new ctx. With
+// tracing off, or on a nil *Span, it returns ctx.
+func (s *Span) ContextWith(ctx context.Context) context.Context {
+	if s == nil || s.span == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, s.span)
+}
+
+// maxStatusMessage bounds a span's status description: a failing tool may
+// return megabytes of text, and the span needs only the gist.
+const maxStatusMessage = 256
+
+// statusMessage is msg cut to maxStatusMessage bytes on a rune boundary.
+func statusMessage(msg string) string {
+	if len(msg) <= maxStatusMessage {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:maxStatusMessage], "") + "…"
 }
 
 // isRPCCode reports whether an error type is a JSON-RPC code: an integer.

@@ -202,6 +202,13 @@ func newExportingProvider(endpoint string, o *Options) (*sdktrace.TracerProvider
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
 }
 
+// Enabled reports whether t traces or measures anything. When it does not
+// (and on a nil *Telemetry), callers need not install hooks at all, which
+// is how a server without telemetry pays nothing for it.
+func (t *Telemetry) Enabled() bool {
+	return t != nil && (t.tracing || t.metrics != nil)
+}
+
 // Shutdown flushes the spans still batched and stops the exporter; it
 // returns when ctx ends at the latest. It is safe to call more than once and
 // on a nil *Telemetry. A TracerProvider passed in Options is left alone.

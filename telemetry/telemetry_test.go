@@ -569,3 +569,54 @@ func mustSpanID(s string) trace.SpanID {
 	}
 	return id
 }
+
+// TestContextWith checks that a span handed around outside its ctx (as
+// mcp-go's hooks must) still parents the work done under ContextWith.
+func TestContextWith(t *testing.T) {
+	tel, rec := newRecorded(t, false)
+	ctx := context.Background()
+	_, span := tel.StartRequest(ctx, telemetry.Request{Method: "tools/call", Tool: "run_code"})
+	_, nested := tel.StartNested(span.ContextWith(ctx), "fs.read")
+	nested.End(telemetry.Outcome{})
+	span.End(telemetry.Outcome{})
+	ended := rec.Ended()
+	if len(ended) != 2 {
+		t.Fatalf("ended spans = %d; want 2", len(ended))
+	}
+	if ended[0].Parent().SpanID() != ended[1].SpanContext().SpanID() {
+		t.Errorf("nested parent = %s; want the request's span %s", ended[0].Parent().SpanID(), ended[1].SpanContext().SpanID())
+	}
+	var none *telemetry.Span
+	if got := none.ContextWith(ctx); got != ctx {
+		t.Errorf("nil ContextWith = %v; want ctx unchanged", got)
+	}
+}
+
+func TestEnabled(t *testing.T) {
+	tracing, _ := newRecorded(t, false)
+	metricsOnly, err := telemetry.New(&telemetry.Options{Getenv: noenv, Metrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		tel  *telemetry.Telemetry
+		want bool
+	}{{"nil", nil, false}, {"disabled", disabled(t), false}, {"tracing", tracing, true}, {"metrics", metricsOnly, true}} {
+		if got := tt.tel.Enabled(); got != tt.want {
+			t.Errorf("%s: Enabled = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestStatusMessageBounded checks that a huge error text is cut on the
+// span, on a rune boundary.
+func TestStatusMessageBounded(t *testing.T) {
+	tel, rec := newRecorded(t, false)
+	_, span := tel.StartRequest(context.Background(), telemetry.Request{Method: "tools/call", Tool: "bash"})
+	span.End(telemetry.Outcome{ErrorType: telemetry.ToolError, Message: "x" + strings.Repeat("é", 1000)})
+	got := onlySpan(t, rec).Status().Description
+	if want := "x" + strings.Repeat("é", 127) + "…"; got != want {
+		t.Errorf("status = %q (%d bytes); want %q", got, len(got), want)
+	}
+}
