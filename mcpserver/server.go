@@ -226,6 +226,16 @@ func New(opts *Options) (*Server, error) {
 		}
 		res.Resources = kept
 	})
+	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest, res *mcp.SubscriptionsListenResult) {
+		// Workaround: mcp-go v1.2.1 may drop the acknowledgement when the
+		// result follows at once (nothing to subscribe to): its forwarder
+		// takes the notification off the queue, then finds the response
+		// written (the race of mark3labs/mcp-go PR #969). Hold the result
+		// until the stream carried it. TestListenAcknowledgedFirst.
+		if r := requestFrom(ctx); r != nil && r.pw != nil && ctx.Err() == nil {
+			r.pw.waitNotifications(1, notificationWait)
+		}
+	})
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
 	})
