@@ -81,6 +81,8 @@ type App struct {
 	mu     sync.Mutex
 	envs   map[envKey]environment.Environment
 	closed bool
+
+	dyn dynamicTools // tools that change while the App runs (dynamic.go)
 }
 
 type loaded struct {
@@ -171,6 +173,7 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	filters := append([]providers.Provider{providers.ScopeProvider(a.scope)}, a.filters...)
 	a.chain = providers.NewChain(a.reg, &providers.ChainOptions{Filters: filters, CodeMode: a.codeMode,
 		Providers: []providers.Provider{a.namedProviders}})
+	a.viewsBuilt(a.chain)
 	return a, nil
 }
 

@@ -41,6 +41,9 @@ type HTTPOptions struct {
 	AllowedHosts []string
 	// SessionIdleTTL expires idle 2025-protocol sessions; default 30m.
 	SessionIdleTTL time.Duration
+	// Health, when set, adds lines after /healthz's "ok" (the upstream
+	// servers' states); bub-mcp itself is healthy whatever they say.
+	Health func() []string
 }
 
 // modernProtocol is the sessionless protocol version, which removed stream
@@ -144,6 +147,11 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
+		if o.Health != nil {
+			for _, line := range o.Health() {
+				fmt.Fprintln(w, line)
+			}
+		}
 	})
 	var h http.Handler = bounded(mux, s.limits)
 	if o.CheckHosts {

@@ -97,6 +97,8 @@ type Server struct {
 	workers  int
 
 	pool *pool // runs detachable HTTP requests
+
+	served served // tools registered with mcp-go (dynamic.go)
 }
 
 type requestKey struct{}
@@ -194,8 +196,12 @@ func New(opts *Options) (*Server, error) {
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
 	})
+	watcher, dynamic := o.Backend.(toolWatcher)
+	dynamic = dynamic && watcher.ToolsChangeable()
 	serverOpts := []server.ServerOption{
-		server.WithToolCapabilities(false),
+		// Tool lists change only when a module's tools do (upstream
+		// servers); then clients are told.
+		server.WithToolCapabilities(dynamic),
 		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithHooks(hooks),
@@ -205,11 +211,19 @@ func New(opts *Options) (*Server, error) {
 		serverOpts = append(serverOpts, e.Options...)
 	}
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
+	s.served.tools = map[string]*registry.Tool{}
 	for _, t := range o.Registry.Tools() {
 		if !t.AgentUse() {
 			continue
 		}
-		s.mcp.AddTool(MCPTool(t), s.handle)
+		if err := s.addTool(t); err != nil {
+			s.log.Warn("mcp.tool.refused", "tool", t.Name, "error", err)
+			continue
+		}
+		s.served.tools[t.ModelName()] = t
+	}
+	if dynamic {
+		watcher.OnToolsChanged(s.syncTools)
 	}
 	for _, e := range o.Extensions {
 		if e.Setup != nil {
@@ -264,6 +278,14 @@ type (
 // MCPTool maps a registry tool onto its MCP definition. Every annotation is
 // sent explicitly: absent hints mean "destructive, open world" to clients.
 func MCPTool(t *registry.Tool) mcp.Tool {
+	if src, ok := t.Source.(sourced); ok {
+		// As its source defined it (hints left unset stay unset), under
+		// our name and with the description the View gives it.
+		mt := src.MCPTool()
+		mt.Name, mt.Description = t.ModelName(), t.Description
+		mt.InputSchema, mt.RawInputSchema = mcp.ToolInputSchema{}, t.InputSchema
+		return mt
+	}
 	mt := mcp.NewToolWithRawSchema(t.ModelName(), t.Description, t.InputSchema)
 	if isObjectSchema(t.OutputSchema) {
 		mcp.WithRawOutputSchema(t.OutputSchema)(&mt)
@@ -374,6 +396,9 @@ func (s *Server) toResult(v *providers.View, t *registry.Tool, res *registry.Res
 			}
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, IsError: true}
+	}
+	if p, ok := res.Value.(passthrough); ok {
+		return p.MCPResult(res.Text)
 	}
 	if cs, ok := res.Value.(registry.Contents); ok {
 		return &mcp.CallToolResult{Content: contents(cs)}

@@ -53,6 +53,12 @@ type Tool struct {
 	CommandOnly bool
 	// Annotations are MCP behaviour hints.
 	Annotations Annotations
+	// Source is where a tool that is not Go code came from, such as an
+	// upstream MCP server's definition of it. Transports that recognise
+	// it (by an interface they define) may present the tool as its source
+	// did, with hints and metadata this package does not model; nil for
+	// tools written in Go.
+	Source any
 
 	// validator is compiled on the tool's first call, so start-up pays
 	// only for checking the schema's root; copies of a Tool share it.
