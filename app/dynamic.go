@@ -102,3 +102,25 @@ func (a *App) viewsBuilt(c *providers.Chain) {
 	a.dyn.chain = c
 	a.dyn.mu.Unlock()
 }
+
+// loadedTools names the deferred tools the connection's session loaded.
+func (a *App) loadedTools(conn *providers.Connection) []string {
+	sess, err := a.Session(conn)
+	if err != nil {
+		return nil
+	}
+	return sess.Settings().LoadedTools
+}
+
+// ToolsLoaded tells the App that a session loaded deferred tools' definitions
+// (Session.LoadTools): its Views are rebuilt, and the OnToolsChanged listeners
+// told, so clients list the tools from now on.
+func (a *App) ToolsLoaded(conn *providers.Connection) {
+	a.chain.Forget(conn.SessionKey)
+	a.dyn.mu.Lock()
+	listeners := append([]func(){}, a.dyn.listeners...)
+	a.dyn.mu.Unlock()
+	for _, f := range listeners {
+		f()
+	}
+}

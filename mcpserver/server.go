@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,9 +113,10 @@ type request struct {
 	caller providers.Connection
 	pw     *pollableWriter
 
-	mu   sync.Mutex
-	conn *providers.Connection
-	view *providers.View
+	mu      sync.Mutex
+	conn    *providers.Connection
+	view    *providers.View
+	calling string // the tools/call's tool name: a deferred one passes the gate
 }
 
 // withRequest attaches r to ctx.
@@ -193,6 +195,13 @@ func New(opts *Options) (*Server, error) {
 		}
 		res.Resources = kept
 	})
+	hooks.AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) {
+		if r := requestFrom(ctx); r != nil {
+			r.mu.Lock()
+			r.calling = req.Params.Name
+			r.mu.Unlock()
+		}
+	})
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
 	})
@@ -260,13 +269,26 @@ func (s *Server) filter(ctx context.Context, _ []mcp.Tool) []mcp.Tool {
 		return nil
 	}
 	// Cached on the View itself, so it is freed with the View.
-	return v.Memo(mcpToolsKey{}, func() any {
+	listed := v.Memo(mcpToolsKey{}, func() any {
 		out := make([]mcp.Tool, 0, len(v.Tools))
 		for _, t := range v.Tools {
 			out = append(out, MCPTool(t))
 		}
 		return out
 	}).([]mcp.Tool)
+	if len(v.Deferred) > 0 {
+		// A deferred tool is not listed but may be called by name: let it
+		// through mcp-go's call gate, which runs this filter too.
+		if r := requestFrom(ctx); r != nil {
+			r.mu.Lock()
+			name := r.calling
+			r.mu.Unlock()
+			if t, ok := v.Lookup(name); ok && slices.Contains(v.Deferred, t) {
+				return append(slices.Clip(listed), MCPTool(t))
+			}
+		}
+	}
+	return listed
 }
 
 // Memo keys of the per-View work the server caches.

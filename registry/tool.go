@@ -53,6 +53,10 @@ type Tool struct {
 	CommandOnly bool
 	// Annotations are MCP behaviour hints.
 	Annotations Annotations
+	// Deferred leaves the tool out of tools/list until a session loads its
+	// definition (tool.describe); it stays callable by name, and in code
+	// mode it is a code tool like any other. Bub 0.5's defer_loading.
+	Deferred bool
 	// Source is where a tool that is not Go code came from, such as an
 	// upstream MCP server's definition of it. Transports that recognise
 	// it (by an interface they define) may present the tool as its source

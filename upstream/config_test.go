@@ -126,3 +126,32 @@ func quoteJSON(s string) string {
 	b.WriteByte('"')
 	return b.String()
 }
+
+// A lazy server starts on its first call; its tools are listed before
+// that from the list its last connection remembered (the very first time,
+// it starts at once to learn them).
+func TestLazyStart(t *testing.T) {
+	home := t.TempDir()
+	src := everything(t, `start = "lazy"`)
+	first := newHost(t, src, home)
+	if s := first.status(t, "everything"); s.State != "ready" || s.Tools == 0 {
+		t.Fatalf("first start without a remembered list: %+v; want ready", s)
+	}
+	tools := first.status(t, "everything").Tools
+	first.Close()
+
+	h := newHost(t, src, home)
+	s := h.status(t, "everything")
+	if s.State != "idle" || s.PID != 0 || s.Tools != tools {
+		t.Fatalf("second start: %+v; want idle, no process, %d remembered tools", s, tools)
+	}
+	if _, err := h.Registry().Lookup("everything_get-sum"); err != nil {
+		t.Fatal(err)
+	}
+	if res := h.call(t.Context(), "everything.get-sum", map[string]any{"a": 1, "b": 1}); res.Err != nil || !strings.Contains(res.Text, "is 2") {
+		t.Fatalf("first call: %q, %v", res.Text, res.Err)
+	}
+	if s := h.status(t, "everything"); s.State != "ready" || s.PID == 0 {
+		t.Errorf("after the first call: %+v; want ready with a process", s)
+	}
+}

@@ -442,7 +442,9 @@ func (u *upstream) reload(s *session) {
 	defer cancel()
 	raws, err := listTools(ctx, s, &u.seq)
 	if err != nil {
-		u.m.log.Warn("upstream.tools.reload", "upstream", u.cfg.name, "error", err)
+		if u.m.ctx.Err() == nil && s.alive() { // not just shutting down
+			u.m.log.Warn("upstream.tools.reload", "upstream", u.cfg.name, "error", err)
+		}
 		return
 	}
 	err = u.register(raws)
@@ -538,6 +540,7 @@ func (u *upstream) tool(name string, d definition) (*registry.Tool, error) {
 		return nil, err
 	}
 	t.Source = d
+	t.Deferred = u.cfg.Defer
 	t.Renderer = func(v any) (string, error) {
 		if r, ok := v.(*Result); ok {
 			return renderResult(r.r), nil

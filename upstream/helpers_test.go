@@ -140,8 +140,12 @@ func tryHost(t testing.TB, src, home string, modules ...string) (*host, error) {
 	if err != nil {
 		return nil, err
 	}
+	ws := filepath.Join(home, "workspace") // one per home: a restarted host finds its sessions
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		return nil, err
+	}
 	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: append([]string{"upstream"}, modules...),
-		Home: home, Workspace: t.TempDir(), Getenv: os.Getenv, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Home: home, Workspace: ws, Getenv: os.Getenv, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return nil, err
 	}

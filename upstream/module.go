@@ -67,6 +67,14 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		return nil
 	}
 	a.EnableToolChanges()
+	for _, s := range servers {
+		if s.Defer {
+			if err := a.RegisterTool(m.describeTool()); err != nil {
+				return err
+			}
+			break
+		}
+	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.cache = filepath.Join(a.Home(), "upstreams")
 	for _, s := range servers {
@@ -126,9 +134,6 @@ func (m *Module) servers(a *app.App) ([]*Server, error) {
 		}
 		if err := s.check(fail); err != nil {
 			return nil, err
-		}
-		if s.Defer {
-			return nil, fail("deferred loading is not available yet in this build", "defer")
 		}
 		s.resolveCwd(base)
 		if prev, ok := byName[name]; ok {
