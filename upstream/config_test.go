@@ -1,6 +1,8 @@
 package upstream_test
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +80,18 @@ func TestBrokenUpstreamDoesNotBlockStart(t *testing.T) {
 		if strings.HasPrefix(tool, "broken.") || strings.HasPrefix(tool, "crashes.") {
 			t.Errorf("tool %s registered for a server that never started", tool)
 		}
+	}
+	// /healthz says so too.
+	_, url := h.serve(t)
+	resp, err := http.Get(url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(body), "ok\n") || !strings.Contains(string(body), "upstream everything: ready, 1") ||
+		!strings.Contains(string(body), "upstream broken: ") || !strings.Contains(string(body), "/nonexistent/server") {
+		t.Errorf("/healthz:\n%s", body)
 	}
 	// Retried: a later attempt fails again (and is recorded again).
 	first := h.status(t, "crashes")
