@@ -612,9 +612,6 @@ func (s *session) reason() error {
 			return s.err
 		}
 	case <-time.After(100 * time.Millisecond): // the exit status follows the closed pipe closely
-		if s.err != nil {
-			return s.err
-		}
 	}
 	return errors.New("connection lost")
 }
@@ -717,10 +714,19 @@ func sameClient(a, b *registry.ToolContext) bool {
 // tools; progress goes to the call that asked for it; log records to the
 // calling client when that is unambiguous, else to our log.
 func (u *upstream) notification(s *session, n mcp.JSONRPCNotification) {
+	if u.m.ctx.Err() != nil {
+		return // shutting down
+	}
 	p := n.Params.AdditionalFields
 	switch n.Method {
 	case string(mcp.MethodNotificationToolsListChanged):
-		go u.reload(s)
+		// Tracked, so Cleanup waits for it; the run loop holds the count
+		// above zero while the session lives.
+		u.m.wg.Add(1)
+		go func() {
+			defer u.m.wg.Done()
+			u.reload(s)
+		}()
 	case string(mcp.MethodNotificationProgress):
 		tok := fmt.Sprint(p["progressToken"])
 		u.calls.Range(func(_, v any) bool {
