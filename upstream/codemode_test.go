@@ -71,42 +71,55 @@ except Exception as e:
 	}
 }
 
-// bub-mcp behind bub-mcp: cancelling our caller's call cancels the call
-// upstream, whose process sees it (its bash command is killed).
+// bub-mcp behind bub-mcp, over stdio and over streamable HTTP:
+// cancelling our caller's call cancels the call upstream, whose process
+// sees it (its bash command is killed).
 func TestCancellationReachesUpstream(t *testing.T) {
 	needCmd(t, "env")
 	bin := bubBinary(t)
-	ws := t.TempDir()
-	src := stdioTable("bub", "env", []string{"BUB_HOME=" + t.TempDir(), bin, "serve", "--workspace", ws}, "")
-	h := newHost(t, src, "")
-	pidFile := filepath.Join(ws, "pid")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan registry.Result, 1)
-	go func() {
-		done <- h.call(ctx, "bub.bash", map[string]any{"command": "echo $$ > " + pidFile + "; exec sleep 300", "timeout_seconds": 250})
-	}()
-	var pid int
-	deadline := time.Now().Add(30 * time.Second)
-	for pid == 0 {
-		if b, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(b), "\n") {
-			if _, err := fmtSscan(string(b), &pid); err != nil {
-				t.Fatal(err)
+	for _, tr := range []string{"stdio", "http"} {
+		t.Run(tr, func(t *testing.T) {
+			ws := t.TempDir()
+			var src string
+			if tr == "stdio" {
+				src = stdioTable("bub", "env", []string{"BUB_HOME=" + t.TempDir(), bin, "serve", "--workspace", ws}, "")
+			} else {
+				port := itoa(freePort(t))
+				execServer(t, bin, []string{"serve", "--http", "127.0.0.1:" + port, "--workspace", ws}, "BUB_HOME="+t.TempDir())
+				waitHTTP(t, "http://127.0.0.1:"+port+"/healthz")
+				src = "[upstreams.bub]\nurl = \"http://127.0.0.1:" + port + "/mcp\"\n"
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the upstream's command never started")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	res := <-done
-	if res.Err == nil || !strings.Contains(res.Err.Message, "cancelled") {
-		t.Fatalf("cancelled call: %+v", res.Err)
-	}
-	proctest.WaitGone(t, 20*time.Second, pid)
-	// The upstream is still there for the next call.
-	if res := h.call(t.Context(), "bub.bash", map[string]any{"command": "echo still here"}); res.Err != nil || !strings.Contains(res.Text, "still here") {
-		t.Fatalf("next call: %q, %v", res.Text, res.Err)
+			h := newHost(t, src, "")
+			pidFile := filepath.Join(ws, "pid")
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan registry.Result, 1)
+			go func() {
+				done <- h.call(ctx, "bub.bash", map[string]any{"command": "echo $$ > " + pidFile + "; exec sleep 300", "timeout_seconds": 250})
+			}()
+			var pid int
+			deadline := time.Now().Add(30 * time.Second)
+			for pid == 0 {
+				if b, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(b), "\n") {
+					if _, err := fmtSscan(string(b), &pid); err != nil {
+						t.Fatal(err)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the upstream's command never started")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			res := <-done
+			if res.Err == nil || !strings.Contains(res.Err.Message, "cancelled") {
+				t.Fatalf("cancelled call: %+v", res.Err)
+			}
+			proctest.WaitGone(t, 20*time.Second, pid)
+			// The upstream is still there for the next call.
+			if res := h.call(t.Context(), "bub.bash", map[string]any{"command": "echo still here"}); res.Err != nil || !strings.Contains(res.Text, "still here") {
+				t.Fatalf("next call: %q, %v", res.Text, res.Err)
+			}
+		})
 	}
 }

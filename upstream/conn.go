@@ -562,19 +562,32 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 	cctx, cancel := context.WithTimeoutCause(ctx, u.cfg.Timeout.Duration, errCallTimeout)
 	defer cancel()
 	f := &inflight{ctx: cctx, tc: tc, seq: u.seq.Add(1)}
-	req := mcp.CallToolRequest{}
-	req.Params.Name = tool
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	req.Params.Arguments = args
+	params := map[string]any{"name": tool, "arguments": args}
 	if tc != nil && tc.Peer != nil {
 		f.token = "bub-" + strconv.FormatInt(f.seq, 10)
-		req.Params.Meta = &mcp.Meta{ProgressToken: f.token}
+		params["_meta"] = map[string]any{"progressToken": f.token}
 	}
 	u.calls.Store(f.seq, f)
 	defer u.calls.Delete(f.seq)
-	res, err := s.c.CallTool(cctx, req)
+	// The transport, not Client.CallTool: the request id is ours, so a
+	// cancelled call can be named in notifications/cancelled on both
+	// transports (mcp-go's client sends it on stdio only).
+	id := mcp.NewRequestId("bub-call-" + strconv.FormatInt(f.seq, 10))
+	resp, err := s.c.GetTransport().SendRequest(cctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: string(mcp.MethodToolsCall), Params: params})
+	if err != nil && cctx.Err() != nil && s.alive() {
+		u.cancelUpstream(s, id, context.Cause(cctx))
+	}
+	var res *mcp.CallToolResult
+	if err == nil {
+		if resp.Error != nil {
+			err = resp.Error.AsError()
+		} else {
+			res, err = mcp.ParseCallToolResult(&resp.Result)
+		}
+	}
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -602,6 +615,24 @@ func (s *session) pid() int {
 		return 0
 	}
 	return s.cmd.Process.Pid
+}
+
+// cancelUpstream tells the upstream to stop a request whose caller went
+// away or whose time ran out; best effort, off the caller's path.
+func (u *upstream) cancelUpstream(s *session, id mcp.RequestId, cause error) {
+	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
+		Method: string(mcp.MethodNotificationCancelled),
+		Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id, "reason": cause.Error()}},
+	}}
+	u.m.wg.Add(1)
+	go func() {
+		defer u.m.wg.Done()
+		ctx, cancel := context.WithTimeout(u.m.ctx, 5*time.Second)
+		defer cancel()
+		if err := s.c.GetTransport().SendNotification(ctx, n); err != nil {
+			u.m.log.Debug("upstream.cancel", "upstream", u.cfg.name, "error", err)
+		}
+	}()
 }
 
 // reason is why a session ended, for messages.
