@@ -207,6 +207,7 @@ type Chain struct {
 
 	mu    sync.Mutex
 	cache map[viewKey]*View
+	gen   uint64 // counts Reset and Forget: a View built across one is not cached
 }
 
 // ChainOptions configure a Chain. Nil providers are skipped.
@@ -258,6 +259,7 @@ func (c *Chain) View(ctx context.Context, conn *Connection) (*View, error) {
 	key := keyOf(conn)
 	c.mu.Lock()
 	v, ok := c.cache[key]
+	gen := c.gen
 	c.mu.Unlock()
 	if ok {
 		return v, nil
@@ -267,7 +269,10 @@ func (c *Chain) View(ctx context.Context, conn *Connection) (*View, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	if old, ok := c.cache[key]; ok {
+	if c.gen != gen {
+		// The tools changed while this View was built (an upstream
+		// server's list): serve it this once, but do not keep it.
+	} else if old, ok := c.cache[key]; ok {
 		v = old
 	} else {
 		if len(c.cache) >= c.maxViews {
@@ -377,6 +382,7 @@ func FirstSentence(desc string) string {
 func (c *Chain) Reset() {
 	c.mu.Lock()
 	c.cache = map[viewKey]*View{}
+	c.gen++
 	c.mu.Unlock()
 }
 
@@ -388,5 +394,6 @@ func (c *Chain) Forget(sessionKey string) {
 			delete(c.cache, k)
 		}
 	}
+	c.gen++
 	c.mu.Unlock()
 }

@@ -359,3 +359,26 @@ func TestFirstSentence(t *testing.T) {
 		}
 	}
 }
+
+// A View built while the tools changed (Reset) is served but not cached:
+// the next request builds a fresh one.
+func TestViewBuiltAcrossResetIsNotCached(t *testing.T) {
+	builds := 0
+	var c *Chain
+	c = NewChain(testRegistry(t), &ChainOptions{Filters: []Provider{func(ctx context.Context, conn *Connection, tools []*registry.Tool) ([]*registry.Tool, string, error) {
+		builds++
+		if builds == 1 {
+			c.Reset() // the registry changes while the first View is built
+		}
+		return tools, "", nil
+	}}})
+	conn := &Connection{Profile: "p"}
+	for range 3 {
+		if _, err := c.View(context.Background(), conn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if builds != 2 {
+		t.Errorf("%d builds; want 2 (the first not cached, the second cached)", builds)
+	}
+}
