@@ -712,8 +712,10 @@ func (u *upstream) close() {
 
 // soleCaller is the call that a request or log record from the upstream
 // belongs to: the only one in flight, or the latest when every call in
-// flight comes from the same client session; otherwise nil, since
-// answering for another client would leak across clients.
+// flight belongs to one run (the calls one run_code gathers share the
+// caller's run id and client); otherwise nil, since the stdio and 2025
+// wires do not say which call a server's request is for, and answering
+// for another client would leak across clients.
 func (u *upstream) soleCaller() *inflight {
 	var latest *inflight
 	ambiguous := false
@@ -735,10 +737,10 @@ func (u *upstream) soleCaller() *inflight {
 }
 
 func sameClient(a, b *registry.ToolContext) bool {
-	if a == nil || b == nil || a.Conn == nil || b.Conn == nil {
+	if a == nil || b == nil || a.Conn == nil || b.Conn == nil || a.RunID == "" {
 		return false
 	}
-	return *a.Conn == *b.Conn
+	return a.RunID == b.RunID && *a.Conn == *b.Conn
 }
 
 // notification routes what the upstream sends: list changes reload its
