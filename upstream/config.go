@@ -24,6 +24,9 @@ const (
 	// tools/list): start-up waits at most this long for eager upstreams,
 	// and a call waits at most this long for its upstream to come back.
 	DefaultStartTimeout = 20 * time.Second
+	// DefaultMaxMessageBytes bounds one message from an upstream (a
+	// stdio line, an HTTP response body).
+	DefaultMaxMessageBytes = 64 << 20
 	// StartLazy and StartEager are the values of start.
 	StartLazy  = "lazy"
 	StartEager = "eager"
@@ -57,6 +60,10 @@ type Server struct {
 	Timeout config.Duration `toml:"timeout"`
 	// StartTimeout bounds a start; zero means DefaultStartTimeout.
 	StartTimeout config.Duration `toml:"start_timeout"`
+	// MaxMessageBytes bounds one message from the server; zero means
+	// DefaultMaxMessageBytes. A stdio server that sends more is restarted;
+	// an HTTP response over it fails its call.
+	MaxMessageBytes int64 `toml:"max_message_bytes"`
 	// Start is "eager" (the default: connect at start-up) or "lazy"
 	// (connect on the first call; the tool list of the last connection is
 	// remembered under $BUB_HOME, and without one the first start is
@@ -139,6 +146,12 @@ func (s *Server) check(fail failFunc) error {
 	}
 	if s.StartTimeout.Duration == 0 {
 		s.StartTimeout.Duration = DefaultStartTimeout
+	}
+	switch {
+	case s.MaxMessageBytes < 0:
+		return fail("must be >= 0", "max_message_bytes")
+	case s.MaxMessageBytes == 0:
+		s.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	return nil
 }

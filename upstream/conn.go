@@ -1,12 +1,14 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"sort"
@@ -243,8 +245,9 @@ func (u *upstream) connect(ctx context.Context) (*session, error) {
 			}
 			h["Authorization"] = "Bearer " + tok
 		}
+		hc := &http.Client{Transport: &boundedBodies{next: http.DefaultTransport, max: u.cfg.MaxMessageBytes, key: "upstreams." + u.cfg.name + ".max_message_bytes"}}
 		//lint:ignore SA1019 the 2025 session protocol on purpose: its GET stream carries list_changed and the server's requests
-		t, err := transport.NewStreamableHTTP(u.cfg.URL, transport.WithHTTPHeaders(h), transport.WithContinuousListening(),
+		t, err := transport.NewStreamableHTTP(u.cfg.URL, transport.WithHTTPHeaders(h), transport.WithContinuousListening(), transport.WithHTTPBasicClient(hc),
 			transport.WithHTTPLogger(u.m.log.With("upstream", u.cfg.name)))
 		if err != nil {
 			return nil, err
@@ -345,7 +348,78 @@ func (u *upstream) spawn(s *session) (transport.Interface, error) {
 		}
 		s.end(errors.New(msg))
 	}()
-	return transport.NewIO(stdout, stdin, nil), nil
+	limited := &lineLimit{r: stdout, max: u.cfg.MaxMessageBytes, over: func(n int64) {
+		s.end(fmt.Errorf("sent a message over upstreams.%s.max_message_bytes (%d bytes)", u.cfg.name, n))
+	}}
+	return transport.NewIO(limited, stdin, nil), nil
+}
+
+// errMessageTooLong ends a stream whose message passed its bound.
+var errMessageTooLong = errors.New("message too long")
+
+// lineLimit fails a stdio stream once one line passes max bytes: the
+// transport would otherwise read it whole into memory.
+type lineLimit struct {
+	r    io.Reader
+	max  int64
+	n    int64 // bytes of the current line so far
+	over func(n int64)
+}
+
+func (l *lineLimit) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if n > 0 {
+		if last := bytes.LastIndexByte(p[:n], '\n'); last < 0 {
+			l.n += int64(n)
+		} else {
+			// The line the first newline ends began in an earlier read.
+			if first := bytes.IndexByte(p[:n], '\n'); l.n+int64(first) > l.max {
+				l.n += int64(first)
+			} else {
+				l.n = int64(n - 1 - last)
+			}
+		}
+		if l.n > l.max {
+			l.over(l.n)
+			return 0, errMessageTooLong
+		}
+	}
+	return n, err
+}
+
+// boundedBodies caps the response bodies of an HTTP upstream's calls; the
+// standalone GET stream, which lives as long as the session, is not
+// capped.
+type boundedBodies struct {
+	next http.RoundTripper
+	max  int64
+	key  string
+}
+
+func (b *boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.next.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPost {
+		return resp, err
+	}
+	resp.Body = &cappedBody{ReadCloser: resp.Body, left: b.max, key: b.key, max: b.max}
+	return resp, nil
+}
+
+type cappedBody struct {
+	io.ReadCloser
+	left, max int64
+	key       string
+}
+
+func (c *cappedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1] // one byte past the cap tells a body of exactly max from a longer one
+	}
+	n, err := c.ReadCloser.Read(p)
+	if c.left -= int64(n); c.left < 0 {
+		return 0, fmt.Errorf("response over %s (%d bytes)", c.key, c.max)
+	}
+	return n, err
 }
 
 // stop ends a session: the client closes, and a stdio server's whole

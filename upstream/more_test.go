@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	_ "github.com/bubbuild/bub-mcp/spill"
+	"github.com/bubbuild/bub-mcp/upstream"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -94,4 +95,39 @@ func TestSpillOfUpstreamResult(t *testing.T) {
 	if res.IsError || strings.Contains(text, strings.Repeat("long ", 800)) || !strings.Contains(text, "spill") {
 		t.Errorf("got %q; want a spill reference", text)
 	}
+}
+
+// A message over max_message_bytes is not read whole: a stdio server that
+// sends one is restarted (the call fails naming the key), an HTTP response
+// over it fails its call.
+func TestMaxMessageBytes(t *testing.T) {
+	big := strings.Repeat("x", 60000)
+	t.Run("stdio", func(t *testing.T) {
+		memCmd, memArgs := npmServer(t, "server-memory")
+		home := t.TempDir()
+		h := newHost(t, stdioTable("memory", memCmd, memArgs, `max_message_bytes = 50000
+env = { MEMORY_FILE_PATH = "`+home+`/memory.jsonl" }`), home)
+		res := h.call(t.Context(), "memory.create_entities", map[string]any{"entities": []any{map[string]any{"name": "big", "entityType": "blob", "observations": []string{big}}}})
+		if res.Err == nil || !strings.Contains(res.Err.Message, "upstreams.memory.max_message_bytes") {
+			t.Fatalf("oversized answer: %+v; want an error naming the key", res.Err)
+		}
+		h.waitState(t, "memory", "ready", func(s upstream.Status) bool { return s.Restarts == 1 })
+		if res := h.call(t.Context(), "memory.search_nodes", map[string]any{"query": "nothing-here"}); res.Err != nil {
+			t.Fatalf("after the restart: %v", res.Err)
+		}
+	})
+	t.Run("http", func(t *testing.T) {
+		s, url := testServer(t, "small")
+		s.AddTool(mcp.NewTool("big"), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(big), nil
+		})
+		h := newHost(t, "[upstreams.web]\nurl = \""+url+"\"\nmax_message_bytes = 50000\n", "")
+		res := h.call(t.Context(), "web.big", map[string]any{})
+		if res.Err == nil || !strings.Contains(res.Err.Message, "upstreams.web.max_message_bytes") {
+			t.Fatalf("oversized response: %+v; want an error naming the key", res.Err)
+		}
+		if res := h.call(t.Context(), "web.small", map[string]any{"text": "ok"}); res.Err != nil {
+			t.Fatalf("next call: %v", res.Err)
+		}
+	})
 }
