@@ -26,6 +26,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad name", toml: "[upstreams.\"a.b\"]\ncommand = \"a\"\n", want: []string{"upstreams.a.b", "server name"}},
 		{name: "unknown key", toml: "[upstreams.x]\ncomand = \"a\"\ncommand = \"a\"\n", want: []string{"upstreams.x.comand", "unknown key"}},
 		{name: "bad timeout", toml: "[upstreams.x]\ncommand = \"a\"\ntimeout = \"soon\"\n", want: []string{"upstreams.x.timeout", "not a duration"}},
+		{name: "negative bound", toml: "[upstreams.x]\ncommand = \"a\"\nmax_message_bytes = -1\n", want: []string{"upstreams.x.max_message_bytes", ">= 0"}},
 		{name: "json syntax", mcpJSON: `{"mcpServers": {`, want: []string{"mcp.json"}},
 		{name: "json unknown key", mcpJSON: `{"mcpServers": {"m": {"command": "a", "argz": []}}}`, want: []string{"mcp.json", "mcpServers.m", `"argz"`}},
 		{name: "json no command", mcpJSON: `{"mcpServers": {"m": {"args": ["x"]}}}`, want: []string{"mcpServers.m.command", "one of command"}},

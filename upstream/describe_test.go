@@ -1,12 +1,18 @@
 package upstream_test
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -133,5 +139,52 @@ func TestDeferredInCodeMode(t *testing.T) {
 	res := h.call(t.Context(), "run_code", map[string]any{"code": "print(await tools.everything_get_sum(a=1, b=2))"})
 	if res.Err != nil || !strings.Contains(res.Text, "The sum of 1 and 2 is 3.") {
 		t.Fatalf("run_code: %q, %v", res.Text, res.Err)
+	}
+}
+
+// Any tool registered as deferred gets the same treatment, without any
+// upstream server.
+func TestDeferredPluginTool(t *testing.T) {
+	reg := registry.New()
+	tool := registry.MustNewTool("orders.get", "Look up an order. By id.", func(ctx context.Context, tc *registry.ToolContext, in struct {
+		ID string `json:"id"`
+	}) (string, error) {
+		return "order " + in.ID, nil
+	})
+	tool.Deferred = true
+	reg.MustRegister(tool)
+	cfg, err := config.Parse("bub.toml", "", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: reg, Modules: []string{"upstream"}, Home: home, Workspace: home, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	conn := &providers.Connection{Transport: "test", Profile: "default"}
+	if err := a.Resolve(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
+	v, err := a.View(t.Context(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.Lookup("tool_describe"); !ok || len(v.Deferred) != 1 || !strings.Contains(v.Instructions, "- orders_get: Look up an order.") {
+		t.Fatalf("view: tools %d, deferred %d, instructions %q", len(v.Tools), len(v.Deferred), v.Instructions)
+	}
+	if !a.ToolsChangeable() {
+		t.Error("loading a deferred tool changes tool lists, but the App does not say so")
+	}
+	res := a.Call(t.Context(), conn, app.Request{Tool: "tool.describe", Args: json.RawMessage(`{"names":["orders.get"]}`)})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if v, _ = a.View(t.Context(), conn); len(v.Deferred) != 0 {
+		t.Errorf("still deferred after describe: %v", v.Deferred)
+	}
+	if _, ok := v.Lookup("orders_get"); !ok {
+		t.Error("orders_get not listed after describe")
 	}
 }

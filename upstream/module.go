@@ -19,12 +19,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/registry"
 )
 
 func init() { app.RegisterModule(new(Module)) }
@@ -63,17 +65,23 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	if err != nil {
 		return err
 	}
-	if len(servers) == 0 {
+	// tool.describe comes with deferred tools: an upstream's, or any tool
+	// registered as deferred before this module provisions.
+	deferred := slices.ContainsFunc(a.Registry().Tools(), func(t *registry.Tool) bool { return t.Deferred }) ||
+		slices.ContainsFunc(servers, func(s *Server) bool { return s.Defer })
+	if len(servers) == 0 && !deferred {
 		return nil
 	}
+	// Loading a deferred tool changes what a session lists, as a server's
+	// tools changing does: clients are told either way.
 	a.EnableToolChanges()
-	for _, s := range servers {
-		if s.Defer {
-			if err := a.RegisterTool(m.describeTool()); err != nil {
-				return err
-			}
-			break
+	if deferred {
+		if err := a.RegisterTool(m.describeTool()); err != nil {
+			return err
 		}
+	}
+	if len(servers) == 0 {
+		return nil
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.cache = filepath.Join(a.Home(), "upstreams")
