@@ -21,7 +21,8 @@ type toolWatcher interface {
 type sourced interface{ MCPTool() mcp.Tool }
 
 // passthrough is a result that came from another MCP server, sent on as
-// it came unless a hook changed its text (spill), which text is.
+// it came unless a hook changed its text (spill), which text is. A
+// failed one (isError) is found in the chain of the call's error.
 type passthrough interface {
 	MCPResult(text string) *mcp.CallToolResult
 }

@@ -411,6 +411,10 @@ func progressToken(req mcp.CallToolRequest) mcp.ProgressToken {
 // object output schema, and tool errors as isError results.
 func (s *Server) toResult(v *providers.View, t *registry.Tool, res *registry.Result) *mcp.CallToolResult {
 	if res.Err != nil {
+		var p passthrough
+		if errors.As(res.Err, &p) { // an upstream's isError result
+			return p.MCPResult(res.Err.Message)
+		}
 		text := res.Err.Error()
 		if len(res.Err.Details) > 0 {
 			if b, err := json.Marshal(res.Err.Details); err == nil {

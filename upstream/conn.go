@@ -678,7 +678,7 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 		return nil, &registry.Error{Kind: registry.KindTool, Message: fmt.Sprintf("upstream %s: tool '%s': %v", u.cfg.name, tool, err), Cause: err}
 	}
 	if res.IsError {
-		return nil, &registry.Error{Kind: registry.KindTool, Message: errorText(res), Details: map[string]any{"upstream": u.cfg.name, "tool": tool}}
+		return nil, &registry.Error{Kind: registry.KindTool, Message: errorText(res), Cause: &toolError{res}}
 	}
 	return &Result{r: res}, nil
 }

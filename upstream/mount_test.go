@@ -145,9 +145,8 @@ func TestToolsThroughMCPMatchDirect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantText := want.Content[0].(mcp.TextContent).Text
-		if !got.IsError || len(got.Content) != 1 || !strings.Contains(got.Content[0].(mcp.TextContent).Text, wantText) {
-			t.Errorf("got %+v; want isError carrying %q", got, wantText)
+		if diff := cmp.Diff(wire(t, want), wire(t, got)); diff != "" {
+			t.Errorf("isError result differs from the upstream's (-upstream +bub-mcp):\n%s", diff)
 		}
 	})
 }

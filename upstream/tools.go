@@ -216,6 +216,21 @@ func resourceText(r mcp.ResourceContents) string {
 	return "[resource] " + string(raw)
 }
 
+// toolError is an upstream's isError result, as the cause of the call's
+// tool error: transports that know it send the result as it came.
+type toolError struct{ r *mcp.CallToolResult }
+
+func (e *toolError) Error() string { return errorText(e.r) }
+
+// MCPResult is the upstream's result, unless a hook replaced the error's
+// message (spill), when that message goes instead.
+func (e *toolError) MCPResult(text string) *mcp.CallToolResult {
+	if text == errorText(e.r) {
+		return e.r
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, IsError: true}
+}
+
 // errorText is the text of an isError result, for the tool error.
 func errorText(r *mcp.CallToolResult) string {
 	if t := renderResult(r); t != "" {
