@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 RUN_ARGS    ?= --http 127.0.0.1:8080
 PKGS        := ./...
 
-.PHONY: all build run test fmt-check vet lint unit bench e2e clean
+.PHONY: all build run test fmt-check vet lint unit bench e2e e2e-deps clean
 
 all: build
 
@@ -33,13 +33,18 @@ vet:
 lint:
 	$(GO) run $(STATICCHECK) $(PKGS)
 
-unit:
+# upstream/'s tests mount the pinned npm MCP servers that e2e/setup.sh
+# installs (idempotent: a no-op once node_modules matches the lockfile).
+e2e-deps:
+	bash e2e/setup.sh >/dev/null
+
+unit: e2e-deps
 	$(GO) test -race -count=1 $(PKGS)
 
 e2e:
 	bash e2e/run.sh
 
-bench:
+bench: e2e-deps
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
 clean:

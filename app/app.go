@@ -87,6 +87,8 @@ type App struct {
 	mu     sync.Mutex
 	envs   map[envKey]environment.Environment
 	closed bool
+
+	dyn dynamicTools // tools that change while the App runs (dynamic.go)
 }
 
 type loaded struct {
@@ -176,7 +178,8 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	a.nested = registry.NewExecutor(a.reg, &registry.ExecutorOptions{Raw: true, Hooks: a.hooks, Logger: a.log})
 	filters := append([]providers.Provider{providers.ScopeProvider(a.scope)}, a.filters...)
 	a.chain = providers.NewChain(a.reg, &providers.ChainOptions{Filters: filters, CodeMode: a.codeMode,
-		Providers: []providers.Provider{a.namedProviders}})
+		Providers: []providers.Provider{a.namedProviders}, Loaded: a.loadedTools})
+	a.viewsBuilt(a.chain)
 	return a, nil
 }
 

@@ -27,6 +27,7 @@ import (
 	_ "github.com/bubbuild/bub-mcp/codemode"
 	_ "github.com/bubbuild/bub-mcp/skills"
 	_ "github.com/bubbuild/bub-mcp/spill"
+	_ "github.com/bubbuild/bub-mcp/upstream"
 )
 
 // Command is one subcommand: data, as in cmd/go.

@@ -96,6 +96,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 		CheckHosts:     loopback,
 		AllowedHosts:   cfg.Server.AllowedHosts,
 		SessionIdleTTL: cfg.Server.SessionIdleTTL.Duration,
+		Health:         upstreamHealth(a),
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

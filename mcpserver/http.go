@@ -46,6 +46,9 @@ type HTTPOptions struct {
 	// Prometheus exposition). With Tokens set it needs a valid bearer
 	// token too: it names the tools and how they are used.
 	Metrics http.Handler
+	// Health, when set, adds lines after /healthz's "ok" (the upstream
+	// servers' states); bub-mcp itself is healthy whatever they say.
+	Health func() []string
 }
 
 // modernProtocol is the sessionless protocol version, which removed stream
@@ -159,6 +162,11 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
+		if o.Health != nil {
+			for _, line := range o.Health() {
+				fmt.Fprintln(w, line)
+			}
+		}
 	})
 	if o.Metrics != nil {
 		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {

@@ -356,11 +356,14 @@ func (s *Server) needsAdmission(msg []byte, name string) bool {
 	if bytes.Contains(msg, []byte(`"requestState"`)) {
 		return true
 	}
-	if len(s.requires) == 0 {
+	if !s.anyRequires.Load() {
 		return false
 	}
 	if name != "" {
-		return s.requires[name] != nil
+		s.served.mu.Lock()
+		defer s.served.mu.Unlock()
+		t := s.served.tools[name]
+		return t != nil && len(t.Requires) > 0
 	}
 	return bytes.Contains(msg, []byte(`"tools/call"`))
 }

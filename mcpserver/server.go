@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,10 +117,12 @@ type Server struct {
 
 	reclaim reclaimer // gives large messages' memory back
 
-	sealer   sealer              // seals 2026-07-28 requestState
-	requires map[string][]string // model name → required client capabilities
+	sealer      sealer      // seals 2026-07-28 requestState
+	anyRequires atomic.Bool // some served tool has Requires
 
 	instrumented bool // telemetry hooks installed (telemetry.go)
+
+	served served // tools registered with mcp-go (dynamic.go)
 }
 
 type requestKey struct{}
@@ -138,8 +141,9 @@ type request struct {
 	view  *providers.View
 	state *sealedState // the requestState admit verified (2026-07-28)
 
-	header http.Header                    // the HTTP request's; nil on stdio
-	span   atomic.Pointer[telemetry.Span] // set by the BeforeAny hook when tracing
+	header  http.Header                    // the HTTP request's; nil on stdio
+	span    atomic.Pointer[telemetry.Span] // set by the BeforeAny hook when tracing
+	calling string                         // the tools/call's tool name: a deferred one passes the gate
 }
 
 // withRequest attaches r to ctx.
@@ -194,7 +198,7 @@ func New(opts *Options) (*Server, error) {
 	}
 	o.Limits = o.Limits.withDefaults()
 	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, workers: o.Limits.MaxConcurrentPerClient, parking: newParking(),
-		pool: newPool(64, poolIdle), sealer: sealer{key: o.StateKey}, requires: map[string][]string{}}
+		pool: newPool(64, poolIdle), sealer: sealer{key: o.StateKey}}
 	s.cutCtx, s.cut = context.WithCancel(context.Background())
 	if s.sealer.key == nil {
 		k, err := randomKey()
@@ -236,14 +240,25 @@ func New(opts *Options) (*Server, error) {
 			r.pw.waitNotifications(1, notificationWait)
 		}
 	})
+	hooks.AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) {
+		if r := requestFrom(ctx); r != nil {
+			r.mu.Lock()
+			r.calling = req.Params.Name
+			r.mu.Unlock()
+		}
+	})
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
 	})
 	if s.instrumented = o.Telemetry.Enabled(); s.instrumented {
 		addTelemetry(hooks, o.Telemetry)
 	}
+	watcher, dynamic := o.Backend.(toolWatcher)
+	dynamic = dynamic && watcher.ToolsChangeable()
 	serverOpts := []server.ServerOption{
-		server.WithToolCapabilities(false),
+		// Tool lists change only when a module's tools do (upstream
+		// servers); then clients are told.
+		server.WithToolCapabilities(dynamic),
 		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithHooks(hooks),
@@ -255,14 +270,19 @@ func New(opts *Options) (*Server, error) {
 		}
 	}
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
+	s.served.tools = map[string]*registry.Tool{}
 	for _, t := range o.Registry.Tools() {
 		if !t.AgentUse() {
 			continue
 		}
-		s.mcp.AddTool(MCPTool(t), s.handle)
-		if len(t.Requires) > 0 {
-			s.requires[t.ModelName()] = t.Requires
+		if err := s.addTool(t); err != nil {
+			s.log.Warn("mcp.tool.refused", "tool", t.Name, "error", err)
+			continue
 		}
+		s.served.tools[t.ModelName()] = t
+	}
+	if dynamic {
+		watcher.OnToolsChanged(s.syncTools)
 	}
 	for _, e := range o.Extensions {
 		if e.Setup != nil {
@@ -299,13 +319,26 @@ func (s *Server) filter(ctx context.Context, _ []mcp.Tool) []mcp.Tool {
 		return nil
 	}
 	// Cached on the View itself, so it is freed with the View.
-	return v.Memo(mcpToolsKey{}, func() any {
+	listed := v.Memo(mcpToolsKey{}, func() any {
 		out := make([]mcp.Tool, 0, len(v.Tools))
 		for _, t := range v.Tools {
 			out = append(out, MCPTool(t))
 		}
 		return out
 	}).([]mcp.Tool)
+	if len(v.Deferred) > 0 {
+		// A deferred tool is not listed but may be called by name: let it
+		// through mcp-go's call gate, which runs this filter too.
+		if r := requestFrom(ctx); r != nil {
+			r.mu.Lock()
+			name := r.calling
+			r.mu.Unlock()
+			if t, ok := v.Lookup(name); ok && slices.Contains(v.Deferred, t) {
+				return append(slices.Clip(listed), MCPTool(t))
+			}
+		}
+	}
+	return listed
 }
 
 // Memo keys of the per-View work the server caches.
@@ -317,6 +350,14 @@ type (
 // MCPTool maps a registry tool onto its MCP definition. Every annotation is
 // sent explicitly: absent hints mean "destructive, open world" to clients.
 func MCPTool(t *registry.Tool) mcp.Tool {
+	if src, ok := t.Source.(sourced); ok {
+		// As its source defined it (hints left unset stay unset), under
+		// our name and with the description the View gives it.
+		mt := src.MCPTool()
+		mt.Name, mt.Description = t.ModelName(), t.Description
+		mt.InputSchema, mt.RawInputSchema = mcp.ToolInputSchema{}, t.InputSchema
+		return mt
+	}
 	mt := mcp.NewToolWithRawSchema(t.ModelName(), t.Description, t.InputSchema)
 	if isObjectSchema(t.OutputSchema) {
 		mcp.WithRawOutputSchema(t.OutputSchema)(&mt)
@@ -451,6 +492,10 @@ func progressToken(req mcp.CallToolRequest) mcp.ProgressToken {
 // object output schema, and tool errors as isError results.
 func (s *Server) toResult(v *providers.View, t *registry.Tool, res *registry.Result) *mcp.CallToolResult {
 	if res.Err != nil {
+		var p passthrough
+		if errors.As(res.Err, &p) { // an upstream's isError result
+			return p.MCPResult(res.Err.Message)
+		}
 		text := res.Err.Error()
 		if len(res.Err.Details) > 0 {
 			if b, err := json.Marshal(res.Err.Details); err == nil {
@@ -458,6 +503,9 @@ func (s *Server) toResult(v *providers.View, t *registry.Tool, res *registry.Res
 			}
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, IsError: true}
+	}
+	if p, ok := res.Value.(passthrough); ok {
+		return p.MCPResult(res.Text)
 	}
 	if cs, ok := res.Value.(registry.Contents); ok {
 		return &mcp.CallToolResult{Content: contents(cs)}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -70,6 +71,10 @@ type View struct {
 	// CodeTools are reachable only from run_code (empty unless code mode is
 	// active).
 	CodeTools []*registry.Tool
+	// Deferred are directly callable by name but not listed: deferred
+	// tools (registry.Tool.Deferred) whose definitions the session has not
+	// loaded (tool.describe). The instructions carry their catalog.
+	Deferred []*registry.Tool
 	// Instructions join the providers' prompt fragments.
 	Instructions string
 	// Files are files the View refers to (code mode's stub), by absolute
@@ -97,8 +102,9 @@ func (v *View) Memo(key any, f func() any) any {
 	return got
 }
 
-func newView(tools, code []*registry.Tool, prompts []string, files map[string]string) *View {
-	v := &View{Tools: sortTools(tools), CodeTools: sortTools(code), Files: files, direct: index(tools), code: index(code)}
+func newView(tools, code, deferred []*registry.Tool, prompts []string, files map[string]string) *View {
+	v := &View{Tools: sortTools(tools), CodeTools: sortTools(code), Deferred: sortTools(deferred), Files: files,
+		direct: index(append(slices.Clip(tools), deferred...)), code: index(code)}
 	var parts []string
 	for _, p := range prompts {
 		if p = strings.TrimSpace(p); p != "" {
@@ -196,10 +202,12 @@ type Chain struct {
 	filters   []Provider
 	codeMode  CodeModeFunc
 	providers []Provider
+	loaded    func(conn *Connection) []string
 	maxViews  int
 
 	mu    sync.Mutex
 	cache map[viewKey]*View
+	gen   uint64 // counts Reset and Forget: a View built across one is not cached
 }
 
 // ChainOptions configure a Chain. Nil providers are skipped.
@@ -216,6 +224,9 @@ type ChainOptions struct {
 	Providers []Provider
 	// MaxViews bounds the cache; zero means DefaultMaxViews.
 	MaxViews int
+	// Loaded names the deferred tools a connection's session loaded
+	// (listed like any tool); nil means none.
+	Loaded func(conn *Connection) []string
 }
 
 // NewChain returns a Chain over reg.
@@ -225,6 +236,7 @@ func NewChain(reg *registry.Registry, opts *ChainOptions) *Chain {
 		c.filters = nonNil(opts.Filters)
 		c.providers = nonNil(opts.Providers)
 		c.codeMode = opts.CodeMode
+		c.loaded = opts.Loaded
 		if opts.MaxViews > 0 {
 			c.maxViews = opts.MaxViews
 		}
@@ -247,6 +259,7 @@ func (c *Chain) View(ctx context.Context, conn *Connection) (*View, error) {
 	key := keyOf(conn)
 	c.mu.Lock()
 	v, ok := c.cache[key]
+	gen := c.gen
 	c.mu.Unlock()
 	if ok {
 		return v, nil
@@ -256,7 +269,10 @@ func (c *Chain) View(ctx context.Context, conn *Connection) (*View, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	if old, ok := c.cache[key]; ok {
+	if c.gen != gen {
+		// The tools changed while this View was built (an upstream
+		// server's list): serve it this once, but do not keep it.
+	} else if old, ok := c.cache[key]; ok {
 		v = old
 	} else {
 		if len(c.cache) >= c.maxViews {
@@ -309,13 +325,64 @@ func (c *Chain) Build(ctx context.Context, conn *Connection) (*View, error) {
 	if err := run("provider", c.providers); err != nil {
 		return nil, err
 	}
-	return newView(tools, code, prompts, files), nil
+	tools, deferred, catalog := c.deferral(conn, tools)
+	prompts = append(prompts, catalog)
+	return newView(tools, code, deferred, prompts, files), nil
+}
+
+// deferral moves the deferred tools the session has not loaded out of the
+// listed ones, and writes their catalog: one line each, the name and the
+// description's first sentence.
+func (c *Chain) deferral(conn *Connection, tools []*registry.Tool) (listed, deferred []*registry.Tool, catalog string) {
+	if !slices.ContainsFunc(tools, func(t *registry.Tool) bool { return t.Deferred }) {
+		return tools, nil, "" // the common case
+	}
+	var loaded []string
+	if c.loaded != nil {
+		loaded = c.loaded(conn)
+	}
+	listed = tools[:0:0]
+	for _, t := range tools {
+		if t.Deferred && !slices.Contains(loaded, t.Name) {
+			deferred = append(deferred, t)
+		} else {
+			listed = append(listed, t)
+		}
+	}
+	if len(deferred) == 0 {
+		return listed, nil, ""
+	}
+	var b strings.Builder
+	b.WriteString("More tools are available but not listed. To use one, load its definition first with tool_describe(names=[...]) (it is then listed too):")
+	for _, t := range sortTools(deferred) {
+		b.WriteString("\n- ")
+		b.WriteString(t.ModelName())
+		if s := FirstSentence(t.Description); s != "" {
+			b.WriteString(": ")
+			b.WriteString(s)
+		}
+	}
+	return listed, deferred, b.String()
+}
+
+// FirstSentence is a description's first sentence (or first line), for
+// one-line catalogs.
+func FirstSentence(desc string) string {
+	desc = strings.TrimSpace(desc)
+	line, _, _ := strings.Cut(desc, "\n")
+	for i := 0; i < len(line); i++ {
+		if line[i] == '.' && (i+1 == len(line) || line[i+1] == ' ') {
+			return line[:i+1]
+		}
+	}
+	return strings.TrimSpace(line)
 }
 
 // Reset drops every cached View; call it when configuration changes.
 func (c *Chain) Reset() {
 	c.mu.Lock()
 	c.cache = map[viewKey]*View{}
+	c.gen++
 	c.mu.Unlock()
 }
 
@@ -327,5 +394,6 @@ func (c *Chain) Forget(sessionKey string) {
 			delete(c.cache, k)
 		}
 	}
+	c.gen++
 	c.mu.Unlock()
 }

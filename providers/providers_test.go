@@ -294,3 +294,91 @@ func TestViewWritesFilesOnce(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func TestDeferral(t *testing.T) {
+	r := testRegistry(t)
+	for _, name := range []string{"up.one", "up.two"} {
+		tl := tool(t, name)
+		tl.Deferred = true
+		tl.Description = "Does " + name + ". More text.\nSecond line."
+		r.MustRegister(tl)
+	}
+	tests := []struct {
+		name                 string
+		loaded               []string
+		wantListed, wantDefd []string
+		wantCatalog          []string
+	}{
+		{"none loaded", nil, []string{"bash", "bash.output", "fs.read", "fs.write", "run_code", "tape.info", "tape.search", "web.fetch"},
+			[]string{"up.one", "up.two"}, []string{"\n- up_one: Does up.one.", "\n- up_two: Does up.two."}},
+		{"one loaded", []string{"up.two"}, []string{"bash", "bash.output", "fs.read", "fs.write", "run_code", "tape.info", "tape.search", "up.two", "web.fetch"},
+			[]string{"up.one"}, []string{"\n- up_one: Does up.one."}},
+		{"all loaded", []string{"up.one", "up.two"}, []string{"bash", "bash.output", "fs.read", "fs.write", "run_code", "tape.info", "tape.search", "up.one", "up.two", "web.fetch"},
+			[]string{}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewChain(r, &ChainOptions{Loaded: func(*Connection) []string { return tc.loaded }})
+			v, err := c.Build(context.Background(), &Connection{Profile: "p"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantListed, names(v.Tools)); diff != "" {
+				t.Errorf("listed (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantDefd, names(v.Deferred)); diff != "" {
+				t.Errorf("deferred (-want +got):\n%s", diff)
+			}
+			for _, line := range tc.wantCatalog {
+				if !strings.Contains(v.Instructions, line) {
+					t.Errorf("instructions %q lack %q", v.Instructions, line)
+				}
+			}
+			if tc.wantCatalog == nil && strings.Contains(v.Instructions, "tool_describe") {
+				t.Errorf("catalog without deferred tools: %q", v.Instructions)
+			}
+			for _, n := range []string{"up.one", "up_two"} {
+				if _, ok := v.Lookup(n); !ok {
+					t.Errorf("Lookup(%q) failed: deferred tools are callable by name", n)
+				}
+			}
+		})
+	}
+}
+
+func TestFirstSentence(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"Echoes back the input string", "Echoes back the input string"},
+		{"Read a file. Then more.", "Read a file."},
+		{"Uses v1.2 of the API. Fine.", "Uses v1.2 of the API."},
+		{"  First line\nsecond line.", "First line"},
+		{"", ""},
+	} {
+		if got := FirstSentence(tc.in); got != tc.want {
+			t.Errorf("FirstSentence(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// A View built while the tools changed (Reset) is served but not cached:
+// the next request builds a fresh one.
+func TestViewBuiltAcrossResetIsNotCached(t *testing.T) {
+	builds := 0
+	var c *Chain
+	c = NewChain(testRegistry(t), &ChainOptions{Filters: []Provider{func(ctx context.Context, conn *Connection, tools []*registry.Tool) ([]*registry.Tool, string, error) {
+		builds++
+		if builds == 1 {
+			c.Reset() // the registry changes while the first View is built
+		}
+		return tools, "", nil
+	}}})
+	conn := &Connection{Profile: "p"}
+	for range 3 {
+		if _, err := c.View(context.Background(), conn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if builds != 2 {
+		t.Errorf("%d builds; want 2 (the first not cached, the second cached)", builds)
+	}
+}

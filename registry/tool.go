@@ -59,6 +59,16 @@ type Tool struct {
 	// tool runs; a tool that only sometimes asks leaves this empty and
 	// handles the *CapabilityError its request returns.
 	Requires []string
+	// Deferred leaves the tool out of tools/list until a session loads its
+	// definition (tool.describe); it stays callable by name, and in code
+	// mode it is a code tool like any other. Bub 0.5's defer_loading.
+	Deferred bool
+	// Source is where a tool that is not Go code came from, such as an
+	// upstream MCP server's definition of it. Transports that recognise
+	// it (by an interface they define) may present the tool as its source
+	// did, with hints and metadata this package does not model; nil for
+	// tools written in Go.
+	Source any
 
 	// validator is compiled on the tool's first call, so start-up pays
 	// only for checking the schema's root; copies of a Tool share it.

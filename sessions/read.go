@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -204,6 +205,10 @@ type Settings struct {
 	CodeMode        *bool
 	Model           string
 	ReasoningEffort string
+	// LoadedTools are the deferred tools whose definitions tool.describe
+	// loaded into the session (runtime names, sorted): its tools/list
+	// includes them from then on.
+	LoadedTools []string
 }
 
 // Switch event names, one per setting; the event's data holds the value
@@ -212,6 +217,9 @@ const (
 	EventCodeModeSwitch        = "code_mode_switch"
 	EventModelSwitch           = "model_switch"
 	EventReasoningEffortSwitch = "reasoning_effort_switch"
+	// EventToolDefinitionsLoaded records deferred tools loaded into the
+	// session ({"tools": [runtime names]}); the loaded set only grows.
+	EventToolDefinitionsLoaded = "tool.definitions.loaded"
 )
 
 // apply folds one event payload into the settings with the rules of Bub's
@@ -228,6 +236,8 @@ func (s *Settings) apply(payload map[string]any) {
 		key = "model"
 	case EventReasoningEffortSwitch:
 		key = "reasoning_effort"
+	case EventToolDefinitionsLoaded:
+		key = "tools"
 	default:
 		return
 	}
@@ -256,6 +266,24 @@ func (s *Settings) apply(payload map[string]any) {
 		} else if r, ok := v.(string); ok {
 			s.ReasoningEffort = r
 		}
+	case "tools":
+		var names []string
+		switch x := v.(type) {
+		case []string: // appended in this process
+			names = x
+		case []any: // replayed from the tape
+			for _, n := range x {
+				if name, ok := n.(string); ok {
+					names = append(names, name)
+				}
+			}
+		}
+		for _, name := range names {
+			if !slices.Contains(s.LoadedTools, name) {
+				s.LoadedTools = append(s.LoadedTools, name)
+			}
+		}
+		slices.Sort(s.LoadedTools)
 	}
 }
 
@@ -268,5 +296,6 @@ func (t *Tape) currentSettings() Settings {
 		b := *s.CodeMode
 		s.CodeMode = &b
 	}
+	s.LoadedTools = slices.Clone(s.LoadedTools)
 	return s
 }

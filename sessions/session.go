@@ -50,6 +50,13 @@ func (s *Session) SetCodeMode(enable bool) error {
 	return err
 }
 
+// LoadTools records a tool.definitions.loaded event (fsynced) for the
+// deferred tools whose definitions the session now has.
+func (s *Session) LoadTools(names []string) error {
+	_, err := s.tape.AppendEvent(EventToolDefinitionsLoaded, map[string]any{"tools": names}, nil)
+	return err
+}
+
 // SetModel records a model_switch event (fsynced); "" clears the override.
 func (s *Session) SetModel(model string) error {
 	_, err := s.tape.AppendEvent(EventModelSwitch, map[string]any{"model": model}, nil)
@@ -196,6 +203,9 @@ func (s *Session) Reset(archive bool) (string, error) {
 	}
 	if settings.ReasoningEffort != "" {
 		add(KindEvent, eventPayload(EventReasoningEffortSwitch, map[string]any{"reasoning_effort": settings.ReasoningEffort}), nil)
+	}
+	if len(settings.LoadedTools) > 0 {
+		add(KindEvent, eventPayload(EventToolDefinitionsLoaded, map[string]any{"tools": settings.LoadedTools}), nil)
 	}
 	noContext := map[string]any{"context": false}
 	if sideArchive != nil {

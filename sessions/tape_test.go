@@ -244,6 +244,11 @@ func TestSettingsReplay(t *testing.T) {
 			ev(EventCodeModeSwitch, map[string]any{"code_mode": "yes"}),
 			{"name": EventModelSwitch, "data": "not an object"},
 		}, Settings{Model: "a:b"}},
+		{"loaded tools accumulate, sorted", []map[string]any{
+			ev(EventToolDefinitionsLoaded, map[string]any{"tools": []any{"x.b", "x.a"}}),
+			ev(EventToolDefinitionsLoaded, map[string]any{"tools": []string{"x.a", "y.c"}}),
+			ev(EventToolDefinitionsLoaded, map[string]any{"tools": "not a list"}),
+		}, Settings{LoadedTools: []string{"x.a", "x.b", "y.c"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,90 @@
+package mcpserver
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// toolWatcher is a Backend whose tools change while it runs (upstream MCP
+// servers connect, restart, change their lists). *app.App implements it.
+type toolWatcher interface {
+	ToolsChangeable() bool
+	OnToolsChanged(f func())
+}
+
+// sourced is a tool defined elsewhere (an upstream MCP server's tool),
+// presented with the hints and metadata its source gave it.
+type sourced interface{ MCPTool() mcp.Tool }
+
+// passthrough is a result that came from another MCP server, sent on as
+// it came unless a hook changed its text (spill), which text is. A
+// failed one (isError) is found in the chain of the call's error.
+type passthrough interface {
+	MCPResult(text string) *mcp.CallToolResult
+}
+
+// served tracks the tools registered with mcp-go, by model name, so a
+// registry change adds, replaces and deletes only what changed.
+type served struct {
+	mu    sync.Mutex
+	tools map[string]*registry.Tool
+}
+
+// syncTools brings mcp-go's tool table in line with the registry after
+// the Backend's tools changed; mcp-go then tells every session
+// (notifications/tools/list_changed). Views changed even when the table
+// did not (a tool's scope), so clients are told in any case.
+func (s *Server) syncTools() {
+	s.served.mu.Lock()
+	defer s.served.mu.Unlock()
+	want := map[string]*registry.Tool{}
+	for _, t := range s.reg.Tools() {
+		if t.AgentUse() {
+			want[t.ModelName()] = t
+		}
+	}
+	var del []string
+	for name := range s.served.tools {
+		if _, ok := want[name]; !ok {
+			del = append(del, name)
+			delete(s.served.tools, name)
+		}
+	}
+	changed := len(del) > 0
+	if changed {
+		s.mcp.DeleteTools(del...)
+	}
+	for name, t := range want {
+		if s.served.tools[name] == t {
+			continue
+		}
+		if err := s.addTool(t); err != nil {
+			s.log.Warn("mcp.tool.refused", "tool", t.Name, "error", err)
+			continue
+		}
+		s.served.tools[name] = t
+		changed = true
+	}
+	if !changed {
+		s.mcp.SendNotificationToAllClients(mcp.MethodNotificationToolsListChanged, nil)
+	}
+}
+
+// addTool registers one tool with mcp-go, which panics on a definition it
+// refuses (bad x-mcp-header annotations from an upstream server).
+func (s *Server) addTool(t *registry.Tool) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("mcp-go refused the definition: %v", p)
+		}
+	}()
+	s.mcp.AddTools(server.ServerTool{Tool: MCPTool(t), Handler: s.handle})
+	if len(t.Requires) > 0 {
+		s.anyRequires.Store(true)
+	}
+	return nil
+}

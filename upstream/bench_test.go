@@ -1,0 +1,149 @@
+package upstream_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// stdioProcess is a stdio MCP server started by an mcp-go client, with
+// its pid for CPU accounting.
+type stdioProcess struct {
+	c   *client.Client
+	pid int
+}
+
+func startStdio(tb testing.TB, command string, args, env []string) *stdioProcess {
+	tb.Helper()
+	var cmd *exec.Cmd
+	tr := transport.NewStdioWithOptions(command, nil, args,
+		transport.WithCommandFunc(func(_ context.Context, command string, _ []string, args []string) (*exec.Cmd, error) {
+			cmd = exec.Command(command, args...)
+			cmd.Env = append(os.Environ(), env...)
+			return cmd, nil
+		}))
+	if err := tr.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	if err := c.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	req.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "1"}
+	if _, err := c.Initialize(context.Background(), req); err != nil {
+		tb.Fatal(err)
+	}
+	return &stdioProcess{c: c, pid: cmd.Process.Pid}
+}
+
+// cpuTime is a process's user+system CPU so far, from /proc/<pid>/stat.
+func cpuTime(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		tb.Skipf("no /proc: %v", err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ
+}
+
+// BenchmarkUpstreamCall compares, in one run and with the same client, a
+// tools/call of server-everything's echo made directly with the same call
+// made through bub-mcp (stdio, default setup: views, validation, audit
+// tape) mounting server-everything as an upstream. Calls alternate, so
+// both see the same machine. Reported: each path's latency, their ratio,
+// and bub-mcp's own CPU per call.
+func BenchmarkUpstreamCall(b *testing.B) {
+	cmd, args := npmServer(b, "server-everything", "stdio")
+	home := b.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "bub.toml"), []byte(stdioTable("everything", cmd, args, "")), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	direct := startStdio(b, cmd, args, nil)
+	via := startStdio(b, bubBinary(b), []string{"serve", "--workspace", home}, []string{"BUB_HOME=" + home, "BUB_LOG_LEVEL=warn"})
+	call := func(c *client.Client, name string) {
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = name, map[string]any{"message": "hi"}
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil || res.IsError {
+			b.Fatalf("%s: %v %v", name, res, err)
+		}
+	}
+	for range 50 { // warm both paths (JIT, schema compilation)
+		call(direct.c, "echo")
+		call(via.c, "everything_echo")
+	}
+	var tDirect, tVia time.Duration
+	cpu0 := cpuTime(b, via.pid)
+	n := 0
+	for b.Loop() {
+		t0 := time.Now()
+		call(direct.c, "echo")
+		t1 := time.Now()
+		call(via.c, "everything_echo")
+		tDirect += t1.Sub(t0)
+		tVia += time.Since(t1)
+		n++
+	}
+	cpu := cpuTime(b, via.pid) - cpu0
+	b.ReportMetric(float64(tDirect.Microseconds())/float64(n), "direct-µs/call")
+	b.ReportMetric(float64(tVia.Microseconds())/float64(n), "via-bub-µs/call")
+	b.ReportMetric(float64(tVia)/float64(tDirect), "via/direct")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "bub-cpu-µs/call")
+}
+
+// TestToolsListSizes measures the tools/list a client gets with
+// server-everything, server-memory and server-filesystem mounted: served
+// directly, deferred, and in code mode. Deferred and code mode must each
+// stay within 20% of direct (the point of both).
+func TestToolsListSizes(t *testing.T) {
+	evCmd, evArgs := npmServer(t, "server-everything", "stdio")
+	memCmd, memArgs := npmServer(t, "server-memory")
+	fsCmd, fsArgs := npmServer(t, "server-filesystem", t.TempDir())
+	servers := func(extra string) string {
+		return stdioTable("everything", evCmd, evArgs, extra) + stdioTable("memory", memCmd, memArgs, extra) + stdioTable("files", fsCmd, fsArgs, extra)
+	}
+	size := func(src string, modules ...string) (bytes, tools, instructions int) {
+		h := newHost(t, src, "", modules...)
+		h.waitTool(t, "everything.trigger-elicitation-request") // the list settled
+		via, _ := h.serve(t)
+		res, err := via.ListTools(t.Context(), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(res)
+		v, err := h.View(t.Context(), h.conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(b), len(res.Tools), len(v.Instructions)
+	}
+	direct, nDirect, iDirect := size(servers(""))
+	deferred, nDeferred, iDeferred := size(servers("defer = true"))
+	code, nCode, iCode := size(servers("")+"[profiles.default]\ncode_mode = true\n", "codemode")
+	t.Logf("tools/list bytes (+ instructions): direct %d (%d tools, +%d), deferred %d (%d tools, %.1f%%, +%d catalog), code mode %d (%d tools, %.1f%%, +%d)",
+		direct, nDirect, iDirect, deferred, nDeferred, 100*float64(deferred)/float64(direct), iDeferred, code, nCode, 100*float64(code)/float64(direct), iCode)
+	if nCode == 0 || nCode >= nDirect {
+		needCmd(t, "python3")
+		t.Fatalf("code mode lists %d tools; want run_code only", nCode)
+	}
+	if deferred*5 > direct || code*5 > direct {
+		t.Errorf("deferred (%d B) or code mode (%d B) above 20%% of direct (%d B)", deferred, code, direct)
+	}
+}

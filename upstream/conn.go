@@ -1,0 +1,563 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// State is where an upstream's connection is in its life.
+type State string
+
+// The states of an upstream.
+const (
+	// StateIdle is a lazy upstream not started yet (its remembered tools
+	// are listed).
+	StateIdle State = "idle"
+	// StateStarting is connecting: spawning, initialize, tools/list.
+	StateStarting State = "starting"
+	// StateReady is connected with its tools registered.
+	StateReady State = "ready"
+	// StateBackoff is waiting to retry after a failed start or a crash.
+	StateBackoff State = "backoff"
+	// StateError is connected, but its tools could not be registered (a
+	// name clash); LastError says why.
+	StateError State = "error"
+	// StateClosed is shut down.
+	StateClosed State = "closed"
+)
+
+// Restart backoff: doubling from minBackoff to maxBackoff; a connection
+// that lived stableAfter starts over at minBackoff.
+const (
+	minBackoff  = 500 * time.Millisecond
+	maxBackoff  = time.Minute
+	stableAfter = time.Minute
+	// stopGrace is how long a stdio server's process group gets between
+	// SIGTERM and SIGKILL.
+	stopGrace = 2 * time.Second
+	// stderrTail is how much of a stdio server's last stderr an error
+	// message quotes.
+	stderrTail = 2048
+	// maxToolPages and maxTools bound what tools/list may bring.
+	maxToolPages = 100
+	maxTools     = 5000
+)
+
+// upstream is one configured server and its connection, restarted with
+// backoff for as long as the module lives.
+type upstream struct {
+	cfg *Server
+	m   *Module
+
+	mu       sync.Mutex
+	state    State
+	lastErr  string
+	since    time.Time
+	cur      *session
+	changed  chan struct{} // closed and replaced on every state change
+	running  bool          // the run loop was started
+	closed   bool
+	restarts int
+	names    []string // runtime names registered
+	digest   string   // of the tool list registered
+	firstTry chan struct{}
+
+	loadMu sync.Mutex // one tool-list load at a time
+
+	seq   atomic.Int64
+	calls sync.Map // int64 → *inflight
+}
+
+// inflight is a call being served, which notifications and requests from
+// the upstream are routed to.
+type inflight struct {
+	ctx   context.Context // the caller's: it reaches the caller's client
+	tc    *registry.ToolContext
+	token string
+	seq   int64
+}
+
+// session is one live connection.
+type session struct {
+	c      *client.Client
+	cmd    *exec.Cmd // stdio only
+	dead   chan struct{}
+	once   sync.Once
+	err    error // why it ended, set before dead closes
+	stderr *tailBuffer
+}
+
+// end marks the session lost with err (the first reason wins).
+func (s *session) end(err error) {
+	s.once.Do(func() {
+		s.err = err
+		close(s.dead)
+	})
+}
+
+func (s *session) alive() bool {
+	select {
+	case <-s.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+func newUpstream(cfg *Server, m *Module) *upstream {
+	u := &upstream{cfg: cfg, m: m, state: StateIdle, since: time.Now(), changed: make(chan struct{}), firstTry: make(chan struct{})}
+	return u
+}
+
+// setState records a state and wakes everyone waiting for a change.
+func (u *upstream) setState(st State, err error) {
+	u.mu.Lock()
+	u.setStateLocked(st, err)
+	u.mu.Unlock()
+}
+
+func (u *upstream) setStateLocked(st State, err error) {
+	if u.closed && st != StateClosed {
+		return
+	}
+	u.state, u.since = st, time.Now()
+	if err != nil {
+		u.lastErr = err.Error()
+	}
+	close(u.changed)
+	u.changed = make(chan struct{})
+}
+
+// start runs the connection loop once; later calls do nothing.
+func (u *upstream) start() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.running || u.closed {
+		return
+	}
+	u.running = true
+	u.m.wg.Add(1)
+	go func() {
+		defer u.m.wg.Done()
+		u.run(u.m.ctx)
+	}()
+}
+
+// run connects, serves until the connection is lost, and reconnects with
+// backoff, until ctx ends.
+func (u *upstream) run(ctx context.Context) {
+	backoff := minBackoff
+	first := true
+	var prevErr string
+	for {
+		u.setState(StateStarting, nil)
+		s, err := u.connect(ctx)
+		if err == nil {
+			err = u.load(ctx, s)
+		}
+		if first {
+			close(u.firstTry)
+			first = false
+		}
+		if ctx.Err() != nil {
+			if s != nil {
+				u.stop(s)
+			}
+			return
+		}
+		if err != nil {
+			if s != nil {
+				u.stop(s)
+			}
+			u.setState(StateBackoff, err)
+			// The same failure again is news only at debug level.
+			level := slog.LevelWarn
+			if err.Error() == prevErr {
+				level = slog.LevelDebug
+			}
+			prevErr = err.Error()
+			u.m.log.Log(ctx, level, "upstream.start.failed", "upstream", u.cfg.name, "error", err, "retry_in", backoff)
+		} else {
+			began := time.Now()
+			select {
+			case <-s.dead:
+			case <-ctx.Done():
+				u.stop(s)
+				return
+			}
+			u.stop(s)
+			u.mu.Lock()
+			u.cur = nil
+			u.restarts++
+			u.setStateLocked(StateBackoff, s.err)
+			u.mu.Unlock()
+			prevErr = ""
+			u.m.log.Warn("upstream.lost", "upstream", u.cfg.name, "error", s.err, "retry_in", backoff)
+			if time.Since(began) > stableAfter {
+				backoff = minBackoff
+			}
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// connect starts a session: the transport, initialize, within
+// start_timeout.
+func (u *upstream) connect(ctx context.Context) (*session, error) {
+	s := &session{dead: make(chan struct{})}
+	var tr transport.Interface
+	if u.cfg.URL != "" {
+		h := map[string]string{}
+		for k, v := range u.cfg.Headers {
+			h[k] = v
+		}
+		if env := u.cfg.BearerTokenEnv; env != "" {
+			tok := u.m.app.Getenv(env)
+			if tok == "" {
+				return nil, fmt.Errorf("bearer_token_env: $%s is empty or unset", env)
+			}
+			h["Authorization"] = "Bearer " + tok
+		}
+		hc := &http.Client{Transport: &boundedBodies{next: http.DefaultTransport, max: u.cfg.MaxMessageBytes, key: "upstreams." + u.cfg.name + ".max_message_bytes"}}
+		//lint:ignore SA1019 the 2025 session protocol on purpose: its GET stream carries list_changed and the server's requests
+		t, err := transport.NewStreamableHTTP(u.cfg.URL, transport.WithHTTPHeaders(h), transport.WithContinuousListening(), transport.WithHTTPBasicClient(hc),
+			transport.WithHTTPLogger(u.m.log.With("upstream", u.cfg.name)))
+		if err != nil {
+			return nil, err
+		}
+		tr = t
+	} else {
+		t, err := u.spawn(s)
+		if err != nil {
+			return nil, err
+		}
+		tr = t
+	}
+	s.c = client.NewClient(tr,
+		client.WithSamplingHandler(samplingHandler{u}),
+		client.WithElicitationHandler(elicitationHandler{u}),
+		// The 2025 session protocol: what today's servers speak, with
+		// server-to-client requests (sampling, elicitation) on the
+		// connection; a 2026 probe would stall old stdio servers.
+		client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	s.c.OnNotification(func(n mcp.JSONRPCNotification) { u.notification(s, n) })
+	// The client keeps Start's ctx for the server's requests: the
+	// module's, not the start timeout's.
+	if err := s.c.Start(ctx); err != nil {
+		s.end(err)
+		return s, fmt.Errorf("start: %w", err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, u.cfg.StartTimeout.Duration)
+	defer cancel()
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	req.Params.ClientInfo = mcp.Implementation{Name: "bub-mcp", Version: u.m.version}
+	if _, err := s.c.Initialize(ictx, req); err != nil {
+		return s, u.startError("initialize", s, ictx, err)
+	}
+	return s, nil
+}
+
+// startError explains a failed start, with the server's last stderr.
+func (u *upstream) startError(stage string, s *session, ctx context.Context, err error) error {
+	if ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("no answer within start_timeout (%s)", u.cfg.StartTimeout.Duration)
+	}
+	select {
+	case <-s.dead:
+		if s.err != nil {
+			err = s.err
+		}
+	case <-time.After(50 * time.Millisecond): // a crash's exit status is a better reason
+		if !s.alive() && s.err != nil {
+			err = s.err
+		}
+	}
+	return fmt.Errorf("%s: %w", stage, err)
+}
+
+// spawn starts a stdio server in its own process group, so that closing
+// it ends every process it started.
+func (u *upstream) spawn(s *session) (transport.Interface, error) {
+	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
+	cmd.Env = os.Environ()
+	for k, v := range u.cfg.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Dir = u.cfg.Cwd
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("command: %w", err)
+	}
+	s.cmd = cmd
+	s.stderr = &tailBuffer{max: stderrTail}
+	log := u.m.log.With("upstream", u.cfg.name)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		s.stderr.drain(stderr, log)
+	}()
+	go func() {
+		<-drained // the exit message quotes all the stderr there was
+		err := cmd.Wait()
+		msg := "exited"
+		if err != nil {
+			msg = "exited: " + err.Error()
+		}
+		if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
+			msg += "; stderr: " + tail
+		}
+		s.end(errors.New(msg))
+	}()
+	limited := &lineLimit{r: stdout, max: u.cfg.MaxMessageBytes, over: func(n int64) {
+		s.end(fmt.Errorf("sent a message over upstreams.%s.max_message_bytes (%d bytes)", u.cfg.name, n))
+	}}
+	return transport.NewIO(limited, stdin, nil), nil
+}
+
+// stop ends a session: the client closes, and a stdio server's whole
+// process group gets SIGTERM, then SIGKILL after stopGrace.
+func (u *upstream) stop(s *session) {
+	if s.c != nil {
+		if err := s.c.Close(); err != nil {
+			u.m.log.Debug("upstream.close", "upstream", u.cfg.name, "error", err)
+		}
+	}
+	if s.cmd == nil {
+		s.end(errors.New("closed"))
+		return
+	}
+	pgid := s.cmd.Process.Pid
+	if s.alive() {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-s.dead:
+		case <-time.After(stopGrace):
+		}
+	}
+	// The leader may be gone while its children live on: end the group.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-s.dead
+}
+
+// listTools reads the whole tools/list as raw JSON, so schemas pass
+// through byte for byte.
+func listTools(ctx context.Context, s *session, seq *atomic.Int64) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	cursor := ""
+	for range maxToolPages {
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		id := mcp.NewRequestId("bub-tools-" + strconv.FormatInt(seq.Add(1), 10))
+		resp, err := s.c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: string(mcp.MethodToolsList), Params: params})
+		if err != nil {
+			return nil, err
+		}
+		if resp.Error != nil {
+			return nil, resp.Error.AsError()
+		}
+		var page struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(resp.Result, &page); err != nil {
+			return nil, fmt.Errorf("tools/list: %w", err)
+		}
+		out = append(out, page.Tools...)
+		if len(out) > maxTools {
+			return nil, fmt.Errorf("tools/list: more than %d tools", maxTools)
+		}
+		if page.NextCursor == "" || page.NextCursor == cursor {
+			return out, nil
+		}
+		cursor = page.NextCursor
+	}
+	return nil, fmt.Errorf("tools/list: more than %d pages", maxToolPages)
+}
+
+// load lists the session's tools and registers them; on success the
+// session becomes current.
+func (u *upstream) load(ctx context.Context, s *session) error {
+	lctx, cancel := context.WithTimeout(ctx, u.cfg.StartTimeout.Duration)
+	defer cancel()
+	raws, err := listTools(lctx, s, &u.seq)
+	if err != nil {
+		return u.startError("tools/list", s, lctx, err)
+	}
+	if err := u.register(raws); err != nil {
+		// Connected, but nothing to offer until the list changes.
+		u.mu.Lock()
+		u.cur = s
+		u.setStateLocked(StateError, err)
+		u.mu.Unlock()
+		u.m.log.Error("upstream.tools.refused", "upstream", u.cfg.name, "error", err)
+		return nil
+	}
+	u.m.remember(u.cfg, raws)
+	u.mu.Lock()
+	u.cur = s
+	u.setStateLocked(StateReady, nil)
+	u.mu.Unlock()
+	return nil
+}
+
+// reload re-reads the tool list after notifications/tools/list_changed.
+func (u *upstream) reload(s *session) {
+	ctx, cancel := context.WithTimeout(u.m.ctx, u.cfg.StartTimeout.Duration)
+	defer cancel()
+	raws, err := listTools(ctx, s, &u.seq)
+	if err != nil {
+		if u.m.ctx.Err() == nil && s.alive() { // not just shutting down
+			u.m.log.Warn("upstream.tools.reload", "upstream", u.cfg.name, "error", err)
+		}
+		return
+	}
+	err = u.register(raws)
+	u.mu.Lock()
+	if u.cur == s {
+		if err != nil {
+			u.setStateLocked(StateError, err)
+		} else {
+			u.setStateLocked(StateReady, nil)
+		}
+	}
+	u.mu.Unlock()
+	if err != nil {
+		u.m.log.Error("upstream.tools.refused", "upstream", u.cfg.name, "error", err)
+		return
+	}
+	u.m.remember(u.cfg, raws)
+}
+
+// register turns a tool list into registry tools and swaps them in for
+// the previous ones; an unchanged list changes nothing.
+func (u *upstream) register(raws []json.RawMessage) error {
+	u.loadMu.Lock()
+	defer u.loadMu.Unlock()
+	digest := digestOf(raws)
+	u.mu.Lock()
+	same := digest == u.digest
+	old := append([]string(nil), u.names...)
+	u.mu.Unlock()
+	if same {
+		return nil
+	}
+	tools, err := u.tools(raws)
+	if err != nil {
+		return err
+	}
+	if err := u.m.app.UpdateTools(old, tools); err != nil {
+		return err
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	u.mu.Lock()
+	u.names, u.digest = names, digest
+	u.mu.Unlock()
+	u.m.log.Info("upstream.tools", "upstream", u.cfg.name, "tools", len(tools))
+	return nil
+}
+
+// tools builds the registry tools of a tool list, after the server's
+// tools and deny globs. Two upstream tools with one name are an error
+// naming both.
+func (u *upstream) tools(raws []json.RawMessage) ([]*registry.Tool, error) {
+	owner := map[string]string{}
+	var out []*registry.Tool
+	for _, raw := range raws {
+		d, err := parseDefinition(raw)
+		if err != nil {
+			u.m.log.Warn("upstream.tool.skipped", "upstream", u.cfg.name, "error", err)
+			continue
+		}
+		name := RuntimeName(u.cfg.name, d.tool.Name)
+		if !u.cfg.allowed(d.tool.Name, name) {
+			continue
+		}
+		key := strings.ToLower(name)
+		if prev, dup := owner[key]; dup {
+			return nil, fmt.Errorf("upstream %s: tools %q and %q both map to %s (deny one in [upstreams.%s])", u.cfg.name, prev, d.tool.Name, name, u.cfg.name)
+		}
+		owner[key] = d.tool.Name
+		t, err := u.tool(name, d)
+		if err != nil {
+			u.m.log.Warn("upstream.tool.skipped", "upstream", u.cfg.name, "tool", d.tool.Name, "error", err)
+			continue
+		}
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// tool makes the registry tool that calls one upstream tool.
+func (u *upstream) tool(name string, d definition) (*registry.Tool, error) {
+	upstreamName := d.tool.Name
+	h := func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		return u.call(ctx, tc, upstreamName, args)
+	}
+	t, err := registry.NewRawTool(name, d.tool.Description, d.input, h,
+		registry.WithOutputSchema(d.output),
+		registry.WithAnnotations(annotations(d.tool.Annotations, d.tool.Title)))
+	if err != nil {
+		return nil, err
+	}
+	t.Source = d
+	t.Deferred = u.cfg.Defer
+	t.Renderer = func(v any) (string, error) {
+		if r, ok := v.(*Result); ok {
+			return renderResult(r.r), nil
+		}
+		return registry.Render(nil, v)
+	}
+	return t, nil
+}
+
+// close ends the upstream for good.
+func (u *upstream) close() {
+	u.mu.Lock()
+	u.closed = true
+	u.setStateLocked(StateClosed, nil)
+	u.mu.Unlock()
+}

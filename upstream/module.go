@@ -1,0 +1,300 @@
+// Package upstream mounts other MCP servers ("upstreams") as Bub tools:
+// each configured server gets one client connection per process (a stdio
+// child in its own process group, or a streamable HTTP client), started
+// eagerly or lazily and restarted with backoff, and its tools become
+// registry tools named "<server>.<tool>" that go through the same call
+// path as builtins (views, hooks, spill, audit, code mode).
+//
+// Servers come from [upstreams.<name>] tables in bub.toml and from a
+// Claude-Desktop-style $BUB_HOME/mcp.json; a bub.toml entry wins over an
+// mcp.json one of the same name.
+package upstream
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/registry"
+)
+
+func init() { app.RegisterModule(new(Module)) }
+
+// Module is the upstream servers of one App. It decodes [upstreams.<name>]
+// itself (each table is one server) and reads $BUB_HOME/mcp.json.
+type Module struct {
+	app     *app.App
+	log     *slog.Logger
+	version string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	ups     []*upstream // sorted by name
+	cache   string      // directory of remembered tool lists
+}
+
+// Version is what bub-mcp reports to upstream servers as its client
+// version; the CLI sets it to its own.
+var Version = "dev"
+
+// BubModule registers the module as "upstream"; its configuration is the
+// [upstreams] table, decoded in Provision.
+func (*Module) BubModule() app.ModuleInfo {
+	return app.ModuleInfo{ID: "upstream", New: func() app.Module { return new(Module) }}
+}
+
+// Provision reads the servers, registers the remembered tools of lazy
+// ones, starts the eager ones and waits (at most each one's
+// start_timeout) for their first attempt, so their tools are listed from
+// the start. A server that fails is logged and retried; it never fails
+// Provision — only bad configuration does.
+func (m *Module) Provision(ctx context.Context, a *app.App) error {
+	m.app, m.log, m.version = a, a.Logger(), Version
+	servers, err := m.servers(a)
+	if err != nil {
+		return err
+	}
+	// tool.describe comes with deferred tools: an upstream's, or any tool
+	// registered as deferred before this module provisions.
+	deferred := slices.ContainsFunc(a.Registry().Tools(), func(t *registry.Tool) bool { return t.Deferred }) ||
+		slices.ContainsFunc(servers, func(s *Server) bool { return s.Defer })
+	if len(servers) == 0 && !deferred {
+		return nil
+	}
+	// Loading a deferred tool changes what a session lists, as a server's
+	// tools changing does: clients are told either way.
+	a.EnableToolChanges()
+	if deferred {
+		if err := a.RegisterTool(m.describeTool()); err != nil {
+			return err
+		}
+	}
+	if len(servers) == 0 {
+		return nil
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.cache = filepath.Join(a.Home(), "upstreams")
+	for _, s := range servers {
+		m.ups = append(m.ups, newUpstream(s, m))
+	}
+	var wait []*upstream
+	for _, u := range m.ups {
+		if u.cfg.Start == StartLazy {
+			if raws, ok := m.remembered(u.cfg); ok {
+				if err := u.register(raws); err != nil {
+					u.setState(StateError, err)
+					m.log.Error("upstream.tools.refused", "upstream", u.cfg.name, "error", err)
+				}
+				continue
+			}
+		}
+		u.start()
+		wait = append(wait, u)
+	}
+	for _, u := range wait {
+		select {
+		case <-u.firstTry:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// servers merges mcp.json's servers with bub.toml's and checks them.
+func (m *Module) servers(a *app.App) ([]*Server, error) {
+	cfg := a.Config()
+	table := map[string]*Server{}
+	if err := cfg.Decode("upstreams", &table); err != nil {
+		return nil, err
+	}
+	base := ""
+	if cfg.Path != "" {
+		base = filepath.Dir(cfg.Path)
+	}
+	byName := map[string]*Server{}
+	file := filepath.Join(a.Home(), MCPJSONName)
+	fromJSON, err := readMCPJSON(file)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range fromJSON {
+		byName[s.name] = s
+	}
+	for name, s := range table {
+		if s == nil {
+			continue
+		}
+		s.name, s.origin = name, "bub.toml"
+		fail := func(msg string, key ...string) error {
+			return cfg.Fail(msg, append([]string{"upstreams", name}, key...)...)
+		}
+		if err := s.check(fail); err != nil {
+			return nil, err
+		}
+		s.resolveCwd(base)
+		if prev, ok := byName[name]; ok {
+			m.log.Info("upstream.override", "upstream", name, "used", "bub.toml", "ignored", prev.origin)
+		}
+		byName[name] = s
+	}
+	out := make([]*Server, 0, len(byName))
+	for _, s := range byName {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}
+
+// Cleanup stops every upstream: their connections close and stdio
+// servers' process groups are ended.
+func (m *Module) Cleanup() error {
+	if m.cancel == nil {
+		return nil
+	}
+	for _, u := range m.ups {
+		u.close()
+	}
+	m.cancel()
+	m.wg.Wait()
+	return nil
+}
+
+// Status is what `bub-mcp upstreams` and /healthz show of one upstream.
+type Status struct {
+	Name      string    `json:"name"`
+	Transport string    `json:"transport"` // "stdio" or "http"
+	Origin    string    `json:"origin"`    // "bub.toml" or the mcp.json path
+	Start     string    `json:"start"`
+	State     State     `json:"state"`
+	Since     time.Time `json:"since"`
+	Tools     int       `json:"tools"`
+	Restarts  int       `json:"restarts"`
+	LastError string    `json:"last_error,omitempty"`
+	// PID is a running stdio server's process (and process group) id.
+	PID int `json:"pid,omitempty"`
+}
+
+// Status reports every upstream, sorted by name.
+func (m *Module) Status() []Status {
+	out := make([]Status, 0, len(m.ups))
+	for _, u := range m.ups {
+		u.mu.Lock()
+		out = append(out, Status{Name: u.cfg.name, Transport: u.cfg.kind(), Origin: u.cfg.origin, Start: u.cfg.Start, State: u.state,
+			Since: u.since, Tools: len(u.names), Restarts: u.restarts, LastError: u.lastErr, PID: u.cur.pid()})
+		u.mu.Unlock()
+	}
+	return out
+}
+
+// Healthz is Status as lines for /healthz.
+func (m *Module) Healthz() []string {
+	var out []string
+	for _, s := range m.Status() {
+		line := fmt.Sprintf("upstream %s: %s, %d tools", s.Name, s.State, s.Tools)
+		if s.LastError != "" {
+			line += ", last error: " + strings.ReplaceAll(s.LastError, "\n", " ")
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// FromApp returns an App's upstream module, if it is loaded.
+func FromApp(a *app.App) (*Module, bool) {
+	mod, ok := a.Module("upstream")
+	if !ok {
+		return nil, false
+	}
+	m, ok := mod.(*Module)
+	return m, ok
+}
+
+// cacheEntry is a remembered tool list, valid for the configuration it
+// was listed with.
+type cacheEntry struct {
+	Config string            `json:"config"`
+	Tools  []json.RawMessage `json:"tools"`
+}
+
+// configDigest identifies what a server is; a remembered list of another
+// configuration is not used.
+func configDigest(s *Server) string {
+	b, _ := json.Marshal([]any{s.Command, s.Args, s.Env, s.Cwd, s.URL, s.Headers})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func digestOf(raws []json.RawMessage) string {
+	h := sha256.New()
+	for _, r := range raws {
+		h.Write(r)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (m *Module) cacheFile(s *Server) string { return filepath.Join(m.cache, s.name+".json") }
+
+// remember stores a lazy server's tool list, so the next start lists its
+// tools without starting it.
+func (m *Module) remember(s *Server, raws []json.RawMessage) {
+	if s.Start != StartLazy {
+		return
+	}
+	b, err := json.Marshal(cacheEntry{Config: configDigest(s), Tools: raws})
+	if err == nil {
+		err = writeFileAtomic(m.cacheFile(s), b)
+	}
+	if err != nil {
+		m.log.Warn("upstream.cache", "upstream", s.name, "error", err)
+	}
+}
+
+// remembered reads a lazy server's stored tool list.
+func (m *Module) remembered(s *Server) ([]json.RawMessage, bool) {
+	b, err := os.ReadFile(m.cacheFile(s))
+	if err != nil {
+		return nil, false
+	}
+	var e cacheEntry
+	if json.Unmarshal(b, &e) != nil || e.Config != configDigest(s) {
+		return nil, false
+	}
+	return e.Tools, true
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+	}
+	return werr
+}
+
+var _ app.Provisioner = (*Module)(nil)
+var _ app.CleanerUpper = (*Module)(nil)
