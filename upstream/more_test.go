@@ -41,10 +41,11 @@ func TestHTTPHeadersAndBearer(t *testing.T) {
 	}
 }
 
-// A client on the sessionless 2026-07-28 protocol cannot be asked for
-// input by a server yet (no multi-round-trip requests on our wire): the
-// upstream's elicitation gets a clear error, which its tool reports.
-func TestElicitationWithoutCapableClient(t *testing.T) {
+// A client on the sessionless 2026-07-28 protocol is asked through
+// input_required rounds: the upstream's elicitation becomes an input
+// request, the client (mcp-go drives the rounds itself) answers, and the
+// retry runs the upstream call again, which now gets the answer.
+func TestElicitationOnTheSessionlessWire(t *testing.T) {
 	h := newHost(t, everything(t, ""), "")
 	h.waitTool(t, "everything.trigger-elicitation-request")
 	_, url := h.serve(t)
@@ -52,9 +53,12 @@ func TestElicitationWithoutCapableClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	asked := 0
 	c := client.NewClient(tr, client.WithElicitationHandler(elicitFunc(func(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
-		t.Error("a 2026 client was asked over a channel it does not have")
-		return nil, nil
+		asked++
+		r := &mcp.ElicitationResult{}
+		r.Action, r.Content = mcp.ElicitationResponseActionAccept, map[string]any{"name": "Ada Lovelace"}
+		return r, nil
 	})))
 	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -67,16 +71,13 @@ func TestElicitationWithoutCapableClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.ProtocolVersion != mcp.LATEST_PROTOCOL_VERSION {
-		t.Skipf("negotiated %s, not the sessionless protocol", res.ProtocolVersion)
+		t.Fatalf("negotiated %s, not the sessionless protocol", res.ProtocolVersion)
 	}
 	call := mcp.CallToolRequest{}
 	call.Params.Name = "everything_trigger-elicitation-request"
 	out, err := c.CallTool(t.Context(), call)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !out.IsError || !strings.Contains(allText(out), "could not answer the elicitation") {
-		t.Errorf("got %+v (%q); want an isError result explaining the elicitation failed", out, allText(out))
+	if err != nil || out.IsError || asked != 1 || !strings.Contains(allText(out), "Ada Lovelace") {
+		t.Errorf("got %+v (%q), %v, asked %d times; want the answer in the result, asked once", out, allText(out), err, asked)
 	}
 }
 
