@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bubbuild/bub-mcp/audit"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/providers"
@@ -60,6 +61,7 @@ type App struct {
 	cfg       *config.Config
 	reg       *registry.Registry
 	store     *sessions.Store
+	audit     *audit.Log         // nil when [audit] enabled = false
 	exec      *registry.Executor // direct and command calls: rendered
 	nested    *registry.Executor // run_code's calls: same hooks, unrendered
 	chain     *providers.Chain
@@ -156,6 +158,9 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 			}
 		}
 	}()
+	if a.audit, err = openAudit(o.Config, a.store.Home(), &o); err != nil {
+		return nil, err
+	}
 	if err := a.loadModules(ctx, o.Modules); err != nil {
 		return nil, err
 	}
@@ -318,6 +323,14 @@ func (a *App) Registry() *registry.Registry { return a.reg }
 
 // Store returns the session store.
 func (a *App) Store() *sessions.Store { return a.store }
+
+// AuditDir is where the audit log is written, "" when it is turned off.
+func (a *App) AuditDir() string {
+	if a.audit == nil {
+		return ""
+	}
+	return a.audit.Dir()
+}
 
 // Home returns $BUB_HOME.
 func (a *App) Home() string { return a.home }
@@ -510,6 +523,11 @@ func (a *App) Close() error {
 	if a.store != nil {
 		if err := a.store.Close(); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if a.audit != nil {
+		if err := a.audit.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("app: audit log: %w", err))
 		}
 	}
 	return errors.Join(errs...)
