@@ -332,6 +332,6 @@ func (s *Store) commitDirty() {
 	s.dirty = map[*Tape]struct{}{}
 	s.dirtyMu.Unlock()
 	for t := range dirty {
-		t.commit(s.opts.SyncCommits)
+		t.commit()
 	}
 }
