@@ -314,21 +314,17 @@ func (l *Log) commit() error {
 }
 
 func (l *Log) write(batch [][]byte) error {
-	f, _, err := l.file.Lock()
+	f, st, _, err := l.file.Lock()
 	if err != nil {
 		return err
 	}
 	defer l.file.Unlock()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
 	if st.Size() > 0 && st.Size() >= l.opts.MaxFileBytes {
 		if err := l.rotate(); err != nil {
 			return err
 		}
 		l.file.Unlock()
-		if f, _, err = l.file.Lock(); err != nil {
+		if f, _, _, err = l.file.Lock(); err != nil {
 			return err
 		}
 	}
@@ -406,7 +402,7 @@ func (l *Log) Flush() error {
 	if !l.wrote {
 		return nil
 	}
-	f, _, err := l.file.Lock()
+	f, _, _, err := l.file.Lock()
 	if err != nil {
 		return err
 	}

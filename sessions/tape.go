@@ -228,13 +228,13 @@ func (t *Tape) writeLocked(queued, ds []draft, forceSync bool, cond func(*state)
 		all := append(queued, ds...)
 		buf, es := t.encodeLocked(all)
 		t.mem = append(t.mem, buf...)
-		t.foldBytes(t.mem, t.st.Size, int64(len(t.mem)))
+		t.foldWritten(all, es, buf, t.st.Size)
 		return es[len(queued):], nil
 	}
 	if len(queued) == 0 && len(ds) == 0 {
 		return nil, nil
 	}
-	f, created, err := t.file.Lock()
+	f, fi, created, err := t.file.Lock()
 	if err != nil {
 		return nil, t.writeFailed(fmt.Errorf("sessions: open tape %s: %w", t.name, err))
 	}
@@ -242,14 +242,16 @@ func (t *Tape) writeLocked(queued, ds []draft, forceSync bool, cond func(*state)
 	if created {
 		sharedfile.SyncDir(filepath.Dir(t.path))
 	}
-	torn, err := t.refreshLocked(f)
+	torn, err := t.refreshLocked(f, fi)
 	if err == nil && torn {
 		// The file ends in a line nobody is writing (we hold the lock): a
 		// crash's torn line, or one written without its newline. End it,
 		// so it is read (or skipped) as a line of its own before ids are
 		// given out after it.
 		if _, err = f.Write([]byte{'\n'}); err == nil {
-			_, err = t.refreshLocked(f)
+			if fi, err = f.Stat(); err == nil {
+				_, err = t.refreshLocked(f, fi)
+			}
 		}
 	}
 	if err != nil {
@@ -272,11 +274,8 @@ func (t *Tape) writeLocked(queued, ds []draft, forceSync bool, cond func(*state)
 		t.store.log.Info("sessions: tape writes recovered", "tape", t.name)
 		t.failing = false
 	}
-	// Fold what was written by reading it back (it is in the page cache):
-	// one code path for our lines and everyone else's.
-	if _, err := t.refreshLocked(f); err != nil {
-		t.store.log.Warn("sessions: re-reading a written tape", "tape", t.name, "error", err)
-	}
+	// We hold the lock and the file ended at st.Size: our lines follow.
+	t.foldWritten(all, es, buf, t.st.Size)
 	sync := forceSync || t.store.opts.SyncCommits && len(ds) == 0
 	for _, d := range all {
 		sync = sync || needsSync(d)
@@ -318,11 +317,7 @@ func (t *Tape) encodeLocked(ds []draft) ([]byte, []Entry) {
 // process, or the first look) is summarised afresh, from its snapshot when
 // that is still valid; a grown one has its new complete lines folded in.
 // It reports whether the file ends in a torn line. t.mu must be held.
-func (t *Tape) refreshLocked(f *os.File) (torn bool, err error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return false, fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
-	}
+func (t *Tape) refreshLocked(f *os.File, fi os.FileInfo) (torn bool, err error) {
 	if t.ident == nil || !os.SameFile(fi, t.ident) || fi.Size() < t.st.Size {
 		t.st = state{}
 		t.ident = fi
@@ -382,7 +377,11 @@ func (t *Tape) refresh() error {
 		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
 	}
 	defer f.Close()
-	_, err = t.refreshLocked(f)
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
+	}
+	_, err = t.refreshLocked(f, fi)
 	t.maybeSnapshotLocked()
 	return err
 }
@@ -390,7 +389,7 @@ func (t *Tape) refresh() error {
 // foldFile folds the complete lines of f in [from, to) into st and returns
 // where the last complete line ends.
 func (t *Tape) foldFile(f *os.File, from, to int64) (int64, error) {
-	r := bufio.NewReaderSize(io.NewSectionReader(f, from, to-from), 64<<10)
+	r := bufio.NewReaderSize(io.NewSectionReader(f, from, to-from), int(min(to-from, 64<<10)))
 	off := from
 	for {
 		line, err := r.ReadSlice('\n')
@@ -417,16 +416,14 @@ func (t *Tape) foldFile(f *os.File, from, to int64) (int64, error) {
 	}
 }
 
-// foldBytes is foldFile for a memory tape.
-func (t *Tape) foldBytes(b []byte, from, to int64) {
-	off := from
-	for off < to {
-		i := bytes.IndexByte(b[off:to], '\n')
-		if i < 0 {
-			return
-		}
-		t.foldLine(b[off:off+int64(i)], off)
-		off += int64(i) + 1
+// foldWritten folds the entries this process just wrote as buf at offset
+// base, from what it knows of them rather than by parsing the lines again.
+func (t *Tape) foldWritten(ds []draft, es []Entry, buf []byte, base int64) {
+	off := base
+	for i, e := range es {
+		n := int64(bytes.IndexByte(buf[off-base:], '\n')) + 1
+		t.st.add(header{id: e.ID, kind: e.Kind, payload: ds[i].p}, off, n)
+		off += n
 		t.st.Size = off
 	}
 }
@@ -480,7 +477,7 @@ func (t *Tape) Flush() error {
 	if t.ident == nil {
 		return nil
 	}
-	f, _, err := t.file.Lock()
+	f, _, _, err := t.file.Lock()
 	if err != nil {
 		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
 	}
@@ -532,7 +529,11 @@ func (t *Tape) load() error {
 		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
 	}
 	defer f.Close()
-	torn, err := t.refreshLocked(f)
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
+	}
+	torn, err := t.refreshLocked(f, fi)
 	if err != nil {
 		return err
 	}
@@ -643,7 +644,7 @@ func (t *Tape) reset(stamp string, mustArchive bool) (string, error) {
 			return "", err
 		}
 	}
-	f, _, err := t.file.Lock()
+	f, _, _, err := t.file.Lock()
 	if err != nil {
 		return "", fmt.Errorf("sessions: open tape %s: %w", t.name, err)
 	}

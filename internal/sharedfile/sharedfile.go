@@ -21,6 +21,7 @@ import (
 type File struct {
 	path string
 	f    *os.File
+	id   os.FileInfo // f's identity, taken when it was opened
 }
 
 // New returns a File for path; nothing is opened until Lock.
@@ -31,55 +32,64 @@ func (s *File) Path() string { return s.path }
 
 // Lock opens the file if needed (creating it with mode 0600, and its
 // directory with 0700), takes an exclusive lock and returns the open file,
-// which is the one the path names at that moment. created reports that the
-// file did not exist before. Call Unlock when done.
-func (s *File) Lock() (f *os.File, created bool, err error) {
+// which is the one the path names at that moment, with its FileInfo.
+// created reports that the file did not exist before. Call Unlock when
+// done.
+func (s *File) Lock() (f *os.File, fi os.FileInfo, created bool, err error) {
 	for range 100 {
 		if s.f == nil {
 			if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-				return nil, false, fmt.Errorf("create directory of %s: %w", s.path, err)
+				return nil, nil, false, fmt.Errorf("create directory of %s: %w", s.path, err)
 			}
 			_, statErr := os.Stat(s.path)
 			f, err := os.OpenFile(s.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 			if err != nil {
-				return nil, false, err
+				return nil, nil, false, err
 			}
 			if errors.Is(statErr, fs.ErrNotExist) {
 				created = true
 				syncDir(filepath.Dir(s.path))
 			}
-			s.f = f
+			id, err := f.Stat()
+			if err != nil {
+				f.Close()
+				return nil, nil, false, err
+			}
+			s.f, s.id = f, id
 		}
 		if err := flock(s.f, syscall.LOCK_EX); err != nil {
-			return nil, false, fmt.Errorf("lock %s: %w", s.path, err)
+			return nil, nil, false, fmt.Errorf("lock %s: %w", s.path, err)
 		}
-		if same, err := s.current(); err != nil {
+		fi, err := s.current()
+		if err != nil {
 			s.unlock()
-			return nil, false, err
-		} else if same {
-			return s.f, created, nil
+			return nil, nil, false, err
+		}
+		if fi != nil {
+			return s.f, fi, created, nil
 		}
 		s.unlock()
 		s.f.Close()
 		s.f = nil
 	}
-	return nil, false, fmt.Errorf("lock %s: the file keeps being replaced", s.path)
+	return nil, nil, false, fmt.Errorf("lock %s: the file keeps being replaced", s.path)
 }
 
-// current reports whether the path still names the open file.
-func (s *File) current() (bool, error) {
+// current returns the path's FileInfo when it still names the open file
+// (one stat: a file's identity never changes, so f's is kept from its
+// opening), else nil.
+func (s *File) current() (os.FileInfo, error) {
 	pst, err := os.Stat(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	fst, err := s.f.Stat()
-	if err != nil {
-		return false, err
+	if !os.SameFile(pst, s.id) {
+		return nil, nil
 	}
-	return os.SameFile(pst, fst), nil
+	return pst, nil
 }
 
 // Unlock releases the lock taken by Lock; the file stays open.
