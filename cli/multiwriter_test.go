@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,9 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // TestManyWritersOneHome runs two `bub-mcp serve` processes and
@@ -126,4 +130,101 @@ func tapeIDs(t *testing.T, path string) []int {
 		ids = append(ids, e.ID)
 	}
 	return ids
+}
+
+// TestKilledServerLosesNothingAcknowledged SIGKILLs a `bub-mcp serve`
+// while clients are writing handoffs through it: every handoff the server
+// acknowledged is on the tape, the ids of what is there increase without
+// a gap or a duplicate, and the next writer (`bub-mcp call`) continues
+// after them.
+func TestKilledServerLosesNothingAcknowledged(t *testing.T) {
+	home, _, env := codeModeEnv(t, "")
+	var cmd *exec.Cmd
+	tr := transport.NewStdioWithOptions(binary(t), env, []string{"serve"},
+		transport.WithCommandFunc(func(_ context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
+			cmd = exec.Command(command, args...)
+			cmd.Env = env
+			return cmd, nil
+		}))
+	c := client.NewClient(tr)
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "crash-test", Version: "0.1"}
+	if _, err := c.Initialize(t.Context(), init); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var acked []string
+	killed := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				name := fmt.Sprintf("g%d-%d", g, k)
+				res, err := callTool(t.Context(), c, "tape_handoff", map[string]any{"name": name, "summary": "s"}, nil)
+				if err != nil {
+					return // the server is gone
+				}
+				if res.IsError {
+					t.Errorf("tape_handoff %s: %s", name, resultText(res))
+					return
+				}
+				mu.Lock()
+				acked = append(acked, name)
+				n := len(acked)
+				mu.Unlock()
+				if n == 40 {
+					close(killed)
+				}
+			}
+		})
+	}
+	<-killed
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	c.Close()
+
+	bubCall(t, env, "tape.handoff", "name=after-crash", "summary=s")
+	tapes, _ := filepath.Glob(filepath.Join(home, "tapes", "*.jsonl"))
+	if len(tapes) != 1 {
+		t.Fatalf("tapes = %v; want one", tapes)
+	}
+	b, err := os.ReadFile(tapes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	last := 0
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var e struct {
+			ID      int
+			Kind    string
+			Payload struct{ Name string }
+		}
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue // a torn line from the kill is allowed, and skipped
+		}
+		if e.ID != last+1 {
+			t.Fatalf("id %d follows %d", e.ID, last)
+		}
+		last = e.ID
+		if e.Kind == "anchor" {
+			anchors[e.Payload.Name] = true
+		}
+	}
+	for _, name := range acked {
+		if !anchors[name] {
+			t.Errorf("acknowledged handoff %s is not on the tape", name)
+		}
+	}
+	if !anchors["after-crash"] {
+		t.Error("the handoff made after the crash is missing")
+	}
 }

@@ -254,3 +254,43 @@ func TestBootstrapOnce(t *testing.T) {
 		t.Errorf("anchors = %d; want one session/start", n)
 	}
 }
+
+// TestSpillReadByAnotherStore spills through one store and reads the
+// result back through another on the same $BUB_HOME, as `bub-mcp call
+// spill.read` does for a server's spill.
+func TestSpillReadByAnotherStore(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	a := session(t, openStore(t, home, nil), ws, "spills")
+	b := session(t, openStore(t, home, nil), ws, "spills")
+	text := strings.Repeat("0123456789abcdef", 3*SpillChunkBytes/16+5)
+	ref, err := a.Spill("bash", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	for cursor := 0; ; {
+		page, err := b.ReadSpill(ref.Handle, cursor, MaxSpillReadChunks, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.WriteString(page.Content)
+		if page.Complete {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if got.String() != text {
+		t.Errorf("read back %d bytes; want the %d spilled", got.Len(), len(text))
+	}
+	// The spill.write record queued by a is on the shared tape for b.
+	if err := a.Tape().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range b.Tape().Entries() {
+		found = found || e.Payload["name"] == "spill.write"
+	}
+	if !found {
+		t.Error("b does not see a's spill.write record")
+	}
+}
