@@ -18,13 +18,13 @@ func (t *Tape) Entries() []Entry {
 		return nil
 	}
 	defer src.close()
-	return t.readRange(src, 0, src.size)
+	return t.readRange(src, 0)
 }
 
-// readRange decodes the good lines of src in [from, to).
-func (t *Tape) readRange(src *source, from, to int64) []Entry {
+// readRange decodes the good lines of src from position from on.
+func (t *Tape) readRange(src *source, from int64) []Entry {
 	var out []Entry
-	err := scanForward(src.r, from, to, func(_ int64, line []byte) bool {
+	err := src.forward(from, func(_, _ int64, line []byte) bool {
 		if e, err := parseLine(line); err == nil {
 			out = append(out, e)
 		}
@@ -50,7 +50,7 @@ func (t *Tape) SinceLastAnchor() []Entry {
 	if src.st.Anchor != nil {
 		from = src.st.Anchor.End
 	}
-	return t.readRange(src, from, src.size)
+	return t.readRange(src, from)
 }
 
 // ContextEntries returns what Bub feeds the model as history: the entries
@@ -94,7 +94,7 @@ func (t *Tape) Anchors(limit int) []Anchor {
 	}
 	defer src.close()
 	var out []Anchor
-	err = scanBackward(src.r, 0, src.size, func(_ int64, line []byte) bool {
+	err = src.backward(func(_, _ int64, line []byte) bool {
 		if !bytes.Contains(line, []byte(`"anchor"`)) {
 			return true // cheap: most lines are not anchors
 		}
@@ -304,10 +304,11 @@ func (s *Settings) apply(payload map[string]any) {
 }
 
 // currentSettings catches up with the file (one stat when nothing is
-// new, so another process's switch shows at once) and returns a copy
-// that shares nothing with the tape.
+// new, so another process's switch shows at once; on PostgreSQL one query
+// per pgRefreshInterval) and returns a copy that shares nothing with the
+// tape.
 func (t *Tape) currentSettings() Settings {
-	if err := t.refresh(); err != nil {
+	if err := t.refreshAt(false); err != nil {
 		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
 	}
 	t.mu.Lock()

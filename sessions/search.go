@@ -86,7 +86,7 @@ func (t *Tape) Search(q SearchQuery) SearchResult {
 	seed := maphash.MakeSeed()
 	seen := map[uint64]struct{}{}
 	var hits []Entry
-	err = scanBackward(src.r, 0, src.size, func(_ int64, line []byte) bool {
+	err = src.backward(func(_, _ int64, line []byte) bool {
 		e, err := parseLine(line)
 		if err != nil || !slices.Contains(kinds, e.Kind) || !inRange(e, q.Start, q.End) {
 			return true

@@ -302,7 +302,7 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 func lastAnchor(src *source, handle, name string) (int64, bool, error) {
 	var end int64
 	found := false
-	err := scanBackward(src.r, 0, src.size, func(off int64, line []byte) bool {
+	err := src.backward(func(_, lineEnd int64, line []byte) bool {
 		if !bytes.Contains(line, []byte(handle)) {
 			return true
 		}
@@ -310,7 +310,7 @@ func lastAnchor(src *source, handle, name string) (int64, bool, error) {
 		if err != nil || e.Kind != KindAnchor || e.Payload["name"] != name {
 			return true
 		}
-		end, found = off+int64(len(line))+1, true
+		end, found = lineEnd, true
 		return false
 	})
 	if err != nil {
@@ -325,7 +325,7 @@ func nextEntries(src *source, off int64, kind string, n int) ([]Entry, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	err := scanForward(src.r, off, src.size, func(_ int64, line []byte) bool {
+	err := src.forward(off, func(_, _ int64, line []byte) bool {
 		e, err := parseLine(line)
 		if err == nil && e.Kind == kind {
 			out = append(out, e)

@@ -33,7 +33,8 @@ type Tape struct {
 	// and its fsync, never across a reader's scan.
 	mu      sync.Mutex
 	closed  bool
-	file    *sharedfile.File // nil for memory tapes
+	file    *sharedfile.File // nil for memory and PostgreSQL tapes
+	pg      *pgTape          // nil unless the store is PostgreSQL
 	ident   os.FileInfo      // the file st describes; nil before there is one
 	st      state
 	mem     []byte // memory tapes: the whole tape
@@ -60,18 +61,28 @@ type draft struct {
 	p, m    map[string]any
 }
 
+// newTape makes a tape: in memory when path is "" (temp/ sessions), else
+// in the store's PostgreSQL database when it has one, else at path.
 func newTape(s *Store, name, path string) *Tape {
 	t := &Tape{name: name, path: path, store: s}
-	if path != "" {
+	switch {
+	case path == "":
+	case s.pg != nil:
+		t.path, t.pg = "", &pgTape{s: s.pg, name: name}
+	default:
 		t.file = sharedfile.New(path)
 	}
 	return t
 }
 
+// memory reports whether the tape lives in this process only.
+func (t *Tape) memory() bool { return t.path == "" && t.pg == nil }
+
 // Name is the tape's name, the file name without ".jsonl".
 func (t *Tape) Name() string { return t.name }
 
-// Path is the tape's file, or "" for a memory-only (temp/) tape.
+// Path is the tape's file, or "" for a memory-only (temp/) tape or one
+// kept in PostgreSQL.
 func (t *Tape) Path() string { return t.path }
 
 func makeDraft(kind string, payload, meta map[string]any) (draft, error) {
@@ -151,7 +162,7 @@ func (t *Tape) AppendAsync(kind string, payload, meta map[string]any) error {
 	if closed {
 		return ErrClosed
 	}
-	if t.path == "" {
+	if t.memory() {
 		_, err := t.appendDrafts([]draft{d}, false, nil)
 		return err
 	}
@@ -221,6 +232,9 @@ func (t *Tape) appendDrafts(ds []draft, forceSync bool, cond func(*state) bool) 
 
 // writeLocked does appendDrafts' work; t.mu must be held.
 func (t *Tape) writeLocked(queued, ds []draft, forceSync bool, cond func(*state) bool) ([]Entry, error) {
+	if t.pg != nil {
+		return t.pgWriteLocked(queued, ds, forceSync, cond)
+	}
 	if t.path == "" {
 		if cond != nil && !cond(&t.st) {
 			ds = nil
@@ -339,8 +353,12 @@ func (t *Tape) refreshLocked(f *os.File, fi os.FileInfo) (torn bool, err error) 
 
 // refresh catches up with the file without writing; readers call it. It
 // also writes what AppendAsync queued, so a reader sees it with its id.
-func (t *Tape) refresh() error {
-	if t.path == "" {
+func (t *Tape) refresh() error { return t.refreshAt(true) }
+
+// refreshAt is refresh; fresh=false lets a PostgreSQL tape answer from a
+// summary up to pgRefreshInterval old (Settings, on every tools/list).
+func (t *Tape) refreshAt(fresh bool) error {
+	if t.memory() {
 		return nil
 	}
 	t.mu.Lock()
@@ -354,6 +372,14 @@ func (t *Tape) refresh() error {
 			t.store.log.Warn("sessions: writing queued entries before a read", "tape", t.name, "error", err)
 		}
 		return nil // writeLocked refreshed
+	}
+	if t.pg != nil {
+		// A database that does not answer leaves the last summary in
+		// place: settings stay as last seen, and writes say what fails.
+		if err := t.pgRefreshLocked(fresh); err != nil {
+			t.store.log.Warn("sessions: refreshing a tape", "tape", t.name, "error", err)
+		}
+		return nil
 	}
 	pst, err := os.Stat(t.path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -454,7 +480,7 @@ func (t *Tape) maybeSnapshotLocked() {
 // commit writes queued entries; called by the group-commit goroutine.
 // Errors are logged and the entries retried on the next commit.
 func (t *Tape) commit() {
-	if t.path == "" {
+	if t.memory() {
 		return
 	}
 	if _, err := t.appendDrafts(nil, false, nil); err != nil && !errors.Is(err, ErrClosed) {
@@ -466,11 +492,14 @@ func (t *Tape) commit() {
 // callers that need them durable now (before handing a tape to another
 // process, say). It is a no-op for memory-only tapes.
 func (t *Tape) Flush() error {
-	if t.path == "" {
+	if t.memory() {
 		return nil
 	}
 	if _, err := t.appendDrafts(nil, false, nil); err != nil {
 		return err
+	}
+	if t.pg != nil {
+		return nil // a committed transaction is durable
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -491,6 +520,13 @@ func (t *Tape) Flush() error {
 // close flushes, snapshots and closes the file; later appends fail with
 // ErrClosed.
 func (t *Tape) close() error {
+	if t.pg != nil {
+		err := t.Flush()
+		t.mu.Lock()
+		t.closed = true
+		t.mu.Unlock()
+		return err
+	}
 	if t.path == "" {
 		t.mu.Lock()
 		t.closed = true
@@ -516,6 +552,14 @@ func (t *Tape) close() error {
 // load summarises the tape file, if any: from its snapshot plus what was
 // appended after it, else by one streaming pass that writes the snapshot.
 func (t *Tape) load() error {
+	if t.pg != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := t.pgRefreshLocked(true); err != nil {
+			t.store.log.Warn("sessions: loading a tape", "tape", t.name, "error", err)
+		}
+		return nil
+	}
 	if t.path == "" {
 		return nil
 	}
@@ -563,13 +607,15 @@ func (t *Tape) warnTorn(f *os.File) {
 	}
 }
 
-// source is a consistent view of the tape for one reader: the bytes
-// [0, size) hold whole lines, and st summarises them.
+// source is a consistent view of the tape for one reader: st summarises
+// what it holds. Positions are byte offsets for a file and a memory tape,
+// row numbers for PostgreSQL; a line's end is where the next one starts.
 type source struct {
-	r    io.ReaderAt
+	r    io.ReaderAt // file and memory tapes: the bytes [0, size)
 	size int64
 	st   state
 	f    *os.File
+	pg   *pgSource
 }
 
 func (s *source) close() {
@@ -578,10 +624,40 @@ func (s *source) close() {
 	}
 }
 
+// forward calls fn for each line from position from on, oldest first,
+// until fn returns false.
+func (s *source) forward(from int64, fn func(pos, end int64, line []byte) bool) error {
+	if s.pg != nil {
+		return s.pg.forward(from, fn)
+	}
+	return scanForward(s.r, from, s.size, func(off int64, line []byte) bool {
+		return fn(off, off+int64(len(line))+1, line)
+	})
+}
+
+// backward calls fn for each line, newest first, until fn returns false.
+func (s *source) backward(fn func(pos, end int64, line []byte) bool) error {
+	if s.pg != nil {
+		return s.pg.backward(fn)
+	}
+	return scanBackward(s.r, 0, s.size, func(off int64, line []byte) bool {
+		return fn(off, off+int64(len(line))+1, line)
+	})
+}
+
 // open catches up and returns a view to read from. The file is opened
 // here and checked to be the one st describes, so a concurrent reset by
 // another process cannot mix two files.
 func (t *Tape) open() (*source, error) {
+	if t.pg != nil {
+		if err := t.refresh(); err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		st := t.st
+		t.mu.Unlock()
+		return &source{st: st, pg: &pgSource{pool: t.pg.s.pool, name: t.pg.name, max: st.Size}}, nil
+	}
 	if t.path == "" {
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -634,6 +710,15 @@ func (t *Tape) reset(stamp string, mustArchive bool) (string, error) {
 		return "", ErrClosed
 	}
 	queued := t.takePending()
+	if t.pg != nil {
+		if len(queued) > 0 {
+			if _, err := t.writeLocked(queued, nil, false, nil); err != nil && stamp != "" {
+				t.requeue(queued)
+				return "", err
+			}
+		}
+		return t.pgResetLocked(stamp, mustArchive)
+	}
 	if t.path == "" {
 		t.mem, t.st = nil, state{}
 		return "", nil
