@@ -147,8 +147,12 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	if tools.MaxConcurrency < 0 {
 		return nil, o.Config.Fail("must be >= 0", "tools", "max_concurrency")
 	}
+	so := &sessions.Options{CommitInterval: o.Config.Server.AuditCommitInterval.Duration, Logger: o.Logger}
+	if err := storeOptions(o.Config, o.Getenv, so); err != nil {
+		return nil, err
+	}
 	var serr error
-	if a.store, serr = sessions.Open(o.Home, &sessions.Options{CommitInterval: o.Config.Server.AuditCommitInterval.Duration, Logger: o.Logger}); serr != nil {
+	if a.store, serr = sessions.Open(o.Home, so); serr != nil {
 		return nil, fmt.Errorf("app: %w", serr)
 	}
 	defer func() {

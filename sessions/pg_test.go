@@ -234,3 +234,81 @@ func TestPostgresDown(t *testing.T) {
 		t.Errorf("log = %q; want a warning that the database is not ready", logs.String())
 	}
 }
+
+// BenchmarkPostgresAppend reports the PostgreSQL store's append rate:
+// "sync" one committed transaction per Append, "group" AppendAsync from 8
+// goroutines with group commit (the rate counts until all are committed).
+func BenchmarkPostgresAppend(b *testing.B) {
+	dsn := pgtest.DSN(b)
+	payload := msg("assistant", strings.Repeat("lorem ipsum ", 20))
+	b.Run("sync", func(b *testing.B) {
+		s, err := Open(b.TempDir(), &Options{PostgresDSN: dsn})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		sess, _ := s.Session(b.TempDir(), "bench-sync")
+		start := time.Now()
+		for b.Loop() {
+			if _, err := sess.Tape().Append(KindMessage, payload, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "entries/s")
+	})
+	b.Run("group", func(b *testing.B) {
+		s, err := Open(b.TempDir(), &Options{PostgresDSN: dsn})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		sess, _ := s.Session(b.TempDir(), "bench-group")
+		tp := sess.Tape()
+		start := time.Now()
+		var wg sync.WaitGroup
+		per := b.N/8 + 1
+		for range 8 {
+			wg.Go(func() {
+				for range per {
+					if err := tp.AppendAsync(KindEvent, eventPayload("loop.step", map[string]any{"ok": true}), nil); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if err := tp.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(8*per)/time.Since(start).Seconds(), "entries/s")
+	})
+}
+
+// BenchmarkSettings is what a tools/list costs the store (Resolve reads
+// the session's settings): a stat for the file store, a query at most
+// every pgRefreshInterval for PostgreSQL.
+func BenchmarkSettings(b *testing.B) {
+	for _, kind := range []string{"file", "postgres"} {
+		b.Run(kind, func(b *testing.B) {
+			o := &Options{}
+			if kind == "postgres" {
+				o.PostgresDSN = pgtest.DSN(b)
+			}
+			s, err := Open(b.TempDir(), o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			sess, _ := s.Session(b.TempDir(), "bench")
+			if err := sess.SetCodeMode(true); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if cm := sess.Settings().CodeMode; cm == nil {
+					b.Fatal("no setting")
+				}
+			}
+		})
+	}
+}
