@@ -137,8 +137,11 @@ func tapeIDs(t *testing.T, path string) []int {
 // acknowledged is on the tape, the ids of what is there increase without
 // a gap or a duplicate, and the next writer (`bub-mcp call`) continues
 // after them.
-func TestKilledServerLosesNothingAcknowledged(t *testing.T) {
-	home, _, env := codeModeEnv(t, "")
+// killMidStream starts `bub-mcp serve` with env, has four clients write
+// handoffs through it, SIGKILLs it after 40 acknowledgements and returns
+// the names of the handoffs it acknowledged.
+func killMidStream(t *testing.T, env []string) []string {
+	t.Helper()
 	var cmd *exec.Cmd
 	tr := transport.NewStdioWithOptions(binary(t), env, []string{"serve"},
 		transport.WithCommandFunc(func(_ context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
@@ -190,7 +193,12 @@ func TestKilledServerLosesNothingAcknowledged(t *testing.T) {
 	}
 	wg.Wait()
 	c.Close()
+	return acked
+}
 
+func TestKilledServerLosesNothingAcknowledged(t *testing.T) {
+	home, _, env := codeModeEnv(t, "")
+	acked := killMidStream(t, env)
 	bubCall(t, env, "tape.handoff", "name=after-crash", "summary=s")
 	tapes, _ := filepath.Glob(filepath.Join(home, "tapes", "*.jsonl"))
 	if len(tapes) != 1 {
