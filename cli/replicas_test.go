@@ -33,7 +33,13 @@ var urlRE = regexp.MustCompile(`url=(http://\S+)`)
 // returns its base URL; the process is stopped when the test ends.
 func startHTTPReplica(t *testing.T, env []string) string {
 	t.Helper()
-	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
+	return startHTTPReplicaBin(t, binary(t), env)
+}
+
+// startHTTPReplicaBin is startHTTPReplica for another build of bub-mcp.
+func startHTTPReplicaBin(t *testing.T, bin string, env []string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--http", "127.0.0.1:0")
 	cmd.Env = append(env, "BUB_HOME="+t.TempDir())
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
