@@ -62,6 +62,7 @@ type App struct {
 	reg       *registry.Registry
 	store     *sessions.Store
 	audit     *audit.Log         // nil when [audit] enabled = false
+	replica   string             // "" on a file store
 	exec      *registry.Executor // direct and command calls: rendered
 	nested    *registry.Executor // run_code's calls: same hooks, unrendered
 	chain     *providers.Chain
@@ -150,6 +151,9 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	so := &sessions.Options{CommitInterval: o.Config.Server.AuditCommitInterval.Duration, Logger: o.Logger}
 	if err := storeOptions(o.Config, o.Getenv, so); err != nil {
 		return nil, err
+	}
+	if so.PostgresDSN != "" {
+		a.replica = replicaName(o.Getenv)
 	}
 	var serr error
 	if a.store, serr = sessions.Open(o.Home, so); serr != nil {
@@ -327,6 +331,12 @@ func (a *App) Registry() *registry.Registry { return a.reg }
 
 // Store returns the session store.
 func (a *App) Store() *sessions.Store { return a.store }
+
+// Replica names this process among the replicas sharing its session
+// store ($BUB_REPLICA, else the host name); "" on a file store, where
+// there are no replicas. Replica-local things (background shells) carry
+// it in their ids.
+func (a *App) Replica() string { return a.replica }
 
 // AuditDir is where the audit log is written, "" when it is turned off.
 func (a *App) AuditDir() string {

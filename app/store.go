@@ -1,6 +1,7 @@
 package app
 
 import (
+	"os"
 	"strings"
 
 	"github.com/bubbuild/bub-mcp/config"
@@ -18,6 +19,28 @@ type storeConfig struct {
 	DSNEnv string `toml:"dsn_env"`
 	// PoolSize caps the connections to PostgreSQL; 0 means pgx's default.
 	PoolSize int `toml:"pool_size"`
+}
+
+// replicaName names this process among replicas sharing a store:
+// $BUB_REPLICA, else the host name, cut to the characters ids may hold.
+func replicaName(getenv func(string) string) string {
+	name := getenv("BUB_REPLICA")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	name = strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return -1
+	}, name)
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	if name == "" {
+		name = "replica"
+	}
+	return name
 }
 
 // storeOptions decodes [store] into the session store's options.

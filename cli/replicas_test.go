@@ -127,7 +127,7 @@ func roundRobin(t *testing.T, backends []string) string {
 				w.(http.Flusher).Flush() // event streams must not wait
 			}
 			if err != nil {
-				if err != io.EOF {
+				if err != io.EOF && r.Context().Err() == nil {
 					t.Logf("proxy: reading from %s: %v", u.Host, err)
 				}
 				return
@@ -155,8 +155,8 @@ func TestReplicasShareSessions(t *testing.T) {
 	}
 	env := append(os.Environ(), "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn)
 	var backends []string
-	for range 3 {
-		backends = append(backends, startHTTPReplica(t, env))
+	for i := range 3 {
+		backends = append(backends, startHTTPReplica(t, append(env[:len(env):len(env)], fmt.Sprintf("BUB_REPLICA=r%d", i))))
 	}
 	proxy := roundRobin(t, backends)
 
@@ -188,6 +188,21 @@ func TestReplicasShareSessions(t *testing.T) {
 		if want := fmt.Sprintf("entries: %d\nanchors: %d\nlast_anchor: h%d\n", 2*handoffs, handoffs, handoffs-1); !strings.Contains(resultText(res), want) {
 			t.Errorf("tape_info = %q; want %q", resultText(res), want)
 		}
+	}
+
+	// A background shell stays on its replica; asking another for it says
+	// where it lives.
+	res, err := callTool(t.Context(), c, "bash", map[string]any{"command": "sleep 30", "background": true}, nil)
+	if err != nil || res.IsError {
+		t.Fatalf("bash: %v %v", err, res)
+	}
+	m := regexp.MustCompile(`shell_id: (bash-[0-9a-f]+@(r\d))`).FindStringSubmatch(resultText(res))
+	if m == nil {
+		t.Fatalf("bash result %q has no replica-tagged shell id", resultText(res))
+	}
+	res, err = callTool(t.Context(), c, "bash_output", map[string]any{"shell_id": m[1]}, nil) // the next replica
+	if err != nil || !res.IsError || !strings.Contains(resultText(res), "lives on replica "+m[2]) {
+		t.Errorf("bash_output on another replica = %v %q; want an error naming replica %s", err, resultText(res), m[2])
 	}
 
 	bubCall(t, env, "code_mode", "enable=true")
