@@ -37,7 +37,7 @@ func startHTTPReplica(t *testing.T, env []string) string {
 }
 
 // startHTTPReplicaBin is startHTTPReplica for another build of bub-mcp.
-func startHTTPReplicaBin(t *testing.T, bin string, env []string) string {
+func startHTTPReplicaBin(t testing.TB, bin string, env []string) string {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--http", "127.0.0.1:0")
 	cmd.Env = append(env, "BUB_HOME="+t.TempDir())
@@ -313,5 +313,49 @@ func TestKilledReplicaLosesNothingAcknowledged(t *testing.T) {
 	}
 	if !anchors["after-crash"] {
 		t.Error("the handoff made after the crash is missing")
+	}
+}
+
+// BenchmarkToolsList compares tools/list over HTTP (sessionless protocol)
+// on the file store and on the PostgreSQL store: one `serve --http`
+// process each, one client.
+func BenchmarkToolsList(b *testing.B) {
+	for _, kind := range []string{"file", "postgres"} {
+		b.Run(kind, func(b *testing.B) {
+			ws := b.TempDir()
+			src := fmt.Sprintf("[profiles.default]\nworkspace = %q\n", ws)
+			env := os.Environ()
+			if kind == "postgres" {
+				src = "[store]\nkind = \"postgres\"\ndsn_env = \"BUB_TEST_DSN\"\n" + src
+				env = append(env, "BUB_TEST_DSN="+pgtest.DSN(b))
+			}
+			cfg := filepath.Join(b.TempDir(), "bub.toml")
+			if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			env = append(env, "BUB_CONFIG="+cfg)
+			base := startHTTPReplicaBin(b, binary(b), env)
+			tr, err := transport.NewStreamableHTTP(base + "/mcp")
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := client.NewClient(tr, client.WithProtocolVersion(mcp.LATEST_PROTOCOL_VERSION))
+			ctx := context.Background()
+			if err := c.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			init := mcp.InitializeRequest{}
+			init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+			init.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "0.1"}
+			if _, err := c.Initialize(ctx, init); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

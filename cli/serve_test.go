@@ -28,7 +28,7 @@ var (
 
 // binary builds cmd/bub-mcp once per test run: these tests drive the real
 // process over stdio, as Claude Desktop and IDEs do.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "bub-mcp-bin-")
