@@ -166,7 +166,7 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 			}
 		}
 	}()
-	if a.audit, err = openAudit(o.Config, a.store.Home(), &o); err != nil {
+	if a.audit, err = openAudit(o.Config, a.store.Home(), so.PostgresDSN, &o); err != nil {
 		return nil, err
 	}
 	if err := a.loadModules(ctx, o.Modules); err != nil {

@@ -20,11 +20,14 @@ type auditConfig struct {
 	KeepFiles    int   `toml:"keep_files"`
 	KeepDays     int   `toml:"keep_days"`
 	Sync         bool  `toml:"sync"`
+	// Store is "file" (the default, home/audit) or "postgres" (the
+	// [store] database, one log for all replicas).
+	Store string `toml:"store"`
 }
 
-// openAudit decodes [audit] and opens the log under home/audit, or
-// returns nil when it is turned off.
-func openAudit(cfg *config.Config, home string, o *Options) (*audit.Log, error) {
+// openAudit decodes [audit] and opens the log under home/audit (or in
+// the [store] database, pgDSN), or returns nil when it is turned off.
+func openAudit(cfg *config.Config, home, pgDSN string, o *Options) (*audit.Log, error) {
 	var ac auditConfig
 	if err := cfg.Decode("audit", &ac); err != nil {
 		return nil, err
@@ -42,8 +45,20 @@ func openAudit(cfg *config.Config, home string, o *Options) (*audit.Log, error) 
 	case ac.KeepDays < -1:
 		return nil, cfg.Fail("must be >= -1 (-1 keeps files of any age)", "audit", "keep_days")
 	}
+	dsn := ""
+	switch ac.Store {
+	case "", "file":
+	case "postgres":
+		if pgDSN == "" {
+			return nil, cfg.Fail(`store = "postgres" needs [store] kind = "postgres"`, "audit", "store")
+		}
+		dsn = pgDSN
+	default:
+		return nil, cfg.Fail(`unknown audit store "`+ac.Store+`" (known: "file", "postgres")`, "audit", "store")
+	}
 	return audit.Open(audit.Options{
-		Dir: filepath.Join(home, "audit"), MaxArgBytes: ac.MaxArgBytes, MaxFileBytes: ac.MaxFileBytes,
+		PostgresDSN: dsn,
+		Dir:         filepath.Join(home, "audit"), MaxArgBytes: ac.MaxArgBytes, MaxFileBytes: ac.MaxFileBytes,
 		KeepFiles: ac.KeepFiles, KeepDays: ac.KeepDays, Sync: ac.Sync,
 		CommitInterval: cfg.Server.AuditCommitInterval.Duration, Logger: o.Logger,
 	})

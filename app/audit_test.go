@@ -88,7 +88,9 @@ func TestAuditConfig(t *testing.T) {
 		{"negative file bytes", "[audit]\nmax_file_bytes = -5\n", "max_file_bytes", false},
 		{"keep files", "[audit]\nkeep_files = -2\n", "keep_files", false},
 		{"keep days", "[audit]\nkeep_days = -3\n", "keep_days", false},
-		{"unknown key", "[audit]\nstore = \"x\"\n", "store", false},
+		{"unknown key", "[audit]\npath = \"x\"\n", "audit.path", false},
+		{"unknown store", "[audit]\nstore = \"s3\"\n", `audit.store: unknown audit store "s3"`, false},
+		{"postgres without [store]", "[audit]\nstore = \"postgres\"\n", `audit.store: store = "postgres" needs [store] kind = "postgres"`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -79,6 +79,10 @@ type Options struct {
 	Sync bool
 	// Logger receives write failures; nil means slog.Default().
 	Logger *slog.Logger
+	// PostgresDSN, when set, writes the records to the bub_audit table of
+	// that database instead of files (Dir is then unused); replicas share
+	// one log. KeepDays prunes it; MaxFileBytes and KeepFiles do not apply.
+	PostgresDSN string
 }
 
 // Record is one audited call.
@@ -125,6 +129,7 @@ type Log struct {
 	opts Options
 	log  *slog.Logger
 	file *sharedfile.File
+	pg   *pgSink // nil: files
 
 	wmu     sync.Mutex // serialises writes and rotation in this process
 	failing bool
@@ -142,7 +147,7 @@ type Log struct {
 // Open prepares dir (mode 0700: arguments can be secrets) and starts the
 // group-commit goroutine. The file itself is opened on the first commit.
 func Open(opts Options) (*Log, error) {
-	if opts.Dir == "" {
+	if opts.Dir == "" && opts.PostgresDSN == "" {
 		return nil, errors.New("audit: no directory")
 	}
 	if opts.MaxArgBytes <= 0 {
@@ -163,17 +168,30 @@ func Open(opts Options) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("audit: create %s: %w", opts.Dir, err)
+	l := &Log{opts: opts, log: opts.Logger, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	if opts.PostgresDSN != "" {
+		pg, err := openPGSink(opts.PostgresDSN, opts.KeepDays)
+		if err != nil {
+			return nil, err
+		}
+		l.pg = pg
+	} else {
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("audit: create %s: %w", opts.Dir, err)
+		}
+		l.file = sharedfile.New(filepath.Join(opts.Dir, FileName))
 	}
-	l := &Log{opts: opts, log: opts.Logger, file: sharedfile.New(filepath.Join(opts.Dir, FileName)),
-		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go l.loop()
 	return l, nil
 }
 
-// Dir is the directory the log is kept in.
-func (l *Log) Dir() string { return l.opts.Dir }
+// Dir is the directory the log is kept in; "" when it is in PostgreSQL.
+func (l *Log) Dir() string {
+	if l.pg != nil {
+		return ""
+	}
+	return l.opts.Dir
+}
 
 // Record queues r for the next commit. It never waits for the disk unless
 // the queue is over its bound; after Close it does nothing.
@@ -299,7 +317,18 @@ func (l *Log) commit() error {
 		for _, b := range batch {
 			l.queued += len(b)
 		}
+		// A store that stays down must not grow the queue without end:
+		// past four times the bound the oldest records go, and are counted.
+		dropped := 0
+		for l.queued > 4*maxQueuedBytes && len(l.queue) > 0 {
+			l.queued -= len(l.queue[0])
+			l.queue = l.queue[1:]
+			dropped++
+		}
 		l.mu.Unlock()
+		if dropped > 0 {
+			l.log.Error("audit: records dropped while the log cannot be written", "dropped", dropped, "error", err)
+		}
 		if !l.failing {
 			l.log.Warn("audit: write failed; records stay queued", "dir", l.opts.Dir, "error", err)
 		}
@@ -314,6 +343,9 @@ func (l *Log) commit() error {
 }
 
 func (l *Log) write(batch [][]byte) error {
+	if l.pg != nil {
+		return l.pg.write(batch)
+	}
 	f, st, _, err := l.file.Lock()
 	if err != nil {
 		return err
@@ -399,7 +431,7 @@ func (l *Log) Flush() error {
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if !l.wrote {
+	if !l.wrote || l.pg != nil { // a committed insert is durable
 		return nil
 	}
 	f, _, _, err := l.file.Lock()
@@ -425,5 +457,9 @@ func (l *Log) Close() error {
 	err := l.Flush()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if l.pg != nil {
+		l.pg.close()
+		return err
+	}
 	return errors.Join(err, l.file.Close())
 }
