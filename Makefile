@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 RUN_ARGS    ?= --http 127.0.0.1:8080
 PKGS        := ./...
 
-.PHONY: all build run test fmt-check vet lint unit bench e2e e2e-deps clean
+.PHONY: all build run test fmt-check vet lint unit e2e-deps pg-setup bench e2e clean
 
 all: build
 
@@ -38,8 +38,13 @@ lint:
 e2e-deps:
 	bash e2e/setup.sh >/dev/null
 
-unit: e2e-deps
+# The PostgreSQL store's tests run a throw-away cluster of Debian's
+# postgresql (installed here when missing; needs root for apt-get).
+unit: e2e-deps pg-setup
 	$(GO) test -race -count=1 $(PKGS)
+
+pg-setup:
+	bash internal/pgtest/setup.sh
 
 e2e:
 	bash e2e/run.sh

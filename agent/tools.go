@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
 )
@@ -77,6 +78,9 @@ func (m *Module) runSubagent(ctx context.Context, tc *registry.ToolContext, in S
 		conn.SessionKey = "temp/" + randomHex(4)
 	case "inherit":
 	default:
+		if err := a.checkSession(parent, s); err != nil {
+			return SubagentResult{}, err
+		}
 		conn.SessionKey = s
 	}
 	if err := a.app.Resolve(ctx, &conn); err != nil {
@@ -143,6 +147,24 @@ func (m *Module) runSubagent(ctx context.Context, tc *registry.ToolContext, in S
 	return out, nil
 }
 
+// checkSession refuses a session id the caller's profile may not use
+// ([profiles.<name>] sessions), so a client cannot read, reset or append
+// to another profile's session through the agent.
+func (a *Agent) checkSession(caller *providers.Connection, id string) error {
+	if id == caller.SessionKey || strings.HasPrefix(id, caller.SessionKey+"/") {
+		return nil // the caller's own session and those derived from it
+	}
+	p, err := a.app.Profile(caller.Profile)
+	if err != nil {
+		return registry.NewError(registry.KindConfig, err.Error(), nil)
+	}
+	if p.SessionAllowed(id) {
+		return nil
+	}
+	return registry.NewError(registry.KindInvalidInput, fmt.Sprintf("session %q is outside what profile %q may use: %s; widen [profiles.%s] sessions to allow it.",
+		id, p.Name, p.SessionScope(), p.Name), nil)
+}
+
 // AgentRunIn are agent_run's arguments.
 type AgentRunIn struct {
 	Prompt    string `json:"prompt" jsonschema_description:"What the agent should do."`
@@ -170,6 +192,9 @@ func (m *Module) runAgent(ctx context.Context, tc *registry.ToolContext, in Agen
 	conn := *tc.Conn
 	conn.Transport = "agent"
 	if s := strings.TrimSpace(in.SessionID); s != "" {
+		if err := a.checkSession(tc.Conn, s); err != nil {
+			return Result{}, err
+		}
 		conn.SessionKey = s
 	}
 	if err := a.app.Resolve(ctx, &conn); err != nil {

@@ -76,7 +76,7 @@ func TestAgentRunOverMCP(t *testing.T) {
 		fakemodel.Reply{Calls: []call{{Name: "fs_write", Arguments: `{"path":"mcp.txt","content":"from mcp"}`}}},
 		fakemodel.Reply{Text: "Wrote mcp.txt."},
 	))
-	f := newFixture(t, fixtureOpts{url: srv.URL, profileTOML: "[profiles.default]\nagent = true\n[profiles.plain]\n"})
+	f := newFixture(t, fixtureOpts{url: srv.URL, profileTOML: "[profiles.default]\nagent = true\nsessions = [\"mcp:*\"]\n[profiles.plain]\n"})
 	ts := serveMCP(t, f)
 
 	for _, version := range []string{mcp.ProtocolVersion20251125, mcp.LATEST_PROTOCOL_VERSION} {
@@ -134,6 +134,66 @@ func TestAgentRunOverMCP(t *testing.T) {
 	defer mu.Unlock()
 	if diff := cmp.Diff([]string{"step 1", "step 1: calling fs_write", "step 2", "done"}, progress); diff != "" {
 		t.Errorf("progress messages (-want +got):\n%s", diff)
+	}
+}
+
+// TestSessionScope checks that agent_run and subagent refuse session ids
+// outside the caller's profile's sessions, before anything is written.
+func TestSessionScope(t *testing.T) {
+	srv := fakemodel.NewOpenAI(t, fakemodel.Replies(t,
+		fakemodel.Reply{Calls: []call{
+			{ID: "s1", Name: "subagent", Arguments: `{"prompt":"x","session":"mcp:other"}`},
+		}},
+		fakemodel.Reply{Calls: []call{{ID: "s2", Name: "subagent", Arguments: `{"prompt":"y","session":"test:session/notes"}`}}},
+		fakemodel.Reply{Text: "derived answer"},
+		fakemodel.Reply{Text: "parent done"},
+	))
+	f := newFixture(t, fixtureOpts{url: srv.URL, profileTOML: "[profiles.default]\nagent = true\n"})
+	ts := serveMCP(t, f)
+	c := dialMCP(t, ts.URL+"/mcp", mcp.LATEST_PROTOCOL_VERSION)
+
+	tests := []struct{ session, wantErr string }{
+		{"mcp:other", `session "mcp:other" is outside what profile "default" may use: "mcp:default" and "mcp:default/*" (the default); widen [profiles.default] sessions to allow it.`},
+		{"temp/0000", `session "temp/0000" is outside`},
+	}
+	for _, tt := range tests {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "agent_run"
+		req.Params.Arguments = map[string]any{"prompt": "p", "session_id": tt.session}
+		res, err := c.CallTool(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := ""
+		if len(res.Content) > 0 {
+			if tc, ok := res.Content[0].(mcp.TextContent); ok {
+				text = tc.Text
+			}
+		}
+		if !res.IsError || !strings.Contains(text, tt.wantErr) {
+			t.Errorf("agent_run session_id=%s = %v %q; want an error containing %q", tt.session, res.IsError, text, tt.wantErr)
+		}
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Errorf("refused agent_run calls reached the model %d times", n)
+	}
+
+	// In a turn: a subagent on another session is refused, one on a
+	// session derived from the caller's runs.
+	res, err := f.agent.Run(t.Context(), &agent.Turn{Conn: f.conn, Prompt: "delegate"})
+	if err != nil || res.Text != "parent done" {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	reqs := srv.Requests()
+	if got := fakemodel.OpenAIMessages(reqs[1])[3].Content; !strings.Contains(got, `outside what profile`) {
+		t.Errorf("subagent on mcp:other returned %s", got)
+	}
+	if got := fmt.Sprint(fakemodel.OpenAIMessages(reqs[3])); !strings.Contains(got, "derived answer") {
+		t.Errorf("subagent on test:session/notes: parent's next request %s", got)
+	}
+	files, _ := filepath.Glob(filepath.Join(f.home, "tapes", "*.jsonl"))
+	if len(files) != 2 {
+		t.Errorf("tapes = %v; want the caller's and test:session/notes's, none for mcp:other", files)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/bubbuild/bub-mcp/audit"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/providers"
@@ -65,6 +66,8 @@ type App struct {
 	cfg       *config.Config
 	reg       *registry.Registry
 	store     *sessions.Store
+	audit     *audit.Log         // nil when [audit] enabled = false
+	replica   string             // "" on a file store
 	exec      *registry.Executor // direct and command calls: rendered
 	nested    *registry.Executor // run_code's calls: same hooks, unrendered
 	chain     *providers.Chain
@@ -153,8 +156,15 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	if tools.MaxConcurrency < 0 {
 		return nil, o.Config.Fail("must be >= 0", "tools", "max_concurrency")
 	}
+	so := &sessions.Options{CommitInterval: o.Config.Server.AuditCommitInterval.Duration, Logger: o.Logger}
+	if err := storeOptions(o.Config, o.Getenv, so); err != nil {
+		return nil, err
+	}
+	if so.PostgresDSN != "" {
+		a.replica = replicaName(o.Getenv)
+	}
 	var serr error
-	if a.store, serr = sessions.Open(o.Home, &sessions.Options{CommitInterval: o.Config.Server.AuditCommitInterval.Duration, Logger: o.Logger}); serr != nil {
+	if a.store, serr = sessions.Open(o.Home, so); serr != nil {
 		return nil, fmt.Errorf("app: %w", serr)
 	}
 	defer func() {
@@ -164,6 +174,9 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 			}
 		}
 	}()
+	if a.audit, err = openAudit(o.Config, a.store.Home(), so.PostgresDSN, &o); err != nil {
+		return nil, err
+	}
 	if err := a.loadModules(ctx, o.Modules); err != nil {
 		return nil, err
 	}
@@ -327,6 +340,20 @@ func (a *App) Registry() *registry.Registry { return a.reg }
 
 // Store returns the session store.
 func (a *App) Store() *sessions.Store { return a.store }
+
+// Replica names this process among the replicas sharing its session
+// store ($BUB_REPLICA, else the host name); "" on a file store, where
+// there are no replicas. Replica-local things (background shells) carry
+// it in their ids.
+func (a *App) Replica() string { return a.replica }
+
+// AuditDir is where the audit log is written, "" when it is turned off.
+func (a *App) AuditDir() string {
+	if a.audit == nil {
+		return ""
+	}
+	return a.audit.Dir()
+}
 
 // Home returns $BUB_HOME.
 func (a *App) Home() string { return a.home }
@@ -522,6 +549,11 @@ func (a *App) Close() error {
 	if a.store != nil {
 		if err := a.store.Close(); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if a.audit != nil {
+		if err := a.audit.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("app: audit log: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -1,87 +1,90 @@
 package app
 
 import (
-	"bytes"
-	"encoding/json"
+	"path/filepath"
+	"time"
 
+	"github.com/bubbuild/bub-mcp/audit"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
-// The audit trail's entries are Bub's tool_call/tool_result pairs. Their
-// fields are declared in the order encoding/json gives a map's keys
-// (sorted), so the lines match what earlier versions wrote.
-
-type auditMetaEntry struct {
-	Client    string `json:"client,omitempty"`
-	Principal string `json:"principal,omitempty"`
-	Profile   string `json:"profile"`
-	RunID     string `json:"run_id"`
-	Transport string `json:"transport"`
+// auditConfig is the [audit] table. Defaults live in package audit; the
+// commit interval is [server] audit_commit_interval.
+type auditConfig struct {
+	// Enabled turns the audit log off when false; nil means on.
+	Enabled      *bool `toml:"enabled"`
+	MaxArgBytes  int   `toml:"max_arg_bytes"`
+	MaxFileBytes int64 `toml:"max_file_bytes"`
+	KeepFiles    int   `toml:"keep_files"`
+	KeepDays     int   `toml:"keep_days"`
+	Sync         bool  `toml:"sync"`
+	// Store is "file" (the default, home/audit) or "postgres" (the
+	// [store] database, one log for all replicas).
+	Store string `toml:"store"`
 }
 
-type auditFunction struct {
-	Arguments json.RawMessage `json:"arguments"`
-	Name      string          `json:"name"`
-}
-
-type auditCallEntry struct {
-	Function auditFunction `json:"function"`
-	ID       string        `json:"id"`
-	Type     string        `json:"type"`
-}
-
-type auditResultEntry struct {
-	CallID    string `json:"call_id"`
-	ElapsedMS int64  `json:"elapsed_ms"`
-	Output    string `json:"output"`
-	Status    string `json:"status"`
-}
-
-// encode writes v as one tape payload: HTML escaping off, as tape lines
-// are, and no trailing newline.
-func encode(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return []byte("{}") // only unencodable Go values fail; ours are strings
+// openAudit decodes [audit] and opens the log under home/audit (or in
+// the [store] database, pgDSN), or returns nil when it is turned off.
+func openAudit(cfg *config.Config, home, pgDSN string, o *Options) (*audit.Log, error) {
+	var ac auditConfig
+	if err := cfg.Decode("audit", &ac); err != nil {
+		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-}
-
-// auditMeta encodes a call's meta: run id, transport, profile, and the
-// principal and client when known.
-func auditMeta(conn *providers.Connection, runID string) []byte {
-	m := auditMetaEntry{Principal: conn.Principal, Profile: conn.Profile, RunID: runID, Transport: conn.Transport}
-	if conn.ClientName != "" {
-		m.Client = conn.ClientName + "/" + conn.ClientVersion
+	if ac.Enabled != nil && !*ac.Enabled {
+		return nil, nil
 	}
-	return encode(m)
-}
-
-// auditCall encodes a tool_call payload: one function call with the
-// arguments as given (arguments that are not JSON are kept as a string
-// rather than lost).
-func auditCall(callID, name string, args json.RawMessage) []byte {
 	switch {
-	case len(bytes.TrimSpace(args)) == 0:
-		args = json.RawMessage("{}")
-	case !json.Valid(args):
-		args, _ = json.Marshal(string(args))
+	case ac.MaxArgBytes < 0:
+		return nil, cfg.Fail("must be >= 0 (0 means the default, 4096)", "audit", "max_arg_bytes")
+	case ac.MaxFileBytes < 0:
+		return nil, cfg.Fail("must be >= 0 (0 means the default, 64 MiB)", "audit", "max_file_bytes")
+	case ac.KeepFiles < -1:
+		return nil, cfg.Fail("must be >= -1 (-1 keeps every file)", "audit", "keep_files")
+	case ac.KeepDays < -1:
+		return nil, cfg.Fail("must be >= -1 (-1 keeps files of any age)", "audit", "keep_days")
 	}
-	return encode(struct {
-		Calls []auditCallEntry `json:"calls"`
-	}{[]auditCallEntry{{Function: auditFunction{Arguments: args, Name: name}, ID: callID, Type: "function"}}})
+	dsn := ""
+	switch ac.Store {
+	case "", "file":
+	case "postgres":
+		if pgDSN == "" {
+			return nil, cfg.Fail(`store = "postgres" needs [store] kind = "postgres"`, "audit", "store")
+		}
+		dsn = pgDSN
+	default:
+		return nil, cfg.Fail(`unknown audit store "`+ac.Store+`" (known: "file", "postgres")`, "audit", "store")
+	}
+	return audit.Open(audit.Options{
+		PostgresDSN: dsn,
+		Dir:         filepath.Join(home, "audit"), MaxArgBytes: ac.MaxArgBytes, MaxFileBytes: ac.MaxFileBytes,
+		KeepFiles: ac.KeepFiles, KeepDays: ac.KeepDays, Sync: ac.Sync,
+		CommitInterval: cfg.Server.AuditCommitInterval.Duration, Logger: o.Logger,
+	})
 }
 
-// auditResult encodes a tool_result payload.
-func auditResult(callID string, res *registry.Result) []byte {
-	status := "ok"
-	if res.Err != nil {
-		status = "error"
+// record writes one call to the audit log, when there is one.
+func (a *App) record(conn *providers.Connection, req *Request, tool string, tc *registry.ToolContext, start time.Time, res *registry.Result) {
+	if a.audit == nil {
+		return
 	}
-	return encode(struct {
-		Results []auditResultEntry `json:"results"`
-	}{[]auditResultEntry{{CallID: callID, ElapsedMS: res.Duration.Milliseconds(), Output: res.Output(), Status: status}}})
+	r := audit.Record{
+		Time: start, Principal: conn.Principal, Profile: conn.Profile, Transport: conn.Transport,
+		Session: conn.SessionKey, Mode: req.Mode.String(), Tool: tool, Args: req.Args,
+		Outcome: "ok", Duration: res.Duration,
+	}
+	if conn.ClientName != "" {
+		r.Client = conn.ClientName + "/" + conn.ClientVersion
+	}
+	if tc != nil {
+		r.RunID = tc.RunID
+	}
+	if res.Duration == 0 {
+		r.Duration = time.Since(start)
+	}
+	if res.Err != nil {
+		r.Outcome, r.ErrorKind, r.Error = "error", string(res.Err.Kind), res.Err.Message
+	}
+	a.audit.Record(r)
 }

@@ -1,86 +1,125 @@
-package app
+package app_test
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
-	"time"
 
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/audit"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/providers"
-	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
 
-// encodeMap is how the audit entries used to be written: maps through
-// encoding/json, HTML escaping off, as tape lines are.
-func encodeMap(t *testing.T, v any) string {
+// auditLines reads $home/audit/audit.jsonl.
+func auditLines(t *testing.T, home string) []map[string]any {
 	t.Helper()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	f, err := os.Open(filepath.Join(home, "audit", audit.FileName))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return string(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("audit line is not JSON: %v: %s", err, sc.Text())
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
-func TestAuditEncoding(t *testing.T) {
+func TestCallsAreAudited(t *testing.T) {
+	t.Parallel()
+	a, home := newApp(t, "[probe]\ngreeting = \"audit\"\n[profiles.default]\ndeny = [\"big\"]\n[audit]\nmax_arg_bytes = 16\n")
+	ctx := t.Context()
+	conn := &providers.Connection{Transport: "cli", Principal: "alice", ClientName: "test", ClientVersion: "1"}
+	if err := a.Resolve(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	a.Call(ctx, conn, app.Request{Tool: "probe_whoami"})
+	a.Call(ctx, conn, app.Request{Tool: "big", Args: json.RawMessage(`{"n":3}`)})                                      // refused: not in the View
+	a.Call(ctx, conn, app.Request{Tool: "big", Args: json.RawMessage(`{"n":"00000000000000003"}`), Mode: app.Command}) // cut
+	a.Call(ctx, conn, app.Request{Tool: "probe_whoami", NoAudit: true})
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	type rec struct{ Tool, Mode, Outcome, ErrorKind, Args string }
+	var got []rec
+	for _, m := range auditLines(t, home) {
+		if m["principal"] != "alice" || m["client"] != "test/1" || m["transport"] != "cli" || m["profile"] != "default" || m["session"] != "mcp:default" {
+			t.Errorf("who = %v", m)
+		}
+		if _, ok := m["time"].(string); !ok {
+			t.Errorf("no time: %v", m)
+		}
+		if _, ok := m["duration_ms"].(float64); !ok {
+			t.Errorf("no duration: %v", m)
+		}
+		args, _ := json.Marshal(m["args"])
+		ek, _ := m["error_kind"].(string)
+		got = append(got, rec{m["tool"].(string), m["mode"].(string), m["outcome"].(string), ek, string(args)})
+	}
+	want := []rec{
+		{"probe_whoami", "direct", "ok", "", `{}`},
+		{"big", "direct", "error", "not_found", `{"n":3}`},
+		{"big", "command", "ok", "", `"{\"n\":\"0000000000…[cut: 16 of 25 bytes]"`},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audit log (-want +got):\n%s", diff)
+	}
+}
+
+func TestAuditConfig(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
-		name string
-		conn providers.Connection
-		args string
-		res  registry.Result
+		name, src, wantErr string
+		wantDir            bool
 	}{
-		{"plain", providers.Connection{Transport: "stdio", Profile: "default"}, `{"message":"hello"}`, registry.Result{Text: "Echo: hello", Duration: 3 * time.Millisecond}},
-		{"client and principal", providers.Connection{Transport: "http", Profile: "ro", Principal: "ci", ClientName: "claude \"desk\"", ClientVersion: "1.0"}, "{\n  \"path\": \"a<b>&c\"\n}", registry.Result{Text: "line1\nline2\t\u2028 <html> é"}},
-		{"no args", providers.Connection{Transport: "cli", Profile: "p"}, ``, registry.Result{Err: &registry.Error{Kind: registry.KindTool, Message: "boom"}}},
-		{"nested args", providers.Connection{Transport: "agent", Profile: "p"}, `{"a":[1, 2.5e3, {"b": null}], "c": "\u00e9\n"}`, registry.Result{Text: ""}},
+		{"default on", "", "", true},
+		{"off", "[audit]\nenabled = false\n", "", false},
+		{"negative arg bytes", "[audit]\nmax_arg_bytes = -1\n", "max_arg_bytes", false},
+		{"negative file bytes", "[audit]\nmax_file_bytes = -5\n", "max_file_bytes", false},
+		{"keep files", "[audit]\nkeep_files = -2\n", "keep_files", false},
+		{"keep days", "[audit]\nkeep_days = -3\n", "keep_days", false},
+		{"unknown key", "[audit]\npath = \"x\"\n", "audit.path", false},
+		{"unknown store", "[audit]\nstore = \"s3\"\n", `audit.store: unknown audit store "s3"`, false},
+		{"postgres without [store]", "[audit]\nstore = \"postgres\"\n", `audit.store: store = "postgres" needs [store] kind = "postgres"`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			runID := "stdio-7"
-			meta := map[string]any{"run_id": runID, "transport": tt.conn.Transport, "profile": tt.conn.Profile}
-			if tt.conn.Principal != "" {
-				meta["principal"] = tt.conn.Principal
+			cfg, err := config.Parse("test.toml", tt.src, func(string) string { return "" })
+			if err != nil {
+				t.Fatal(err)
 			}
-			if tt.conn.ClientName != "" {
-				meta["client"] = tt.conn.ClientName + "/" + tt.conn.ClientVersion
+			home := t.TempDir()
+			a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: testRegistry(), Modules: []string{"test.probe"}, Home: home, Workspace: t.TempDir()})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("New = %v; want an error naming %s", err, tt.wantErr)
+				}
+				return
 			}
-			var args any = json.RawMessage(tt.args)
-			if tt.args == "" {
-				args = map[string]any{}
+			if err != nil {
+				t.Fatal(err)
 			}
-			call := map[string]any{"calls": []any{map[string]any{"id": runID, "type": "function", "function": map[string]any{"name": "fs_read", "arguments": args}}}}
-			status := "ok"
-			if tt.res.Err != nil {
-				status = "error"
+			conn := &providers.Connection{Transport: "cli"}
+			a.Resolve(t.Context(), conn)
+			a.Call(t.Context(), conn, app.Request{Tool: "probe_whoami"})
+			a.Close()
+			_, serr := os.Stat(filepath.Join(home, "audit", audit.FileName))
+			if got := serr == nil; got != tt.wantDir {
+				t.Errorf("audit log exists = %v; want %v (%v)", got, tt.wantDir, serr)
 			}
-			result := map[string]any{"results": []any{map[string]any{"call_id": runID, "output": tt.res.Output(), "status": status, "elapsed_ms": tt.res.Duration.Milliseconds()}}}
-
-			got := []string{
-				string(auditMeta(&tt.conn, runID)),
-				string(auditCall(runID, "fs_read", json.RawMessage(tt.args))),
-				string(auditResult(runID, &tt.res)),
-			}
-			want := []string{encodeMap(t, meta), encodeMap(t, call), encodeMap(t, result)}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("encoding differs (-maps +direct):\n%s", diff)
+			if (a.AuditDir() != "") != tt.wantDir {
+				t.Errorf("AuditDir = %q", a.AuditDir())
 			}
 		})
-	}
-}
-
-func TestAuditCallKeepsArgumentsThatAreNotJSON(t *testing.T) {
-	got := auditCall("cli-1", "bash", json.RawMessage(`{"command": "ls`))
-	var v struct {
-		Calls []struct {
-			Function struct{ Arguments string }
-		}
-	}
-	if err := json.Unmarshal(got, &v); err != nil {
-		t.Fatalf("entry is not JSON: %v\n%s", err, got)
-	}
-	if v.Calls[0].Function.Arguments != `{"command": "ls` {
-		t.Errorf("arguments = %q", v.Calls[0].Function.Arguments)
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
-	"github.com/bubbuild/bub-mcp/sessions"
 	"github.com/bubbuild/bub-mcp/telemetry"
 )
 
@@ -65,9 +65,9 @@ type Request struct {
 	// means the connection's own. A subagent shares its parent's
 	// environment (shells, code runner), as Bub's does.
 	EnvSession string
-	// NoAudit leaves the call off the session's audit trail: the agent
-	// loop records each model step itself, with the model's call ids, as
-	// Bub does.
+	// NoAudit leaves the call out of the audit log: the agent loop
+	// records each model step on the tape itself, with the model's call
+	// ids, as Bub does, and its agent_run call is audited.
 	NoAudit bool
 
 	parent *registry.ToolContext // Nested: the run_code call
@@ -76,17 +76,27 @@ type Request struct {
 // Call runs one call for a resolved connection: the tool is found as the
 // mode says, the session and Environment are resolved once, and the call
 // goes through the executor (validation, hooks, handler, rendering,
-// spill). Direct and Command calls are appended to the session's tape as
-// an audit trail (group-committed, off the hot path) unless NoAudit is
-// set. It never panics; every failure is in Result.Err.
+// spill). Direct and Command calls, refused ones included, are written to
+// the audit log (group-committed, off the hot path) unless NoAudit is set;
+// the session's tape is left to what Bub records there. It never panics;
+// every failure is in Result.Err.
 func (a *App) Call(ctx context.Context, conn *providers.Connection, req Request) registry.Result {
+	start := time.Now()
 	tool, view, rerr := a.lookup(ctx, conn, &req)
 	if rerr != nil {
-		return registry.Result{Tool: req.Tool, Args: req.Args, Err: rerr}
+		res := registry.Result{Tool: req.Tool, Args: req.Args, Err: rerr}
+		if req.Mode != Nested && !req.NoAudit {
+			a.record(conn, &req, req.Tool, nil, start, &res)
+		}
+		return res
 	}
 	tc, perr := a.toolContext(ctx, conn, view, &req)
 	if perr != nil {
-		return registry.Result{Tool: tool.Name, Err: perr}
+		res := registry.Result{Tool: tool.Name, Err: perr}
+		if req.Mode != Nested && !req.NoAudit {
+			a.record(conn, &req, tool.ModelName(), nil, start, &res)
+		}
+		return res
 	}
 	c := registry.Call{Tool: tool.Name, Args: req.Args, Decoded: req.Decoded, Context: tc, Lax: req.Mode == Command}
 	if req.Mode == Nested {
@@ -97,13 +107,10 @@ func (a *App) Call(ctx context.Context, conn *providers.Connection, req Request)
 		span.End(nestedOutcome(&res))
 		return res
 	}
-	if req.NoAudit {
-		return a.exec.CallTool(ctx, tool, c)
-	}
-	meta := auditMeta(conn, tc.RunID)
-	a.audit(ctx, tc.Session, sessions.KindToolCall, auditCall(tc.RunID, tool.ModelName(), req.Args), meta)
 	res := a.exec.CallTool(ctx, tool, c)
-	a.audit(ctx, tc.Session, sessions.KindToolResult, auditResult(tc.RunID, &res), meta)
+	if !req.NoAudit {
+		a.record(conn, &req, tool.ModelName(), tc, start, &res)
+	}
 	return res
 }
 
@@ -176,14 +183,6 @@ func (a *App) toolContext(ctx context.Context, conn *providers.Connection, view 
 		tc.Tools = &viewTools{a: a, conn: conn, view: view, tc: tc}
 	}
 	return tc, nil
-}
-
-// audit appends one audit entry, logging (not failing the call) when the
-// tape cannot take it.
-func (a *App) audit(ctx context.Context, sess *sessions.Session, kind string, payload, meta []byte) {
-	if err := sess.Tape().AppendAsyncJSON(kind, payload, meta); err != nil {
-		a.log.WarnContext(ctx, "app.audit.failed", "error", err)
-	}
 }
 
 // viewTools is ToolContext.Tools: the caller's View, whose code tools are

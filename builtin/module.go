@@ -53,6 +53,7 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	if err := m.applyEnv(a.Getenv); err != nil {
 		return err
 	}
+	m.shells.replica = a.Replica()
 	for _, t := range m.Tools() {
 		if err := a.RegisterTool(t); err != nil {
 			return fmt.Errorf("builtin: %w", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,11 @@ func (s *shell) finished() bool {
 // is found closed (its Close killed the shells), or when the module is
 // cleaned up. The zero value is ready to use.
 type shellTable struct {
+	// replica names this process among replicas sharing a store; it is
+	// appended to shell ids ("bash-1a2b3c4d@r1") so a call that reaches
+	// another replica says where the shell lives. "" on a file store.
+	replica string
+
 	mu     sync.Mutex
 	seq    uint64
 	envs   map[environment.Environment]map[string]*shell
@@ -64,8 +70,16 @@ type shellTable struct {
 }
 
 // errUnknownShell is the not_found error for a shell id this environment
-// does not know (never started, or already reaped).
-func errUnknownShell(id string) *registry.Error {
+// does not know (never started, or already reaped), or that another
+// replica started: background shells stay on the replica that ran them.
+func (t *shellTable) errUnknownShell(id string) *registry.Error {
+	if i := strings.LastIndexByte(id, '@'); i >= 0 && id[i+1:] != t.replica {
+		here := t.replica
+		if here == "" {
+			here = "(none: this process has no replica name)"
+		}
+		return fail(registry.KindNotFound, "shell %s lives on replica %s, and this is replica %s: background shells stay where they were started; route this client to one replica (sticky sessions) to use them across calls", id, id[i+1:], here)
+	}
 	return fail(registry.KindNotFound, "unknown shell id: %s", id)
 }
 
@@ -129,7 +143,7 @@ func (t *shellTable) add(env environment.Environment, s *shell) error {
 		}
 	}
 	for {
-		s.id = newShellID()
+		s.id = newShellID(t.replica)
 		if _, taken := m[s.id]; !taken {
 			break
 		}
@@ -142,14 +156,14 @@ func (t *shellTable) add(env environment.Environment, s *shell) error {
 
 func (t *shellTable) get(env environment.Environment, id string) (*shell, error) {
 	if !reflect.ValueOf(env).Comparable() {
-		return nil, errUnknownShell(id)
+		return nil, t.errUnknownShell(id)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s, ok := t.envs[env][id]; ok {
 		return s, nil
 	}
-	return nil, errUnknownShell(id)
+	return nil, t.errUnknownShell(id)
 }
 
 // remove forgets a shell; its output is gone afterwards.
@@ -194,10 +208,14 @@ func (t *shellTable) close() {
 	}
 }
 
-func newShellID() string {
+func newShellID(replica string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return "bash-" + hex.EncodeToString(b[:])
+	id := "bash-" + hex.EncodeToString(b[:])
+	if replica != "" {
+		id += "@" + replica
+	}
+	return id
 }
 
 // start runs command through env's shell in its own process group and

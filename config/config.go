@@ -105,6 +105,65 @@ type Profile struct {
 	// Providers name registered providers (package providers) that
 	// prepare the profile's tools; they run in registration order.
 	Providers []string `toml:"providers"`
+	// Sessions are the session ids the profile's clients may name (to
+	// agent_run and subagent), as patterns where '*' matches any run of
+	// characters ('/' included) and '?' one character; empty means the
+	// profile's own session and those derived from it ("<own>/...").
+	Sessions []string `toml:"sessions"`
+}
+
+// SessionAllowed reports whether the profile's clients may use the session
+// id: its own session always, else as Sessions says.
+func (p *Profile) SessionAllowed(id string) bool {
+	own := p.SessionKey()
+	if id == own {
+		return true
+	}
+	if len(p.Sessions) == 0 {
+		return strings.HasPrefix(id, own+"/")
+	}
+	for _, pat := range p.Sessions {
+		if wildcard(pat, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// SessionScope describes what SessionAllowed accepts, for error messages.
+func (p *Profile) SessionScope() string {
+	if len(p.Sessions) == 0 {
+		return fmt.Sprintf("%q and %q (the default)", p.SessionKey(), p.SessionKey()+"/*")
+	}
+	return fmt.Sprintf("%q", p.Sessions)
+}
+
+// wildcard matches s against a pattern in which '*' stands for any run of
+// characters and '?' for one; everything else matches itself. It backtracks
+// only to the last '*', so it is linear in practice.
+func wildcard(pattern, s string) bool {
+	p, n := []rune(pattern), []rune(s)
+	pi, ni, star, mark := 0, 0, -1, 0
+	for ni < len(n) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == n[ni]):
+			pi++
+			ni++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, ni
+			pi++
+		case star >= 0:
+			pi = star + 1
+			mark++
+			ni = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
 }
 
 // Scope is the profile's tool scope.
@@ -256,6 +315,11 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 		}
 		if err := providers.CheckGlobs(p.Deny); err != nil {
 			return nil, fail(err.Error(), "profiles", pname, "deny")
+		}
+		for _, pat := range p.Sessions {
+			if strings.TrimSpace(pat) == "" {
+				return nil, fail("empty session pattern", "profiles", pname, "sessions")
+			}
 		}
 	}
 	dir := ""

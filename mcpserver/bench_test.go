@@ -24,7 +24,7 @@ import (
 )
 
 // BenchmarkStdioEcho serves an echo tool over in-process pipes, as bub-mcp
-// (host, audit tape, views, validation) and as a plain mcp-go StdioServer,
+// (host, audit log, views, validation) and as a plain mcp-go StdioServer,
 // and makes calls with a window of w outstanding requests. It is the
 // process-free counterpart of internal/bench's BenchmarkEcho: ns/op and
 // allocs/op include the client's small share (writing requests, reading

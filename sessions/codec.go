@@ -119,29 +119,11 @@ var errBlankLine = errors.New("sessions: blank tape line")
 // kind and an object payload; meta defaults to {}, and a missing date falls
 // back to a numeric "timestamp". It never panics on any input.
 func parseLine(line []byte) (Entry, error) {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
-		return Entry{}, errBlankLine
+	raw, id, kind, err := parseHeader(line)
+	if err != nil {
+		return Entry{}, err
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(line, &raw); err != nil {
-		return Entry{}, fmt.Errorf("sessions: invalid tape line: %w", err)
-	}
-	if raw == nil {
-		return Entry{}, errors.New("sessions: invalid tape line: not an object")
-	}
-	var e Entry
-	id, err := strconv.ParseInt(string(bytes.TrimSpace(raw["id"])), 10, 64)
-	if err != nil || int64(int(id)) != id {
-		return Entry{}, errors.New("sessions: invalid tape line: id is not an integer")
-	}
-	e.ID = int(id)
-	if err := json.Unmarshal(raw["kind"], &e.Kind); err != nil || !isJSONString(raw["kind"]) {
-		return Entry{}, errors.New("sessions: invalid tape line: kind is not a string")
-	}
-	if !isJSONObject(raw["payload"]) {
-		return Entry{}, errors.New("sessions: invalid tape line: payload is not an object")
-	}
+	e := Entry{ID: id, Kind: kind}
 	if e.Payload, err = decodeObject(raw["payload"]); err != nil {
 		return Entry{}, fmt.Errorf("sessions: invalid tape line: payload: %w", err)
 	}
@@ -166,6 +148,34 @@ func parseLine(line []byte) (Entry, error) {
 		e.Date = formatDate(time.Unix(0, 0))
 	}
 	return e, nil
+}
+
+// parseHeader checks a line's shape (an object with an integer id, a
+// string kind and an object payload) and returns its fields undecoded.
+func parseHeader(line []byte) (map[string]json.RawMessage, int, string, error) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return nil, 0, "", errBlankLine
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(line, &raw); err != nil {
+		return nil, 0, "", fmt.Errorf("sessions: invalid tape line: %w", err)
+	}
+	if raw == nil {
+		return nil, 0, "", errors.New("sessions: invalid tape line: not an object")
+	}
+	id, err := strconv.ParseInt(string(bytes.TrimSpace(raw["id"])), 10, 64)
+	if err != nil || int64(int(id)) != id {
+		return nil, 0, "", errors.New("sessions: invalid tape line: id is not an integer")
+	}
+	var kind string
+	if err := json.Unmarshal(raw["kind"], &kind); err != nil || !isJSONString(raw["kind"]) {
+		return nil, 0, "", errors.New("sessions: invalid tape line: kind is not a string")
+	}
+	if !isJSONObject(raw["payload"]) {
+		return nil, 0, "", errors.New("sessions: invalid tape line: payload is not an object")
+	}
+	return raw, int(id), kind, nil
 }
 
 func isJSONString(b json.RawMessage) bool {

@@ -19,6 +19,29 @@
 // Sessions whose id starts with "temp/" (throw-away subagents) are kept in
 // memory only: no file is ever written for them.
 //
+// # History-independent opening
+//
+// A tape keeps none of its entries in memory, only a summary of its file
+// (where its complete lines end, the highest id, counts, the last anchor,
+// the settings and the latest token usage), and a snapshot of that
+// summary beside it as <tape>.jsonl.idx. Opening a session reads the
+// snapshot, checks it still describes the file (its last line and last
+// anchor are where it says), and reads only what was appended after it;
+// without a valid snapshot one streaming pass rebuilds it. Readers stream
+// from the file: SinceLastAnchor from the last anchor onward, Search and
+// Anchors backwards from the end until they have what they need.
+//
+// # Several processes
+//
+// Several processes may share a $BUB_HOME (a server, `bub-mcp call`, the
+// agent). Every write takes an exclusive flock(2) on the tape, first reads
+// what others appended since (so ids continue after theirs: never a
+// duplicate), then writes. Every read, and every Settings call, checks the
+// file with one stat and folds in what others appended, so another
+// process's settings switch shows on the next tools/list. A reset by
+// another process (the file renamed or removed) is noticed the same way
+// and the new file read from its start. The file format stays Bub's JSONL.
+//
 // # Durability
 //
 // There are two ways to append, chosen by how much an entry is worth:
@@ -31,23 +54,19 @@
 //     them. Other entries written this way sit in the page cache until the
 //     kernel writes them back: an OS crash can lose the ones written since
 //     the last fsync.
-//   - [Tape.AppendAsync] is for the audit trail (loop events, timings). It
-//     only assigns the id and queues the encoded line; a single background
-//     goroutine per [Store] gathers the queued lines of every tape and
-//     writes each tape's batch with one write(2) every
+//   - [Tape.AppendAsync] is for bookkeeping (loop events, spill records).
+//     It only queues the entry; a single background goroutine per [Store]
+//     writes each tape's queue with one write(2) every
 //     [Options.CommitInterval] (group commit), fsyncing it only when
 //     [Options.SyncCommits] is set. A process crash can therefore lose at
-//     most the entries of the last commit interval.
+//     most the entries of the last commit interval. Ids are given when the
+//     queue is written, under the lock; a synchronous append or any read
+//     writes the queue first, so the file keeps id order.
 //
-// [Tape.Flush] and [Store.Close] write everything queued and fsync. Ids stay
-// monotonic across both paths, and the file keeps id order, because ids are
-// assigned under the tape's lock and a synchronous append writes the queued
-// lines ahead of its own.
+// [Tape.Flush] and [Store.Close] write everything queued and fsync.
 //
-// After a crash the last line may be torn. Opening such a tape skips the
-// torn line with a warning (it is never an error) and the next append
-// starts on a fresh line; ids continue after the last good entry.
-//
-// One process owns a $BUB_HOME at a time: the store keeps each tape in
-// memory and does not coordinate with other writers of the same files.
+// After a crash the last line may be torn. Opening such a tape warns about
+// it (it is never an error); the next append ends it with a newline, so it
+// is skipped as a line of its own, and ids continue after the last good
+// entry.
 package sessions

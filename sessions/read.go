@@ -1,28 +1,56 @@
 package sessions
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 )
 
-// Entries returns every entry of the tape, oldest first, including those
-// AppendAsync has not written yet.
+// Entries returns every entry of the tape, oldest first, streamed from
+// the file (entries queued by AppendAsync are written first). Lines that
+// do not parse are skipped, as they are when the tape is opened.
 func (t *Tape) Entries() []Entry {
-	t.mu.Lock()
-	rs := t.refsLocked(0, len(t.records))
-	t.mu.Unlock()
-	return t.entries(rs)
+	src, err := t.open()
+	if err != nil {
+		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
+		return nil
+	}
+	defer src.close()
+	return t.readRange(src, 0)
+}
+
+// readRange decodes the good lines of src from position from on.
+func (t *Tape) readRange(src *source, from int64) []Entry {
+	var out []Entry
+	err := src.forward(from, func(_, _ int64, line []byte) bool {
+		if e, err := parseLine(line); err == nil {
+			out = append(out, e)
+		}
+		return true
+	})
+	if err != nil {
+		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
+	}
+	return out
 }
 
 // SinceLastAnchor returns the entries strictly after the last anchor (all
 // of them when there is none): the part of the tape a new turn builds on.
+// It reads from the last anchor onward only, whatever came before.
 func (t *Tape) SinceLastAnchor() []Entry {
-	t.mu.Lock()
-	rs := t.refsLocked(t.last+1, len(t.records))
-	t.mu.Unlock()
-	return t.entries(rs)
+	src, err := t.open()
+	if err != nil {
+		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
+		return nil
+	}
+	defer src.close()
+	var from int64
+	if src.st.Anchor != nil {
+		from = src.st.Anchor.End
+	}
+	return t.readRange(src, from)
 }
 
 // ContextEntries returns what Bub feeds the model as history: the entries
@@ -52,32 +80,42 @@ type Anchor struct {
 const DefaultAnchorLimit = 20
 
 // Anchors returns the last limit anchors, oldest first (limit <= 0 means
-// DefaultAnchorLimit). An anchor without a name is reported as "-", and one
-// without state gets an empty map, as Bub does.
+// DefaultAnchorLimit), scanning the file backwards from its end until it
+// has them. An anchor without a name is reported as "-", and one without
+// state gets an empty map, as Bub does.
 func (t *Tape) Anchors(limit int) []Anchor {
 	if limit <= 0 {
 		limit = DefaultAnchorLimit
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	src, err := t.open()
+	if err != nil {
+		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
+		return nil
+	}
+	defer src.close()
 	var out []Anchor
-	for i := len(t.records) - 1; i >= 0 && len(out) < limit; i-- {
-		if t.kindOf(i) != KindAnchor {
-			continue
+	err = src.backward(func(_, _ int64, line []byte) bool {
+		if !bytes.Contains(line, []byte(`"anchor"`)) {
+			return true // cheap: most lines are not anchors
 		}
-		r := t.live[i] // anchors stay in memory
-		a := Anchor{ID: r.ID, Name: "-", State: map[string]any{}, Date: r.Date}
-		if v, ok := r.Payload["name"]; ok && v != nil {
+		e, err := parseLine(line)
+		if err != nil || e.Kind != KindAnchor {
+			return true
+		}
+		a := Anchor{ID: e.ID, Name: "-", State: map[string]any{}, Date: e.Date}
+		if v, ok := e.Payload["name"]; ok && v != nil {
 			a.Name = fmt.Sprint(v)
 		}
-		if st, ok := r.Payload["state"].(map[string]any); ok {
+		if st, ok := e.Payload["state"].(map[string]any); ok {
 			a.State = st
 		}
 		out = append(out, a)
+		return len(out) < limit
+	})
+	if err != nil {
+		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.Reverse(out)
 	return out
 }
 
@@ -129,25 +167,30 @@ func (i Info) String() string {
 // tokens from prompt_tokens_details / input_tokens_details (cached_tokens
 // or cache_read_input_tokens), else a top-level cached_tokens or
 // cache_read_input_tokens; nil unless both are known and prompt > 0.
-// That usage is tracked as entries are added, so Info reads no file.
+// All of it is kept in the tape's summary, so Info reads no history.
 func (t *Tape) Info() Info {
+	if err := t.refresh(); err != nil {
+		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
+	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	st := t.st
+	t.mu.Unlock()
 	info := Info{
 		Name:                   t.name,
-		Entries:                len(t.records),
-		Anchors:                t.anchors,
-		EntriesSinceLastAnchor: len(t.records) - t.last - 1,
+		Entries:                st.Entries,
+		Anchors:                st.Anchors,
+		EntriesSinceLastAnchor: st.Entries,
 	}
-	if t.last >= 0 {
-		if v, ok := t.live[t.last].Payload["name"]; ok && v != nil {
-			info.LastAnchor = fmt.Sprint(v)
+	if a := st.Anchor; a != nil {
+		info.EntriesSinceLastAnchor = st.Entries - a.Entries
+		if a.HasName {
+			info.LastAnchor = a.Name
 		}
 	}
-	if t.usage != nil {
-		total, _ := asInt(t.usage["total_tokens"])
+	if st.Usage != nil {
+		total, _ := asInt(st.Usage["total_tokens"])
 		info.LastTokenUsage = &total
-		if rate, ok := cacheHitRate(t.usage); ok {
+		if rate, ok := cacheHitRate(st.Usage); ok {
 			info.LastTokenCacheHitRate = &rate
 		}
 	}
@@ -202,13 +245,13 @@ func cacheHitRate(usage map[string]any) (float64, bool) {
 // tape's latest *_switch events, so they survive restarts; zero values
 // mean "not set, use the profile default".
 type Settings struct {
-	CodeMode        *bool
-	Model           string
-	ReasoningEffort string
+	CodeMode        *bool  `json:"code_mode,omitempty"`
+	Model           string `json:"model,omitempty"`
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	// LoadedTools are the deferred tools whose definitions tool.describe
 	// loaded into the session (runtime names, sorted): its tools/list
 	// includes them from then on.
-	LoadedTools []string
+	LoadedTools []string `json:"loaded_tools,omitempty"`
 }
 
 // Switch event names, one per setting; the event's data holds the value
@@ -287,11 +330,17 @@ func (s *Settings) apply(payload map[string]any) {
 	}
 }
 
-// currentSettings returns a copy that shares nothing with the tape.
+// currentSettings catches up with the file (one stat when nothing is
+// new, so another process's switch shows at once; on PostgreSQL one query
+// per pgRefreshInterval) and returns a copy that shares nothing with the
+// tape.
 func (t *Tape) currentSettings() Settings {
+	if err := t.refreshAt(false); err != nil {
+		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.settings
+	s := t.st.Settings
 	if s.CodeMode != nil {
 		b := *s.CodeMode
 		s.CodeMode = &b

@@ -3,11 +3,13 @@ package sessions
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/textmatch"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/internal/textmatch"
 )
 
 // DefaultSearchLimit is tape.search's default number of matches.
@@ -57,7 +59,8 @@ type SearchResult struct {
 // characters — matches it fuzzily (see textmatch.Fuzzy: a WRatio score >= 80
 // against the text's words and word windows). It scans newest first,
 // considers each distinct rendering once (so repeated messages appear
-// once), and stops after Limit hits, as Bub's FileTapeStore does.
+// once), and stops after Limit hits, as Bub's FileTapeStore does. It
+// streams the file backwards: memory is bounded by the hits, not the tape.
 func (t *Tape) Search(q SearchQuery) SearchResult {
 	needle := strings.ToLower(strings.TrimSpace(q.Query))
 	if needle == "" {
@@ -71,31 +74,36 @@ func (t *Tape) Search(q SearchQuery) SearchResult {
 	if len(kinds) == 0 {
 		kinds = defaultSearchKinds
 	}
-	t.mu.Lock()
-	recs := t.refsLocked(0, len(t.records))
-	t.mu.Unlock()
-
-	rd := t.reader()
-	defer rd.close()
+	src, err := t.open()
+	if err != nil {
+		t.store.log.Warn("sessions: searching a tape", "tape", t.name, "error", err)
+		return SearchResult{}
+	}
+	defer src.close()
 	fz := textmatch.NewFuzzy(needle)
-	seen := map[string]struct{}{}
+	// Renderings already considered, by hash: a search of a long tape
+	// keeps 8 bytes per distinct entry, not its text.
+	seed := maphash.MakeSeed()
+	seen := map[uint64]struct{}{}
 	var hits []Entry
-	for i := len(recs) - 1; i >= 0 && len(hits) < limit; i-- {
-		if !slices.Contains(kinds, recs[i].kind) {
-			continue
-		}
-		e, err := rd.entry(recs[i])
-		if err != nil || e.Payload == nil || !inRange(e, q.Start, q.End) {
-			continue
+	err = src.backward(func(_, _ int64, line []byte) bool {
+		e, err := parseLine(line)
+		if err != nil || !slices.Contains(kinds, e.Kind) || !inRange(e, q.Start, q.End) {
+			return true
 		}
 		text := strings.ToLower(renderText(e.Payload))
-		if _, dup := seen[text]; dup {
-			continue
+		key := maphash.String(seed, text)
+		if _, dup := seen[key]; dup {
+			return true
 		}
-		seen[text] = struct{}{}
+		seen[key] = struct{}{}
 		if strings.Contains(text, needle) || fz.Match(text) {
 			hits = append(hits, e)
 		}
+		return len(hits) < limit
+	})
+	if err != nil {
+		t.store.log.Warn("sessions: searching a tape", "tape", t.name, "error", err)
 	}
 
 	var res SearchResult

@@ -110,7 +110,7 @@ func (t *Tape) Handoff(name, summary string) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.appendDrafts(ds, true)
+	_, err = t.appendDrafts(ds, true, nil)
 	return err
 }
 
@@ -122,17 +122,16 @@ func (s *Session) EnsureBootstrap() error {
 	defer s.life.RUnlock()
 	s.bootMu.Lock()
 	defer s.bootMu.Unlock()
-	s.tape.mu.Lock()
-	has := s.tape.anchors > 0
-	s.tape.mu.Unlock()
-	if has {
-		return nil
+	if s.tape.Info().Anchors > 0 {
+		return nil // the common case, without taking the file lock
 	}
 	ds, err := handoffDrafts(AnchorSessionStart, map[string]any{"owner": "human"})
 	if err != nil {
 		return err
 	}
-	_, err = s.tape.appendDrafts(ds, true)
+	// Decided under the file lock, so two processes starting one session
+	// write one session/start between them.
+	_, err = s.tape.appendDrafts(ds, true, func(st *state) bool { return st.Anchors == 0 })
 	return err
 }
 
@@ -212,7 +211,7 @@ func (s *Session) Reset(archive bool) (string, error) {
 		add(KindEvent, eventPayload("sidecar.archive", sideArchive), noContext)
 	}
 	add(KindEvent, eventPayload("sidecar.reset", sideReset), noContext)
-	_, err = s.tape.appendDrafts(ds, true)
+	_, err = s.tape.appendDrafts(ds, true, nil)
 	return archived, err
 }
 

@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -101,7 +102,7 @@ func (s *Session) Spill(tool, text string) (SpillRef, error) {
 	if err != nil {
 		data = map[string]any{"status": "error", "handle": ref.Handle, "bytes": ref.Bytes, "tool": tool, "error": err.Error()}
 	}
-	if _, werr := s.tape.AppendAsync(KindEvent, eventPayload("spill.write", data), map[string]any{"context": false}); werr != nil {
+	if werr := s.tape.AppendAsync(KindEvent, eventPayload("spill.write", data), map[string]any{"context": false}); werr != nil {
 		s.store.log.Warn("sessions: recording spill.write failed", "tape", s.tape.name, "error", werr)
 	}
 	return ref, err
@@ -136,7 +137,7 @@ func (s *Session) storeSpill(ref SpillRef, tool string, chunks []string) error {
 		return err
 	}
 	ds = append(ds, a, m)
-	_, err = side.appendDrafts(ds, true)
+	_, err = side.appendDrafts(ds, true, nil)
 	return err
 }
 
@@ -212,27 +213,26 @@ func (s *Session) ReadSpill(handle string, cursor, count int, fromEnd bool) (Spi
 
 func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, error) {
 	noSpill := &SpillError{Handle: h, Err: ErrNoSpill}
-	t.mu.Lock()
-	var man *ref
-	if i, ok := t.anchorAt[manifestAnchor(h)]; ok {
-		for j := i + 1; j < len(t.records); j++ {
-			if t.kindOf(j) == KindEvent {
-				r := t.refLocked(j)
-				man = &r
-				break
-			}
-		}
-	}
-	t.mu.Unlock()
-	if man == nil {
-		return SpillPage{}, noSpill
-	}
-	rd := t.reader()
-	defer rd.close()
-	manifest, err := rd.entry(*man)
+	src, err := t.open()
 	if err != nil {
 		return SpillPage{}, err
 	}
+	defer src.close()
+	manEnd, ok, err := lastAnchor(src, h, manifestAnchor(h))
+	if err != nil {
+		return SpillPage{}, err
+	}
+	if !ok {
+		return SpillPage{}, noSpill
+	}
+	man, err := nextEntries(src, manEnd, KindEvent, 1)
+	if err != nil {
+		return SpillPage{}, err
+	}
+	if len(man) == 0 {
+		return SpillPage{}, noSpill
+	}
+	manifest := man[0]
 	if manifest.Payload["name"] != "spill.manifest" {
 		return SpillPage{}, noSpill
 	}
@@ -269,30 +269,23 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 		return page, nil
 	}
 
-	t.mu.Lock()
-	ci, ok := t.anchorAt[chunkAnchor(h, start)]
-	var recs []ref
-	if ok {
-		for j := ci + 1; j < len(t.records) && len(recs) < stop-start; j++ {
-			if t.kindOf(j) == KindToolResult {
-				recs = append(recs, t.refLocked(j))
-			}
-		}
+	chunkEnd, ok, err := lastAnchor(src, h, chunkAnchor(h, start))
+	if err != nil {
+		return SpillPage{}, err
 	}
-	t.mu.Unlock()
 	if !ok {
 		return SpillPage{}, incomplete(h, fmt.Sprintf("missing chunk %d for handle %s", start, pyrepr.String(h)))
+	}
+	recs, err := nextEntries(src, chunkEnd, KindToolResult, stop-start)
+	if err != nil {
+		return SpillPage{}, err
 	}
 	if len(recs) != stop-start {
 		return SpillPage{}, incomplete(h, "missing chunks for handle "+pyrepr.String(h))
 	}
 	var b strings.Builder
-	for k, rec := range recs {
+	for k, r := range recs {
 		idx := start + k
-		r, err := rd.entry(rec)
-		if err != nil {
-			return SpillPage{}, err
-		}
 		c, ok := spillChunk(r, h, idx)
 		if !ok {
 			return SpillPage{}, incomplete(h, fmt.Sprintf("invalid chunk %d for handle %s", idx, pyrepr.String(h)))
@@ -301,6 +294,48 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 	}
 	page.First, page.Last, page.Content = start, stop-1, b.String()
 	return page, nil
+}
+
+// lastAnchor finds the last anchor named name, scanning back from the end
+// of the sidecar (only lines mentioning the handle are decoded), and
+// returns where its line ends.
+func lastAnchor(src *source, handle, name string) (int64, bool, error) {
+	var end int64
+	found := false
+	err := src.backward(func(_, lineEnd int64, line []byte) bool {
+		if !bytes.Contains(line, []byte(handle)) {
+			return true
+		}
+		e, err := parseLine(line)
+		if err != nil || e.Kind != KindAnchor || e.Payload["name"] != name {
+			return true
+		}
+		end, found = lineEnd, true
+		return false
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("sessions: read spill sidecar: %w", err)
+	}
+	return end, found, nil
+}
+
+// nextEntries returns the first n entries of kind from off onward.
+func nextEntries(src *source, off int64, kind string, n int) ([]Entry, error) {
+	var out []Entry
+	if n <= 0 {
+		return nil, nil
+	}
+	err := src.forward(off, func(_, _ int64, line []byte) bool {
+		e, err := parseLine(line)
+		if err == nil && e.Kind == kind {
+			out = append(out, e)
+		}
+		return len(out) < n
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sessions: read spill sidecar: %w", err)
+	}
+	return out, nil
 }
 
 // spillChunk returns the text of chunk idx of spill h, if r is that chunk.

@@ -73,7 +73,6 @@ func TestSpillRoundTrip(t *testing.T) {
 
 	// Every stored chunk is at most 16 KiB, cut on a character boundary,
 	// and at least one cut had to move back.
-	side, _ := sess.spillTape()
 	moved := false
 	for i := range ref.Chunks {
 		page, err := sess.ReadSpill(ref.Handle, i, 1, false)
@@ -90,15 +89,6 @@ func TestSpillRoundTrip(t *testing.T) {
 	if !moved {
 		t.Errorf("no chunk boundary fell inside a character; the test text is not exercising UTF-8 safety")
 	}
-
-	// Chunk payloads are evicted from memory once written.
-	side.mu.Lock()
-	for _, r := range side.live {
-		if r.Kind == KindToolResult {
-			t.Errorf("chunk entry %d still held in memory", r.ID)
-		}
-	}
-	side.mu.Unlock()
 
 	// The main tape records the spill out of context.
 	var writes []Entry

@@ -39,6 +39,14 @@ type Options struct {
 	// Logger receives warnings (torn lines skipped, failed background
 	// commits). Nil means slog.Default().
 	Logger *slog.Logger
+
+	// PostgresDSN, when set, keeps tapes, settings and spill chunks in
+	// that PostgreSQL database instead of under home/tapes, so replicas
+	// share them. Its schema is created and migrated at open.
+	PostgresDSN string
+	// PostgresPoolSize caps the pool's connections; 0 means pgx's
+	// default (max(4, CPUs)).
+	PostgresPoolSize int
 }
 
 // Store owns the session tapes under one $BUB_HOME and the background
@@ -49,6 +57,7 @@ type Store struct {
 	tapesDir string
 	opts     Options
 	log      *slog.Logger
+	pg       *pgStore // nil: tapes are files
 
 	mu       sync.Mutex
 	closed   bool
@@ -120,7 +129,14 @@ func Open(home string, opts *Options) (*Store, error) {
 	if err := os.MkdirAll(tapes, 0o700); err != nil {
 		return nil, fmt.Errorf("sessions: create tapes directory: %w", err)
 	}
+	var pg *pgStore
+	if o.PostgresDSN != "" {
+		if pg, err = openPG(o.PostgresDSN, o.PostgresPoolSize, log); err != nil {
+			return nil, err
+		}
+	}
 	s := &Store{
+		pg:       pg,
 		home:     abs,
 		tapesDir: tapes,
 		opts:     o,
@@ -281,6 +297,9 @@ func (s *Store) Close() error {
 	for _, sess := range open {
 		errs = append(errs, sess.close())
 	}
+	if s.pg != nil {
+		s.pg.close()
+	}
 	return errors.Join(errs...)
 }
 
@@ -332,6 +351,6 @@ func (s *Store) commitDirty() {
 	s.dirty = map[*Tape]struct{}{}
 	s.dirtyMu.Unlock()
 	for t := range dirty {
-		t.commit(s.opts.SyncCommits)
+		t.commit()
 	}
 }

@@ -13,124 +13,76 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/internal/sharedfile"
 )
 
 // Tape is one append-only log: a session's main tape or its spill sidecar.
-// It keeps its entries in memory (read once from disk on open) and appends
-// to the file; see the package documentation for what each append path
-// promises. All methods are safe for concurrent use; concurrent writers are
-// serialised and get distinct, increasing ids.
+// It keeps no entries in memory, only a summary of the file (see state):
+// every reader streams from the file, and every append first takes an
+// exclusive flock, picks up what other processes appended since, and only
+// then assigns ids, so several processes can share a tape. All methods are
+// safe for concurrent use.
 type Tape struct {
 	name  string
 	path  string // "" keeps the tape in memory only (temp/ sessions)
 	store *Store
 
-	// wmu serialises file writes so lines reach the file in id order. Lock
-	// order: wmu, then mu. Fields below are guarded by wmu.
-	wmu         sync.Mutex
-	f           *os.File
-	size        int64
-	needNewline bool // the file does not end in '\n' (torn line)
-	failing     bool // the last write failed; log once until one succeeds
+	// mu serialises this process's writes and guards the fields below;
+	// the flock on file serialises processes. It is held across a write
+	// and its fsync, never across a reader's scan.
+	mu      sync.Mutex
+	closed  bool
+	file    *sharedfile.File // nil for memory and PostgreSQL tapes
+	pg      *pgTape          // nil unless the store is PostgreSQL
+	ident   os.FileInfo      // the file st describes; nil before there is one
+	st      state
+	mem     []byte // memory tapes: the whole tape
+	failing bool   // the last write failed; log once until one succeeds
+	snapAt  int64  // st.Size when the snapshot was last written or read
 
-	mu       sync.Mutex
-	closed   bool
-	records  []record
-	live     map[int]held // by index into records: entries held in memory
-	kinds    []string     // interned entry kinds (record.kind)
-	kindIdx  map[string]uint32
-	nextID   int
-	pending  []pendingLine
-	anchorAt map[string]int // anchor name -> index of its last record
-	anchors  int
-	last     int // index of the last anchor, -1 if none
-	settings Settings
-	usage    map[string]any // data.usage of the latest "run" event with total_tokens
+	// qmu guards pending, so AppendAsync never waits for the disk.
+	qmu     sync.Mutex
+	pending []draft
 }
 
-// record locates one entry of the tape. It holds no pointers: a
-// long-running server appends an audit pair per tool call, and an index of
-// pointer-free records is free for the garbage collector to keep, where
-// one of entries made every collection scan the whole history. What an
-// entry holds in memory lives in Tape.live: anchors always (few, read
-// often), entries whose line is not on disk yet, and every entry of a tape
-// without a file. Written entries are read back by offset.
-type record struct {
-	id   int
-	off  int64  // file offset of the line, -1 until written
-	n    int    // line length without the newline
-	kind uint32 // index into Tape.kinds
-}
+// snapshotEvery is how many bytes a tape may grow past its snapshot before
+// a new one is written: a restart then scans at most this much.
+const snapshotEvery = 1 << 20
 
-// held is an entry kept in memory, stored by value (no allocation of its
-// own). What it refers to is never changed once made, so readers copy it
-// under t.mu and use it after.
-type held struct {
-	Entry
-	line []byte // the encoded line, when no decoded copy is kept
-}
-
-// ref is a record with what readers need of it outside t.mu.
-type ref struct {
-	record
-	kind string
-	h    held
-	ok   bool // h is set: the entry is in memory
-}
-
-// refLocked returns record i as a ref. t.mu must be held.
-func (t *Tape) refLocked(i int) ref {
-	r := t.records[i]
-	h, ok := t.live[i]
-	return ref{record: r, kind: t.kinds[r.kind], h: h, ok: ok}
-}
-
-// refsLocked returns records [from, to) as refs. t.mu must be held.
-func (t *Tape) refsLocked(from, to int) []ref {
-	out := make([]ref, 0, max(to-from, 0))
-	for i := from; i < to; i++ {
-		out = append(out, t.refLocked(i))
-	}
-	return out
-}
-
-// kindOf returns record i's kind. t.mu must be held.
-func (t *Tape) kindOf(i int) string { return t.kinds[t.records[i].kind] }
-
-// evict lets a written entry other than an anchor go from memory (see
-// record). t.mu must be held.
-func (t *Tape) evict(i int) {
-	if t.path != "" && t.records[i].off >= 0 && t.kindOf(i) != KindAnchor {
-		delete(t.live, i)
-	}
-}
-
-type pendingLine struct {
-	line []byte
-	idx  int // index into records
-}
-
-// draft is an entry before it has an id: its kind, its encoded objects
-// and the maps the appended Entry carries: the tape's decoded copies for
-// anchors and events, else the caller's own maps (lineOnly), which the
-// tape does not keep.
+// draft is an entry before it has an id: its kind, its encoded objects,
+// its date and, for anchors and events (which feed the tape's summary and
+// are returned to the caller), their decoded copies.
 type draft struct {
-	kind     string
-	payload  []byte
-	meta     []byte
-	p, m     map[string]any
-	lineOnly bool
+	kind    string
+	payload []byte
+	meta    []byte
+	date    string
+	p, m    map[string]any
 }
 
+// newTape makes a tape: in memory when path is "" (temp/ sessions), else
+// in the store's PostgreSQL database when it has one, else at path.
 func newTape(s *Store, name, path string) *Tape {
-	return &Tape{name: name, path: path, store: s, nextID: 1, last: -1, anchorAt: map[string]int{},
-		live: map[int]held{}, kindIdx: map[string]uint32{}}
+	t := &Tape{name: name, path: path, store: s}
+	switch {
+	case path == "":
+	case s.pg != nil:
+		t.path, t.pg = "", &pgTape{s: s.pg, name: name}
+	default:
+		t.file = sharedfile.New(path)
+	}
+	return t
 }
+
+// memory reports whether the tape lives in this process only.
+func (t *Tape) memory() bool { return t.path == "" && t.pg == nil }
 
 // Name is the tape's name, the file name without ".jsonl".
 func (t *Tape) Name() string { return t.name }
 
-// Path is the tape's file, or "" for a memory-only (temp/) tape.
+// Path is the tape's file, or "" for a memory-only (temp/) tape or one
+// kept in PostgreSQL.
 func (t *Tape) Path() string { return t.path }
 
 func makeDraft(kind string, payload, meta map[string]any) (draft, error) {
@@ -145,14 +97,11 @@ func makeDraft(kind string, payload, meta map[string]any) (draft, error) {
 	if err != nil {
 		return draft{}, fmt.Errorf("sessions: encode %s meta: %w", kind, err)
 	}
-	d := draft{kind: kind, payload: p, meta: m, p: payload, m: meta, lineOnly: true}
-	// Only anchors and events feed derived state (anchor index, settings,
-	// usage), so only they keep a decoded copy; the others are read back
-	// from their line. Decoding what was encoded gives the copy the exact
-	// shape a restart would (float64 numbers, []any, map[string]any), and
-	// it shares nothing with the caller's maps.
+	d := draft{kind: kind, payload: p, meta: m, date: formatDate(time.Now()), p: payload, m: meta}
+	// Anchors and events are returned in the shape a restart reads them
+	// back in (float64 numbers, []any, map[string]any), sharing nothing
+	// with the caller's maps.
 	if kind == KindAnchor || kind == KindEvent {
-		d.lineOnly = false
 		if d.p, err = decodeObject(p); err != nil {
 			return draft{}, fmt.Errorf("sessions: decode %s payload: %w", kind, err)
 		}
@@ -164,24 +113,22 @@ func makeDraft(kind string, payload, meta map[string]any) (draft, error) {
 }
 
 // Append records an entry and writes it to the file with one write(2)
-// before returning, so it survives a crash of this process (the returned
-// entry's payload and meta are the ones given, or for anchors and events
-// their normalised copies); anchors,
+// before returning, so it survives a crash of this process; anchors,
 // handoffs and *_switch events are also fsynced (see the package doc). Any
 // entries still queued by AppendAsync go out in the same write, ahead of
-// this one. If the write fails the entry stays visible in memory and queued,
-// the next commit retries it, and the error tells the caller it is not yet
-// on disk.
+// this one. The returned entry carries its id and the given payload and
+// meta (for anchors and events, their normalised copies). When the write
+// fails the entry is not recorded and the error says why.
 func (t *Tape) Append(kind string, payload, meta map[string]any) (Entry, error) {
 	d, err := makeDraft(kind, payload, meta)
 	if err != nil {
 		return Entry{}, err
 	}
-	es, err := t.appendDrafts([]draft{d}, false)
-	if len(es) == 0 {
+	es, err := t.appendDrafts([]draft{d}, false, nil)
+	if err != nil {
 		return Entry{}, err
 	}
-	return es[0], err
+	return es[0], nil
 }
 
 // AppendEvent appends {"name": name, "data": data} as an "event" entry
@@ -197,372 +144,256 @@ func eventPayload(name string, data map[string]any) map[string]any {
 	return map[string]any{"name": name, "data": data}
 }
 
-// AppendAsync records an entry for the audit trail without touching the
-// disk: the id is assigned now (and is visible to readers at once) and the
-// line is written by the next group commit, at most
-// [Options.CommitInterval] later. A crash before that commit loses it. The
-// only errors are encoding failures and ErrClosed. As with Append, the
-// returned entry carries the given payload and meta, except for anchors and
-// events, whose normalised (decoded) copies it carries.
-func (t *Tape) AppendAsync(kind string, payload, meta map[string]any) (Entry, error) {
+// AppendAsync queues an entry for the next group commit, at most
+// [Options.CommitInterval] later, without touching the disk: it is for
+// bookkeeping (loop events, spill records) whose loss in a crash costs
+// little. Its id is assigned when it is written, under the file lock, so
+// ids stay unique across processes; any read of the tape writes the queue
+// first, so readers always see it. The only errors are encoding failures
+// and ErrClosed.
+func (t *Tape) AppendAsync(kind string, payload, meta map[string]any) error {
 	d, err := makeDraft(kind, payload, meta)
 	if err != nil {
-		return Entry{}, err
+		return err
 	}
-	return t.queue(d)
-}
-
-// queue records d and leaves its line to the next group commit.
-func (t *Tape) queue(d draft) (Entry, error) {
 	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return Entry{}, ErrClosed
-	}
-	e, line := t.recordLocked(d)
-	first := false
-	if t.path != "" {
-		first = len(t.pending) == 0
-		t.pending = append(t.pending, pendingLine{line: line, idx: len(t.records) - 1})
-	}
+	closed := t.closed
 	t.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if t.memory() {
+		_, err := t.appendDrafts([]draft{d}, false, nil)
+		return err
+	}
+	t.qmu.Lock()
+	first := len(t.pending) == 0
+	t.pending = append(t.pending, d)
+	t.qmu.Unlock()
 	if first {
 		t.store.markDirty(t)
 	}
-	return e, nil
+	return nil
 }
 
-// AppendAsyncJSON is AppendAsync for an entry its caller encoded: payload
-// and meta must each be one JSON object in compact form (no newline), as
-// [AppendString] and json.Compact write them; they are written as they
-// are. It is the audit trail's path, where building maps only to encode
-// them was most of the cost. Anchors and events, which feed the tape's
-// derived state, must go through Append.
-func (t *Tape) AppendAsyncJSON(kind string, payload, meta []byte) error {
-	if kind == "" || kind == KindAnchor || kind == KindEvent {
-		return fmt.Errorf("sessions: AppendAsyncJSON cannot record a %q entry", kind)
-	}
-	if !isObject(payload) || !isObject(meta) {
-		return fmt.Errorf("sessions: %s entry: payload and meta must be compact JSON objects", kind)
-	}
-	_, err := t.queue(draft{kind: kind, payload: payload, meta: meta, lineOnly: true})
-	return err
-}
-
-// isObject is AppendAsyncJSON's cheap guard against a broken line: an
-// object's braces and no newline. Full validation is the caller's.
-func isObject(b []byte) bool {
-	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' && bytes.IndexByte(b, '\n') < 0
-}
-
-// appendDrafts records drafts in order and writes them, plus anything
-// queued, in a single write. It fsyncs when forceSync is set or any draft
-// needs it under the durability policy.
-func (t *Tape) appendDrafts(ds []draft, forceSync bool) ([]Entry, error) {
-	if t.path == "" {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if t.closed {
-			return nil, ErrClosed
-		}
-		es := make([]Entry, len(ds))
-		for i, d := range ds {
-			es[i], _ = t.recordLocked(d)
-		}
-		return es, nil
-	}
-
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, ErrClosed
-	}
-	batch := t.pending
+// takePending empties the queue.
+func (t *Tape) takePending() []draft {
+	t.qmu.Lock()
+	defer t.qmu.Unlock()
+	p := t.pending
 	t.pending = nil
-	es := make([]Entry, len(ds))
-	sync := forceSync
-	for i, d := range ds {
-		var line []byte
-		es[i], line = t.recordLocked(d)
-		batch = append(batch, pendingLine{line: line, idx: len(t.records) - 1})
-		sync = sync || needsSync(es[i])
-	}
-	t.mu.Unlock()
+	return p
+}
 
-	if err := t.writeLocked(batch); err != nil {
-		return es, err
+// requeue puts drafts that could not be written back ahead of newer ones.
+func (t *Tape) requeue(ds []draft) {
+	if len(ds) == 0 {
+		return
 	}
-	if sync {
-		if err := t.f.Sync(); err != nil {
-			return es, fmt.Errorf("sessions: fsync tape %s: %w", t.name, err)
-		}
-	}
-	return es, nil
+	t.qmu.Lock()
+	t.pending = append(ds, t.pending...)
+	t.qmu.Unlock()
+	t.store.markDirty(t)
 }
 
 // needsSync is the fsync policy: entries that decide what later turns see
 // (anchors, handoffs, settings switches) are made durable at once.
-func needsSync(e Entry) bool {
-	switch e.Kind {
+func needsSync(d draft) bool {
+	switch d.kind {
 	case KindAnchor:
 		return true
 	case KindEvent:
-		name, _ := e.Payload["name"].(string)
-		return name == "handoff" || strings.HasSuffix(name, "_switch")
+		name, _ := d.p["name"].(string)
+		return name == EventHandoff || strings.HasSuffix(name, "_switch")
 	}
 	return false
 }
 
-// recordLocked assigns the next id and date, keeps the entry in memory and
-// returns it with its encoded line. t.mu must be held.
-func (t *Tape) recordLocked(d draft) (Entry, []byte) {
-	e := Entry{ID: t.nextID, Kind: d.kind, Payload: d.p, Meta: d.m, Date: formatDate(time.Now())}
-	t.nextID++
-	line := encodeLine(e.ID, e.Kind, d.payload, d.meta, e.Date)
-	h := held{Entry: e}
-	if d.lineOnly {
-		h.Payload, h.Meta, h.line = nil, nil, line // readers decode the entry from its line
-	}
-	t.addLocked(record{id: e.ID, off: -1, n: len(line) - 1}, e.Kind, h)
-	return e, line
-}
-
-// addLocked appends a record, held in memory as h, and updates the derived
-// state (anchor index, settings, token usage). t.mu must be held.
-func (t *Tape) addLocked(r record, kind string, h held) {
-	k, ok := t.kindIdx[kind]
-	if !ok {
-		k = uint32(len(t.kinds))
-		t.kinds = append(t.kinds, kind)
-		t.kindIdx[kind] = k
-	}
-	r.kind = k
-	t.records = append(t.records, r)
-	idx := len(t.records) - 1
-	t.live[idx] = h
-	switch kind {
-	case KindAnchor:
-		t.anchors++
-		t.last = idx
-		name, _ := h.Payload["name"].(string)
-		t.anchorAt[name] = idx
-	case KindEvent:
-		t.settings.apply(h.Payload)
-		if u, ok := runUsage(h.Payload); ok {
-			t.usage = u
-		}
-	}
-	if r.id >= t.nextID {
-		t.nextID = r.id + 1
-	}
-}
-
-// ensureFileLocked opens the tape file for appending, creating it (0600)
-// and fsyncing its directory on first use so the new name survives a
-// crash. t.wmu must be held.
-func (t *Tape) ensureFileLocked() error {
-	if t.f != nil {
-		return nil
-	}
-	dir := filepath.Dir(t.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("sessions: create tapes directory: %w", err)
-	}
-	_, statErr := os.Stat(t.path)
-	f, err := os.OpenFile(t.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
-	}
-	if errors.Is(statErr, fs.ErrNotExist) {
-		syncDir(dir)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
-	}
-	t.size = st.Size()
-	t.needNewline = false
-	if t.size > 0 {
-		var last [1]byte
-		if _, err := f.ReadAt(last[:], t.size-1); err == nil && last[0] != '\n' {
-			t.needNewline = true
-		}
-	}
-	t.f = f
-	return nil
-}
-
-// syncDir fsyncs a directory so entries created or renamed in it are
-// durable. Failures are ignored: some filesystems cannot sync directories.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-}
-
-// writeLocked writes batch with a single write(2). On failure the lines not
-// fully written are queued again (ahead of newer ones) for the next commit;
-// a partly written line is rewritten whole on a fresh line, the fragment
-// being skipped as torn when the tape is next read. t.wmu must be held.
-func (t *Tape) writeLocked(batch []pendingLine) error {
-	if len(batch) == 0 {
-		return nil
-	}
-	err := t.ensureFileLocked()
-	var n int
-	prefix := 0
-	if err == nil {
-		size := 0
-		for _, p := range batch {
-			size += len(p.line)
-		}
-		buf := make([]byte, 0, size+1)
-		if t.needNewline {
-			buf = append(buf, '\n')
-			prefix = 1
-		}
-		for _, p := range batch {
-			buf = append(buf, p.line...)
-		}
-		n, err = t.f.Write(buf)
-	}
-	base := t.size + int64(prefix)
-	t.size += int64(n)
-	if prefix == 1 && n >= 1 {
-		t.needNewline = false
-	}
-
-	// Work out which lines made it to the file.
-	written := len(batch)
-	if err != nil {
-		written = 0
-		got := max(n-prefix, 0)
-		for _, p := range batch {
-			if got < len(p.line) {
-				break
-			}
-			got -= len(p.line)
-			written++
-		}
-		if got > 0 {
-			t.needNewline = true
-		}
-	}
-
+// appendDrafts writes the queued entries and then ds with a single write,
+// under the file lock, after catching up with what others appended. When
+// cond is set it is asked first, with the caught-up summary, and nothing
+// of ds is written when it returns false (EnsureBootstrap's "only if no
+// anchor yet" across processes). It fsyncs when forceSync is set or any
+// entry needs it. It returns ds as entries, with their ids.
+func (t *Tape) appendDrafts(ds []draft, forceSync bool, cond func(*state) bool) ([]Entry, error) {
 	t.mu.Lock()
-	off := base
-	for _, p := range batch[:written] {
-		if p.idx < len(t.records) {
-			t.records[p.idx].off = off
-			t.evict(p.idx)
-		}
-		off += int64(len(p.line))
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrClosed
 	}
+	queued := t.takePending()
+	es, err := t.writeLocked(queued, ds, forceSync, cond)
 	if err != nil {
-		rest := append([]pendingLine(nil), batch[written:]...)
-		t.pending = append(rest, t.pending...)
+		t.requeue(queued)
+		return nil, err
 	}
-	t.mu.Unlock()
+	return es, nil
+}
 
-	if err != nil {
-		if !t.failing {
-			t.store.log.Warn("sessions: tape write failed; entries stay queued", "tape", t.name, "error", err)
+// writeLocked does appendDrafts' work; t.mu must be held.
+func (t *Tape) writeLocked(queued, ds []draft, forceSync bool, cond func(*state) bool) ([]Entry, error) {
+	if t.pg != nil {
+		return t.pgWriteLocked(queued, ds, forceSync, cond)
+	}
+	if t.path == "" {
+		if cond != nil && !cond(&t.st) {
+			ds = nil
 		}
-		t.failing = true
-		t.store.markDirty(t)
-		return fmt.Errorf("sessions: write tape %s: %w", t.name, err)
+		all := append(queued, ds...)
+		buf, es := t.encodeLocked(all)
+		t.mem = append(t.mem, buf...)
+		t.foldWritten(all, es, buf, t.st.Size)
+		return es[len(queued):], nil
+	}
+	if len(queued) == 0 && len(ds) == 0 {
+		return nil, nil
+	}
+	f, fi, created, err := t.file.Lock()
+	if err != nil {
+		return nil, t.writeFailed(fmt.Errorf("sessions: open tape %s: %w", t.name, err))
+	}
+	defer t.file.Unlock()
+	if created {
+		sharedfile.SyncDir(filepath.Dir(t.path))
+	}
+	torn, err := t.refreshLocked(f, fi)
+	if err == nil && torn {
+		// The file ends in a line nobody is writing (we hold the lock): a
+		// crash's torn line, or one written without its newline. End it,
+		// so it is read (or skipped) as a line of its own before ids are
+		// given out after it.
+		if _, err = f.Write([]byte{'\n'}); err == nil {
+			if fi, err = f.Stat(); err == nil {
+				_, err = t.refreshLocked(f, fi)
+			}
+		}
+	}
+	if err != nil {
+		return nil, t.writeFailed(err)
+	}
+	if cond != nil && !cond(&t.st) {
+		ds = nil
+	}
+	all := append(queued, ds...)
+	if len(all) == 0 {
+		return nil, nil
+	}
+	buf, es := t.encodeLocked(all)
+	if _, err := f.Write(buf); err != nil {
+		// Whatever part reached the file is a torn line the next writer
+		// starts after; the next refresh reads what did arrive.
+		return nil, t.writeFailed(fmt.Errorf("sessions: write tape %s: %w", t.name, err))
 	}
 	if t.failing {
 		t.store.log.Info("sessions: tape writes recovered", "tape", t.name)
 		t.failing = false
 	}
-	return nil
-}
-
-// commit writes queued entries; called by the group-commit goroutine.
-// Errors are logged by writeLocked and retried on the next commit.
-func (t *Tape) commit(sync bool) {
-	if t.path == "" {
-		return
+	// We hold the lock and the file ended at st.Size: our lines follow.
+	t.foldWritten(all, es, buf, t.st.Size)
+	sync := forceSync || t.store.opts.SyncCommits && len(ds) == 0
+	for _, d := range all {
+		sync = sync || needsSync(d)
 	}
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	t.mu.Lock()
-	batch := t.pending
-	t.pending = nil
-	t.mu.Unlock()
-	if err := t.writeLocked(batch); err != nil || !sync || t.f == nil {
-		return
-	}
-	if err := t.f.Sync(); err != nil {
-		t.store.log.Warn("sessions: tape fsync failed", "tape", t.name, "error", err)
-	}
-}
-
-// Flush writes every entry queued by AppendAsync and fsyncs the file, for
-// callers that need the audit trail durable now (before handing a tape to
-// another process, say). It is a no-op for memory-only tapes.
-func (t *Tape) Flush() error {
-	if t.path == "" {
-		return nil
-	}
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	t.mu.Lock()
-	batch := t.pending
-	t.pending = nil
-	t.mu.Unlock()
-	if err := t.writeLocked(batch); err != nil {
-		return err
-	}
-	if t.f == nil {
-		return nil
-	}
-	if err := t.f.Sync(); err != nil {
-		return fmt.Errorf("sessions: fsync tape %s: %w", t.name, err)
-	}
-	return nil
-}
-
-// close flushes and closes the file; later appends fail with ErrClosed.
-func (t *Tape) close() error {
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	t.closed = true
-	batch := t.pending
-	t.pending = nil
-	t.mu.Unlock()
-	if t.path == "" {
-		return nil
-	}
-	err := t.writeLocked(batch)
-	if t.f != nil {
-		if serr := t.f.Sync(); serr != nil && err == nil {
-			err = fmt.Errorf("sessions: fsync tape %s: %w", t.name, serr)
+	if sync {
+		if err := f.Sync(); err != nil {
+			return es[len(queued):], fmt.Errorf("sessions: fsync tape %s: %w", t.name, err)
 		}
-		if cerr := t.f.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("sessions: close tape %s: %w", t.name, cerr)
-		}
-		t.f = nil
 	}
+	t.maybeSnapshotLocked()
+	return es[len(queued):], nil
+}
+
+// writeFailed logs the first of a run of failures and returns err.
+func (t *Tape) writeFailed(err error) error {
+	if !t.failing {
+		t.store.log.Warn("sessions: tape write failed", "tape", t.name, "error", err)
+	}
+	t.failing = true
 	return err
 }
 
-// load reads the tape file, if any. Lines that do not parse are skipped
-// with a warning — a torn last line after a crash is expected, never an
-// error — and ids continue after the highest good one.
-func (t *Tape) load() error {
-	if t.path == "" {
+// encodeLocked assigns ids after the tape's last one and encodes the
+// lines.
+func (t *Tape) encodeLocked(ds []draft) ([]byte, []Entry) {
+	var buf []byte
+	es := make([]Entry, len(ds))
+	id := t.st.LastID
+	for i, d := range ds {
+		id++
+		buf = append(buf, encodeLine(id, d.kind, d.payload, d.meta, d.date)...)
+		es[i] = Entry{ID: id, Kind: d.kind, Payload: d.p, Meta: d.m, Date: d.date}
+	}
+	return buf, es
+}
+
+// refreshLocked brings st up to date with the file f (which the path
+// names now): a different file than st describes (a reset by another
+// process, or the first look) is summarised afresh, from its snapshot when
+// that is still valid; a grown one has its new complete lines folded in.
+// It reports whether the file ends in a torn line. t.mu must be held.
+func (t *Tape) refreshLocked(f *os.File, fi os.FileInfo) (torn bool, err error) {
+	if t.ident == nil || !os.SameFile(fi, t.ident) || fi.Size() < t.st.Size {
+		t.st = state{}
+		t.ident = fi
+		t.snapAt = 0
+		if snap, ok := t.readSnapshot(f, fi.Size()); ok {
+			t.st = snap
+			t.snapAt = snap.Size
+		}
+	}
+	if fi.Size() == t.st.Size {
+		return false, nil
+	}
+	end, err := t.foldFile(f, t.st.Size, fi.Size())
+	if err != nil {
+		return false, err
+	}
+	return end < fi.Size(), nil
+}
+
+// refresh catches up with the file without writing; readers call it. It
+// also writes what AppendAsync queued, so a reader sees it with its id.
+func (t *Tape) refresh() error { return t.refreshAt(true) }
+
+// refreshAt is refresh; fresh=false lets a PostgreSQL tape answer from a
+// summary up to pgRefreshInterval old (Settings, on every tools/list).
+func (t *Tape) refreshAt(fresh bool) error {
+	if t.memory() {
 		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil // readers still read what is there
+	}
+	if q := t.takePending(); len(q) > 0 {
+		if _, err := t.writeLocked(q, nil, false, nil); err != nil {
+			t.requeue(q)
+			t.store.log.Warn("sessions: writing queued entries before a read", "tape", t.name, "error", err)
+		}
+		return nil // writeLocked refreshed
+	}
+	if t.pg != nil {
+		// A database that does not answer leaves the last summary in
+		// place: settings stay as last seen, and writes say what fails.
+		if err := t.pgRefreshLocked(fresh); err != nil {
+			t.store.log.Warn("sessions: refreshing a tape", "tape", t.name, "error", err)
+		}
+		return nil
+	}
+	pst, err := os.Stat(t.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if t.ident != nil { // removed by another process (a reset without archive)
+			t.ident, t.st, t.snapAt = nil, state{}, 0
+			t.file.Drop()
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
+	}
+	if t.ident != nil && os.SameFile(pst, t.ident) && pst.Size() == t.st.Size {
+		return nil // the common case: one stat, nothing new
 	}
 	f, err := os.Open(t.path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -572,158 +403,353 @@ func (t *Tape) load() error {
 		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
-	var off int64
-	lineNo := 0
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
+	}
+	_, err = t.refreshLocked(f, fi)
+	t.maybeSnapshotLocked()
+	return err
+}
+
+// foldFile folds the complete lines of f in [from, to) into st and returns
+// where the last complete line ends.
+func (t *Tape) foldFile(f *os.File, from, to int64) (int64, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, from, to-from), int(min(to-from, 64<<10)))
+	off := from
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line longer than the buffer: gather it whole.
+			long := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = r.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			t.foldLine(line[:len(line)-1], off)
+			off += int64(len(line))
+			t.st.Size = off
+		}
+		if err == io.EOF {
+			return off, nil
+		}
+		if err != nil {
+			return off, fmt.Errorf("sessions: read tape %s: %w", t.name, err)
+		}
+	}
+}
+
+// foldWritten folds the entries this process just wrote as buf at offset
+// base, from what it knows of them rather than by parsing the lines again.
+func (t *Tape) foldWritten(ds []draft, es []Entry, buf []byte, base int64) {
+	off := base
+	for i, e := range es {
+		n := int64(bytes.IndexByte(buf[off-base:], '\n')) + 1
+		t.st.add(header{id: e.ID, kind: e.Kind, payload: ds[i].p}, off, n)
+		off += n
+		t.st.Size = off
+	}
+}
+
+// foldLine adds one line (without its newline) at off to the summary.
+// Lines that do not parse are skipped with a warning — a torn line after
+// a crash is expected, never an error.
+func (t *Tape) foldLine(line []byte, off int64) {
+	h, err := peekLine(line)
+	if errors.Is(err, errBlankLine) {
+		return
+	}
+	if err != nil {
+		t.store.log.Warn("sessions: skipping invalid tape line", "tape", t.name, "offset", off, "error", err)
+		return
+	}
+	t.st.add(h, off, int64(len(line))+1)
+}
+
+// maybeSnapshotLocked writes the snapshot when the tape grew enough since
+// the last one. t.mu must be held.
+func (t *Tape) maybeSnapshotLocked() {
+	if t.path != "" && t.st.Size-t.snapAt >= snapshotEvery {
+		t.writeSnapshot()
+	}
+}
+
+// commit writes queued entries; called by the group-commit goroutine.
+// Errors are logged and the entries retried on the next commit.
+func (t *Tape) commit() {
+	if t.memory() {
+		return
+	}
+	if _, err := t.appendDrafts(nil, false, nil); err != nil && !errors.Is(err, ErrClosed) {
+		return // logged by writeFailed; requeued
+	}
+}
+
+// Flush writes every entry queued by AppendAsync and fsyncs the file, for
+// callers that need them durable now (before handing a tape to another
+// process, say). It is a no-op for memory-only tapes.
+func (t *Tape) Flush() error {
+	if t.memory() {
+		return nil
+	}
+	if _, err := t.appendDrafts(nil, false, nil); err != nil {
+		return err
+	}
+	if t.pg != nil {
+		return nil // a committed transaction is durable
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for {
-		line, rerr := r.ReadBytes('\n')
-		if len(line) > 0 {
-			lineNo++
-			complete := line[len(line)-1] == '\n'
-			body := line
-			if complete {
-				body = line[:len(line)-1]
-			}
-			e, perr := parseLine(body)
-			switch {
-			case perr == nil:
-				t.addLocked(record{id: e.ID, off: off, n: len(body)}, e.Kind, held{Entry: e})
-				t.evict(len(t.records) - 1)
-			case errors.Is(perr, errBlankLine):
-			case !complete:
-				t.store.log.Warn("sessions: skipping torn last tape line", "tape", t.path, "line", lineNo, "error", perr)
-			default:
-				t.store.log.Warn("sessions: skipping invalid tape line", "tape", t.path, "line", lineNo, "error", perr)
-			}
-			off += int64(len(line))
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return fmt.Errorf("sessions: read tape %s: %w", t.name, rerr)
-		}
+	if t.ident == nil {
+		return nil
+	}
+	f, _, _, err := t.file.Lock()
+	if err != nil {
+		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
+	}
+	defer t.file.Unlock()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sessions: fsync tape %s: %w", t.name, err)
 	}
 	return nil
 }
 
-// entries returns the records' full entries, reading evicted ones back
-// from the file. Callers copy the records under t.mu and call this without
-// it. An entry that cannot be read back (the file was damaged underneath
-// us) is returned without payload and meta, and the failure is logged:
-// readers are reports, not writers.
-func (t *Tape) entries(rs []ref) []Entry {
-	rd := t.reader()
-	defer rd.close()
-	out := make([]Entry, len(rs))
-	for i, r := range rs {
-		e, err := rd.entry(r)
-		if err != nil {
-			t.store.log.Warn("sessions: reading back a tape entry", "tape", t.name, "id", r.id, "error", err)
-			e = Entry{ID: r.id, Kind: r.kind}
-		}
-		out[i] = e
+// close flushes, snapshots and closes the file; later appends fail with
+// ErrClosed.
+func (t *Tape) close() error {
+	if t.pg != nil {
+		err := t.Flush()
+		t.mu.Lock()
+		t.closed = true
+		t.mu.Unlock()
+		return err
 	}
-	return out
+	if t.path == "" {
+		t.mu.Lock()
+		t.closed = true
+		t.mu.Unlock()
+		return nil
+	}
+	err := t.Flush()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	if t.ident != nil && t.st.Size != t.snapAt {
+		t.writeSnapshot()
+	}
+	if cerr := t.file.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("sessions: close tape %s: %w", t.name, cerr)
+	}
+	return err
 }
 
-// entryReader reads evicted records back, opening the file once, on
-// first need.
-type entryReader struct {
-	t *Tape
-	f *os.File
-}
-
-func (t *Tape) reader() *entryReader { return &entryReader{t: t} }
-
-func (rd *entryReader) close() {
-	if rd.f != nil {
-		rd.f.Close()
-	}
-}
-
-// entry returns r's full entry.
-func (rd *entryReader) entry(r ref) (Entry, error) {
-	if r.ok {
-		if r.h.line != nil {
-			return parseLine(r.h.line[:r.n])
+// load summarises the tape file, if any: from its snapshot plus what was
+// appended after it, else by one streaming pass that writes the snapshot.
+func (t *Tape) load() error {
+	if t.pg != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := t.pgRefreshLocked(true); err != nil {
+			t.store.log.Warn("sessions: loading a tape", "tape", t.name, "error", err)
 		}
-		return r.h.Entry, nil
+		return nil
 	}
-	t := rd.t
-	if rd.f == nil {
-		f, err := os.Open(t.path)
-		if err != nil {
-			return Entry{}, fmt.Errorf("sessions: open tape %s: %w", t.name, err)
-		}
-		rd.f = f
+	if t.path == "" {
+		return nil
 	}
-	buf := make([]byte, r.n)
-	if _, err := rd.f.ReadAt(buf, r.off); err != nil {
-		return Entry{}, fmt.Errorf("sessions: read entry %d of tape %s: %w", r.id, t.name, err)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, err := os.Open(t.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	e, err := parseLine(buf)
 	if err != nil {
-		return Entry{}, err
+		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
 	}
-	if e.ID != r.id {
-		return Entry{}, fmt.Errorf("sessions: entry %d of tape %s moved on disk", r.id, t.name)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
 	}
-	return e, nil
+	torn, err := t.refreshLocked(f, fi)
+	if err != nil {
+		return err
+	}
+	if torn {
+		t.warnTorn(f)
+	}
+	if t.st.Size != t.snapAt {
+		t.writeSnapshot()
+	}
+	return nil
+}
+
+// warnTorn says, once at open, that the tape ends in a line that does not
+// parse (a crash tore it); the next append ends it and it is skipped. A
+// good line that only lacks its newline is kept, silently.
+func (t *Tape) warnTorn(f *os.File) {
+	fi, err := f.Stat()
+	if err != nil || fi.Size()-t.st.Size > 64<<20 {
+		return
+	}
+	frag := make([]byte, fi.Size()-t.st.Size)
+	if _, err := f.ReadAt(frag, t.st.Size); err != nil {
+		return
+	}
+	if _, err := peekLine(frag); err != nil {
+		t.store.log.Warn("sessions: skipping torn last tape line", "tape", t.path, "offset", t.st.Size, "error", err)
+	}
+}
+
+// source is a consistent view of the tape for one reader: st summarises
+// what it holds. Positions are byte offsets for a file and a memory tape,
+// row numbers for PostgreSQL; a line's end is where the next one starts.
+type source struct {
+	r    io.ReaderAt // file and memory tapes: the bytes [0, size)
+	size int64
+	st   state
+	f    *os.File
+	pg   *pgSource
+}
+
+func (s *source) close() {
+	if s.f != nil {
+		s.f.Close()
+	}
+}
+
+// forward calls fn for each line from position from on, oldest first,
+// until fn returns false.
+func (s *source) forward(from int64, fn func(pos, end int64, line []byte) bool) error {
+	if s.pg != nil {
+		return s.pg.forward(from, fn)
+	}
+	return scanForward(s.r, from, s.size, func(off int64, line []byte) bool {
+		return fn(off, off+int64(len(line))+1, line)
+	})
+}
+
+// backward calls fn for each line, newest first, until fn returns false.
+func (s *source) backward(fn func(pos, end int64, line []byte) bool) error {
+	if s.pg != nil {
+		return s.pg.backward(fn)
+	}
+	return scanBackward(s.r, 0, s.size, func(off int64, line []byte) bool {
+		return fn(off, off+int64(len(line))+1, line)
+	})
+}
+
+// open catches up and returns a view to read from. The file is opened
+// here and checked to be the one st describes, so a concurrent reset by
+// another process cannot mix two files.
+func (t *Tape) open() (*source, error) {
+	if t.pg != nil {
+		if err := t.refresh(); err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		st := t.st
+		t.mu.Unlock()
+		return &source{st: st, pg: &pgSource{pool: t.pg.s.pool, name: t.pg.name, max: st.Size}}, nil
+	}
+	if t.path == "" {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return &source{r: bytes.NewReader(t.mem), size: t.st.Size, st: t.st}, nil
+	}
+	for range 10 {
+		if err := t.refresh(); err != nil {
+			return nil, err
+		}
+		f, err := os.Open(t.path)
+		if errors.Is(err, fs.ErrNotExist) {
+			t.mu.Lock()
+			gone := t.ident == nil
+			t.mu.Unlock()
+			if gone {
+				return &source{r: bytes.NewReader(nil)}, nil
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sessions: open tape %s: %w", t.name, err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
+		}
+		t.mu.Lock()
+		ok := t.ident != nil && os.SameFile(fi, t.ident)
+		st := t.st
+		t.mu.Unlock()
+		if ok {
+			return &source{r: f, size: st.Size, st: st, f: f}, nil
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("sessions: tape %s keeps being replaced", t.name)
 }
 
 // reset empties the tape, first moving its file to an archive named
 // <file>.<stamp>.bak when stamp is set. mustArchive makes an archive even
 // when no file exists yet (the main tape always reports one). It returns
 // the archive path, "" when none was made. On an archive failure nothing is
-// reset.
+// reset. It runs under the file lock, so another process's append lands
+// wholly before or after it.
 func (t *Tape) reset(stamp string, mustArchive bool) (string, error) {
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.closed {
-		t.mu.Unlock()
 		return "", ErrClosed
 	}
-	batch := t.pending
-	t.pending = nil
-	t.mu.Unlock()
-
-	var archived string
-	if t.path != "" {
-		if err := t.writeLocked(batch); err != nil && stamp != "" {
+	queued := t.takePending()
+	if t.pg != nil {
+		if len(queued) > 0 {
+			if _, err := t.writeLocked(queued, nil, false, nil); err != nil && stamp != "" {
+				t.requeue(queued)
+				return "", err
+			}
+		}
+		return t.pgResetLocked(stamp, mustArchive)
+	}
+	if t.path == "" {
+		t.mem, t.st = nil, state{}
+		return "", nil
+	}
+	if len(queued) > 0 {
+		if _, err := t.writeLocked(queued, nil, false, nil); err != nil && stamp != "" {
+			t.requeue(queued)
 			return "", err
 		}
-		if t.f != nil {
-			_ = t.f.Sync()
-			t.f.Close()
-			t.f = nil
-		}
-		if stamp != "" {
-			var err error
-			if archived, err = archiveFile(t.path, stamp, mustArchive); err != nil {
-				return "", fmt.Errorf("sessions: archive tape %s: %w", t.name, err)
-			}
-		} else if err := os.Remove(t.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("sessions: reset tape %s: %w", t.name, err)
-		}
-		syncDir(filepath.Dir(t.path))
-		t.size, t.needNewline = 0, false
 	}
-
-	t.mu.Lock()
-	t.records = nil
-	t.live = map[int]held{}
-	t.pending = nil
-	t.nextID = 1
-	t.anchorAt = map[string]int{}
-	t.anchors = 0
-	t.last = -1
-	t.settings = Settings{}
-	t.usage = nil
-	t.mu.Unlock()
+	f, _, _, err := t.file.Lock()
+	if err != nil {
+		return "", fmt.Errorf("sessions: open tape %s: %w", t.name, err)
+	}
+	_ = f.Sync()
+	var archived string
+	if stamp != "" {
+		archived, err = archiveFile(t.path, stamp, mustArchive)
+		if err != nil {
+			t.file.Unlock()
+			return "", fmt.Errorf("sessions: archive tape %s: %w", t.name, err)
+		}
+	} else if err := os.Remove(t.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.file.Unlock()
+		return "", fmt.Errorf("sessions: reset tape %s: %w", t.name, err)
+	}
+	_ = os.Remove(t.snapshotPath())
+	sharedfile.SyncDir(filepath.Dir(t.path))
+	t.file.Unlock()
+	t.file.Drop()
+	t.ident, t.st, t.snapAt = nil, state{}, 0
 	return archived, nil
 }
 

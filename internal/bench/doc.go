@@ -1,6 +1,6 @@
 // Package bench holds bub-mcp's end-to-end benchmarks. It compares the
 // conformance binary (bub-mcp with the fixture `echo` tool, in its default
-// setup: fresh $BUB_HOME, default profile, audit tape on, info logs) with
+// setup: fresh $BUB_HOME, default profile, audit log on, info logs) with
 // plainmcp, a plain mark3labs/mcp-go server that has the same tool. Each
 // test binary builds both once with `go build`, then runs them as real
 // processes. The mcp-go client runs in the benchmark process, so the

@@ -109,7 +109,7 @@ type server struct {
 // serverEnv is the environment a server runs with: the test's, minus any
 // BUB_* setting of the developer's (BUB_CPUPROFILE, a diagnostic, is kept),
 // plus a fresh $BUB_HOME. bub-mcp thus runs its zero configuration (default
-// profile, audit tape on, info logs).
+// profile, audit log on, info logs).
 func serverEnv(home string) []string {
 	var env []string
 	for _, kv := range os.Environ() {

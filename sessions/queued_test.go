@@ -8,10 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestWrittenEntriesLeaveMemory checks that an audit trail does not grow
-// the heap per call: once written, entries other than anchors keep only
-// their position, and every reader still sees them whole.
-func TestWrittenEntriesLeaveMemory(t *testing.T) {
+// TestQueuedEntriesAreRead checks that entries queued by AppendAsync are
+// seen whole by every reader, before and after their group commit.
+func TestQueuedEntriesAreRead(t *testing.T) {
 	st, err := Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -27,17 +26,11 @@ func TestWrittenEntriesLeaveMemory(t *testing.T) {
 	}
 	const n = 300
 	for i := range n {
-		if _, err := tape.AppendAsync(KindToolCall, map[string]any{"calls": []any{map[string]any{"id": fmt.Sprint(i)}}}, map[string]any{"run_id": fmt.Sprint(i)}); err != nil {
+		if err := tape.AppendAsync(KindToolCall, map[string]any{"calls": []any{map[string]any{"id": fmt.Sprint(i)}}}, map[string]any{"run_id": fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Queued, not yet written: no decoded copy is held, yet readers see it.
-	tape.mu.Lock()
-	queued, ok := tape.live[len(tape.records)-1]
-	tape.mu.Unlock()
-	if !ok || queued.line == nil || queued.Payload != nil {
-		t.Errorf("queued audit entry: %+v; want the line only", queued)
-	}
+	// Queued, not yet written: readers see it all the same.
 	if got := tape.Entries(); !cmp.Equal(got[len(got)-1].Payload, map[string]any{"calls": []any{map[string]any{"id": fmt.Sprint(n - 1)}}}) {
 		t.Errorf("queued entry read back = %v", got[len(got)-1].Payload)
 	}
@@ -47,19 +40,6 @@ func TestWrittenEntriesLeaveMemory(t *testing.T) {
 	if err := tape.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	tape.mu.Lock()
-	held := 0
-	for _, r := range tape.live {
-		held++
-		if r.Kind != KindAnchor {
-			t.Errorf("written %s entry %d still held in memory", r.Kind, r.ID)
-		}
-	}
-	tape.mu.Unlock()
-	if held != 1 {
-		t.Errorf("%d records held whole; want just the anchor", held)
-	}
-
 	entries := tape.SinceLastAnchor()
 	if len(entries) != n+2 { // the handoff event, n calls, the run event
 		t.Fatalf("SinceLastAnchor() = %d entries; want %d", len(entries), n+2)
@@ -71,7 +51,7 @@ func TestWrittenEntriesLeaveMemory(t *testing.T) {
 		t.Errorf("meta read back = %v", entries[8].Meta)
 	}
 	if info := tape.Info(); info.LastTokenUsage == nil || *info.LastTokenUsage != 42 {
-		t.Errorf("Info() usage = %v; want 42 from an evicted run event", info.LastTokenUsage)
+		t.Errorf("Info() usage = %v; want 42 from the run event", info.LastTokenUsage)
 	}
 	res := tape.Search(SearchQuery{Query: "299", Kinds: []string{KindToolCall}})
 	found := false
@@ -79,6 +59,6 @@ func TestWrittenEntriesLeaveMemory(t *testing.T) {
 		found = found || strings.Contains(m.Content, `"299"`)
 	}
 	if !found {
-		t.Errorf("Search(299) = %v; want the evicted call among the matches", res.Matches)
+		t.Errorf("Search(299) = %v; want the queued call among the matches", res.Matches)
 	}
 }

@@ -1,0 +1,465 @@
+// Package audit keeps bub-mcp's audit log: one JSON line per tool call
+// (when, who, through which profile, client and transport, which tool with
+// which arguments, the outcome and how long it took), appended to
+// $BUB_HOME/audit/audit.jsonl. It is kept apart from the session tapes on
+// purpose: no tool can read, reset or delete it, and a tape holds only what
+// Bub itself puts there.
+//
+// # Durability
+//
+// Records are queued and written by one background goroutine every
+// [Options.CommitInterval] (group commit): one write(2) per interval, under
+// an exclusive flock so several processes sharing a $BUB_HOME interleave
+// whole lines. A crash of the process loses at most the records of the
+// last interval; with [Options.Sync] unset an OS crash or power loss can
+// also lose what the page cache had not written back. [Log.Close] writes
+// everything and fsyncs.
+//
+// # Rotation and retention
+//
+// When audit.jsonl reaches [Options.MaxFileBytes] it is renamed to
+// audit-<UTC stamp>.jsonl and a new one is started; then rotated files
+// beyond [Options.KeepFiles], or older than [Options.KeepDays], are
+// removed. Rotation happens under the same lock as appends, so processes
+// sharing the directory rotate once, not once each.
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bubbuild/bub-mcp/internal/sharedfile"
+)
+
+// Defaults, one per setting (see bub.toml.example, [audit]).
+const (
+	DefaultMaxArgBytes    = 4 << 10
+	DefaultMaxFileBytes   = 64 << 20
+	DefaultKeepFiles      = 10
+	DefaultKeepDays       = 90
+	DefaultCommitInterval = 50 * time.Millisecond
+	// maxQueuedBytes bounds what waits in memory between commits: past it
+	// the recording goroutine writes the batch itself instead of letting
+	// the queue grow.
+	maxQueuedBytes = 8 << 20
+)
+
+// FileName is the log being written; rotated files are
+// audit-<stamp>.jsonl beside it.
+const FileName = "audit.jsonl"
+
+// Options configure a [Log]. Zero values mean the defaults above.
+type Options struct {
+	// Dir holds the log ($BUB_HOME/audit); required.
+	Dir string
+	// MaxArgBytes cuts each call's arguments (and error message) to this
+	// many bytes; the record says so and keeps the original size.
+	MaxArgBytes int
+	// MaxFileBytes rotates the log once it is this large.
+	MaxFileBytes int64
+	// KeepFiles is how many rotated files are kept; negative keeps all.
+	KeepFiles int
+	// KeepDays removes rotated files older than this many days; negative
+	// keeps them regardless of age.
+	KeepDays int
+	// CommitInterval is the longest a record waits in memory.
+	CommitInterval time.Duration
+	// Sync fsyncs every commit, so an OS crash also loses at most one
+	// interval.
+	Sync bool
+	// Logger receives write failures; nil means slog.Default().
+	Logger *slog.Logger
+	// PostgresDSN, when set, writes the records to the bub_audit table of
+	// that database instead of files (Dir is then unused); replicas share
+	// one log. KeepDays prunes it; MaxFileBytes and KeepFiles do not apply.
+	PostgresDSN string
+}
+
+// Record is one audited call.
+type Record struct {
+	Time      time.Time
+	Principal string
+	Profile   string
+	Client    string // "name/version" as the client reported it
+	Transport string
+	Session   string
+	RunID     string
+	Mode      string // direct or command
+	Tool      string
+	Args      json.RawMessage
+	// Outcome is "ok" or "error"; ErrorKind and Error say which error.
+	Outcome   string
+	ErrorKind string
+	Error     string
+	Duration  time.Duration
+}
+
+// line is a Record as written.
+type line struct {
+	Time          string          `json:"time"`
+	Principal     string          `json:"principal,omitempty"`
+	Profile       string          `json:"profile"`
+	Client        string          `json:"client,omitempty"`
+	Transport     string          `json:"transport"`
+	Session       string          `json:"session,omitempty"`
+	RunID         string          `json:"run_id,omitempty"`
+	Mode          string          `json:"mode,omitempty"`
+	Tool          string          `json:"tool"`
+	Args          json.RawMessage `json:"args"`
+	ArgsBytes     int             `json:"args_bytes,omitempty"`
+	ArgsTruncated bool            `json:"args_truncated,omitempty"`
+	Outcome       string          `json:"outcome"`
+	ErrorKind     string          `json:"error_kind,omitempty"`
+	Error         string          `json:"error,omitempty"`
+	DurationMS    float64         `json:"duration_ms"`
+}
+
+// Log is the audit log of one process. It is safe for concurrent use.
+type Log struct {
+	opts Options
+	log  *slog.Logger
+	file *sharedfile.File
+	pg   *pgSink // nil: files
+
+	wmu     sync.Mutex // serialises writes and rotation in this process
+	failing bool
+	wrote   bool // a batch was written: there is a file to fsync
+
+	mu     sync.Mutex
+	closed bool
+	queue  [][]byte
+	queued int
+	kick   chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+// Open prepares dir (mode 0700: arguments can be secrets) and starts the
+// group-commit goroutine. The file itself is opened on the first commit.
+func Open(opts Options) (*Log, error) {
+	if opts.Dir == "" && opts.PostgresDSN == "" {
+		return nil, errors.New("audit: no directory")
+	}
+	if opts.MaxArgBytes <= 0 {
+		opts.MaxArgBytes = DefaultMaxArgBytes
+	}
+	if opts.MaxFileBytes <= 0 {
+		opts.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if opts.KeepFiles == 0 {
+		opts.KeepFiles = DefaultKeepFiles
+	}
+	if opts.KeepDays == 0 {
+		opts.KeepDays = DefaultKeepDays
+	}
+	if opts.CommitInterval <= 0 {
+		opts.CommitInterval = DefaultCommitInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	l := &Log{opts: opts, log: opts.Logger, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	if opts.PostgresDSN != "" {
+		pg, err := openPGSink(opts.PostgresDSN, opts.KeepDays)
+		if err != nil {
+			return nil, err
+		}
+		l.pg = pg
+	} else {
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("audit: create %s: %w", opts.Dir, err)
+		}
+		l.file = sharedfile.New(filepath.Join(opts.Dir, FileName))
+	}
+	go l.loop()
+	return l, nil
+}
+
+// Dir is the directory the log is kept in; "" when it is in PostgreSQL.
+func (l *Log) Dir() string {
+	if l.pg != nil {
+		return ""
+	}
+	return l.opts.Dir
+}
+
+// Record queues r for the next commit. It never waits for the disk unless
+// the queue is over its bound; after Close it does nothing.
+func (l *Log) Record(r Record) {
+	b := l.encode(r)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	first := len(l.queue) == 0
+	l.queue = append(l.queue, b)
+	l.queued += len(b)
+	over := l.queued >= maxQueuedBytes
+	l.mu.Unlock()
+	if over {
+		l.commit()
+		return
+	}
+	if first {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// encode renders r as one line, newline included.
+func (l *Log) encode(r Record) []byte {
+	ln := line{
+		Time: r.Time.UTC().Format(time.RFC3339Nano), Principal: r.Principal, Profile: r.Profile, Client: r.Client,
+		Transport: r.Transport, Session: r.Session, RunID: r.RunID, Mode: r.Mode, Tool: r.Tool,
+		Outcome: r.Outcome, ErrorKind: r.ErrorKind, DurationMS: float64(r.Duration.Microseconds()) / 1000,
+	}
+	ln.Args, ln.ArgsBytes, ln.ArgsTruncated = cutArgs(r.Args, l.opts.MaxArgBytes)
+	if r.Error != "" {
+		ln.Error = cutString(r.Error, l.opts.MaxArgBytes)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ln); err != nil {
+		// Only a RawMessage that is not JSON fails, and cutArgs never
+		// returns one; keep the record anyway.
+		ln.Args = json.RawMessage(`null`)
+		buf.Reset()
+		_ = enc.Encode(ln)
+	}
+	return buf.Bytes()
+}
+
+// cutArgs returns the arguments as written: compact JSON when they fit in
+// limit bytes, else their first limit bytes as a JSON string, marked, with
+// the original size. Arguments that are not JSON are kept as a string.
+func cutArgs(args json.RawMessage, limit int) (json.RawMessage, int, bool) {
+	args = bytes.TrimSpace(args)
+	if len(args) == 0 {
+		return json.RawMessage(`{}`), 0, false
+	}
+	if json.Valid(args) {
+		var c bytes.Buffer
+		if json.Compact(&c, args) == nil && c.Len() <= limit {
+			return c.Bytes(), 0, false
+		}
+	} else if len(args) <= limit {
+		s, _ := json.Marshal(strings.ToValidUTF8(string(args), "\uFFFD"))
+		return s, 0, false
+	}
+	s, _ := json.Marshal(cutString(string(args), limit))
+	return s, len(args), true
+}
+
+// cutString cuts s to at most limit bytes on a rune boundary and marks
+// the cut.
+func cutString(s string, limit int) string {
+	if len(s) <= limit {
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	end := limit
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return strings.ToValidUTF8(s[:end], "\uFFFD") + fmt.Sprintf("…[cut: %d of %d bytes]", end, len(s))
+}
+
+func (l *Log) loop() {
+	defer close(l.done)
+	for {
+		select {
+		case <-l.kick:
+		case <-l.quit:
+			l.commit()
+			return
+		}
+		t := time.NewTimer(l.opts.CommitInterval)
+		select {
+		case <-t.C:
+		case <-l.quit:
+			t.Stop()
+			l.commit()
+			return
+		}
+		l.commit()
+	}
+}
+
+// commit writes what is queued with one write(2), rotating first when the
+// file is full. A failed write keeps the records queued for the next try.
+func (l *Log) commit() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	batch := l.queue
+	l.queue, l.queued = nil, 0
+	l.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	err := l.write(batch)
+	if err != nil {
+		l.mu.Lock()
+		l.queue = append(batch, l.queue...)
+		for _, b := range batch {
+			l.queued += len(b)
+		}
+		// A store that stays down must not grow the queue without end:
+		// past four times the bound the oldest records go, and are counted.
+		dropped := 0
+		for l.queued > 4*maxQueuedBytes && len(l.queue) > 0 {
+			l.queued -= len(l.queue[0])
+			l.queue = l.queue[1:]
+			dropped++
+		}
+		l.mu.Unlock()
+		if dropped > 0 {
+			l.log.Error("audit: records dropped while the log cannot be written", "dropped", dropped, "error", err)
+		}
+		if !l.failing {
+			l.log.Warn("audit: write failed; records stay queued", "dir", l.opts.Dir, "error", err)
+		}
+		l.failing = true
+		return err
+	}
+	if l.failing {
+		l.log.Info("audit: writes recovered", "dir", l.opts.Dir)
+		l.failing = false
+	}
+	return nil
+}
+
+func (l *Log) write(batch [][]byte) error {
+	if l.pg != nil {
+		return l.pg.write(batch)
+	}
+	f, st, _, err := l.file.Lock()
+	if err != nil {
+		return err
+	}
+	defer l.file.Unlock()
+	if st.Size() > 0 && st.Size() >= l.opts.MaxFileBytes {
+		if err := l.rotate(); err != nil {
+			return err
+		}
+		l.file.Unlock()
+		if f, _, _, err = l.file.Lock(); err != nil {
+			return err
+		}
+	}
+	if _, err := f.Write(bytes.Join(batch, nil)); err != nil {
+		return err
+	}
+	l.wrote = true
+	if l.opts.Sync {
+		return f.Sync()
+	}
+	return nil
+}
+
+// rotate renames the full log away (under the lock) and prunes old files.
+func (l *Log) rotate() error {
+	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
+	dst := filepath.Join(l.opts.Dir, "audit-"+stamp+".jsonl")
+	if err := os.Rename(l.file.Path(), dst); err != nil {
+		return fmt.Errorf("rotate: %w", err)
+	}
+	sharedfile.SyncDir(l.opts.Dir)
+	l.prune()
+	return nil
+}
+
+// prune removes rotated files beyond KeepFiles and older than KeepDays.
+func (l *Log) prune() {
+	names, err := Rotated(l.opts.Dir)
+	if err != nil {
+		l.log.Warn("audit: list rotated files", "dir", l.opts.Dir, "error", err)
+		return
+	}
+	cutoff := time.Now().AddDate(0, 0, -l.opts.KeepDays)
+	for i, name := range names { // newest first
+		path := filepath.Join(l.opts.Dir, name)
+		drop := l.opts.KeepFiles >= 0 && i >= l.opts.KeepFiles
+		if !drop && l.opts.KeepDays > 0 {
+			if st, err := os.Stat(path); err == nil && st.ModTime().Before(cutoff) {
+				drop = true
+			}
+		}
+		if drop {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				l.log.Warn("audit: remove old file", "file", path, "error", err)
+			}
+		}
+	}
+}
+
+// Rotated lists the rotated log files in dir, newest first.
+func Rotated(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.Type().IsRegular() && strings.HasPrefix(n, "audit-") && strings.HasSuffix(n, ".jsonl") {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	slices.Reverse(out)
+	return out, nil
+}
+
+// Flush writes every queued record now and fsyncs the file.
+func (l *Log) Flush() error {
+	if err := l.commit(); err != nil {
+		return err
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if !l.wrote || l.pg != nil { // a committed insert is durable
+		return nil
+	}
+	f, _, _, err := l.file.Lock()
+	if err != nil {
+		return err
+	}
+	defer l.file.Unlock()
+	return f.Sync()
+}
+
+// Close writes and fsyncs what is queued and stops the goroutine; later
+// records are dropped. It is idempotent.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.quit)
+	<-l.done
+	err := l.Flush()
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.pg != nil {
+		l.pg.close()
+		return err
+	}
+	return errors.Join(err, l.file.Close())
+}
