@@ -1,6 +1,7 @@
 # bub-mcp: `make run` starts the server with zero configuration; `make test`
 # runs every check CI runs. Only Go is needed; the end-to-end suites install
-# their own Node packages (see e2e/setup.sh).
+# their own Node packages (see e2e/setup.sh) and the sandbox tests
+# bubblewrap (see scripts/test-deps.sh).
 
 GO          ?= go
 BIN         ?= bin/bub-mcp
@@ -11,7 +12,7 @@ BENCHTIME   ?= 1s
 RUN_ARGS    ?= --http 127.0.0.1:8080
 PKGS        := ./...
 
-.PHONY: all build run test fmt-check vet lint unit bench e2e clean
+.PHONY: all build run test fmt-check vet lint unit test-deps bench e2e clean
 
 all: build
 
@@ -33,8 +34,12 @@ vet:
 lint:
 	$(GO) run $(STATICCHECK) $(PKGS)
 
-unit:
+unit: test-deps
 	$(GO) test -race -count=1 $(PKGS)
+
+# bubblewrap for the sandbox tests (installed with apt when root).
+test-deps:
+	@bash scripts/test-deps.sh
 
 e2e:
 	bash e2e/run.sh
