@@ -342,9 +342,20 @@ func (s *SandboxEnvironment) Spawn(ctx context.Context, spec Spec) (Process, err
 	}
 	dir := s.host.workspace
 	if dirArg != "" {
-		if dir, err = s.ResolvePath(dirArg); err != nil {
+		inside, hostRoot, rel, err := s.locate(dirArg)
+		if err != nil {
 			return nil, err
 		}
+		// Fail here, as the local environment does, rather than with
+		// bwrap's chdir error as the process's output.
+		fi, err := os.Stat(filepath.Join(hostRoot, rel))
+		if err != nil {
+			return nil, fmt.Errorf("environment: start in %s: %w", inside, err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("environment: start in %s: not a directory", inside)
+		}
+		dir = inside
 	}
 	args := make([]string, 0, len(s.baseArgs)+8+len(l.args))
 	args = append(args, s.baseArgs...)
