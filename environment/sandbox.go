@@ -239,14 +239,21 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 		return nil
 	}
 	for _, p := range o.AllowPaths {
-		// Code mode's stub directory may not exist yet; it is
-		// created before the first run, so mount it only if present.
-		if _, err := os.Stat(p); err != nil {
-			continue
-		}
-		if err := mount(p, "--ro-bind", false); err != nil {
+		// Code mode's stub directory may not exist yet (it is written
+		// before the first run): mount it if it is there by then.
+		p, err := expandHome(p)
+		if err != nil {
 			return fail(err)
 		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(host.workspace, p)
+		}
+		p = filepath.Clean(p)
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		a = append(a, "--ro-bind-try", p, p)
+		addRoot(p, false)
 	}
 	for _, p := range pol.ReadOnly {
 		if err := mount(p, "--ro-bind", false); err != nil {
@@ -402,10 +409,17 @@ type pythonInfo struct {
 	err      error
 }
 
-// resolvePython asks the interpreter name stands for where it really
-// is (a version manager's shim is a script that would start a second
-// process on every run) and which installation directories outside /usr
-// it needs.
+// ResolvePython returns the executable the interpreter command name
+// really runs (sys.executable), asked once per process: a version
+// manager's shim (pyenv, asdf) is a script that would start a second
+// process, and cost tens of milliseconds, on every start.
+func ResolvePython(name string) (string, error) {
+	exe, _, err := resolvePython(name)
+	return exe, err
+}
+
+// resolvePython is ResolvePython plus the installation directories
+// outside /usr that the interpreter needs (mounted into sandboxes).
 func resolvePython(name string) (string, []string, error) {
 	if v, ok := pythonCache.Load(name); ok {
 		pi := v.(pythonInfo)
@@ -431,13 +445,16 @@ func lookupPython(name string) pythonInfo {
 	if len(lines) != 3 || !filepath.IsAbs(lines[0]) {
 		return pythonInfo{err: fmt.Errorf("environment: %s answered %q for its location", path, out)}
 	}
-	exe, err := filepath.EvalSymlinks(lines[0])
+	// sys.executable as it is, not symlink-resolved: a virtualenv's
+	// python is a symlink whose location selects the venv.
+	exe := lines[0]
+	real, err := filepath.EvalSymlinks(exe)
 	if err != nil {
-		return pythonInfo{err: fmt.Errorf("environment: %s: %w", lines[0], err)}
+		return pythonInfo{err: fmt.Errorf("environment: %s: %w", exe, err)}
 	}
 	var prefixes []string
 	seen := map[string]bool{}
-	for _, p := range append([]string{filepath.Dir(filepath.Dir(exe))}, lines[1:]...) {
+	for _, p := range append([]string{filepath.Dir(filepath.Dir(real))}, lines[1:]...) {
 		rp, err := filepath.EvalSymlinks(p)
 		if err != nil || seen[rp] || underSystem(rp) {
 			continue

@@ -545,7 +545,7 @@ func TestPrestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
-	spare := r.spare.proc.(envProcess).Pid()
+	spare := r.spares[0].proc.(envProcess).Pid()
 	r.mu.Unlock()
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
@@ -678,4 +678,79 @@ func FuzzParseMessage(f *testing.F) {
 			t.Fatalf("parseMessage(%q).Data = %q; want the line", line, m.Data)
 		}
 	})
+}
+
+func TestPool(t *testing.T) {
+	t.Parallel()
+	r := New(&Options{Python: testPython, Prestart: true, Pool: 3, Idle: time.Hour})
+	t.Cleanup(func() { r.Close() })
+	if err := r.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Spares(); n != 3 {
+		t.Fatalf("Spares() after WaitReady = %d; want 3", n)
+	}
+	// More concurrent runs than the pool holds all succeed, each in its
+	// own interpreter.
+	var wg sync.WaitGroup
+	pids := make([]string, 5)
+	for i := range pids {
+		wg.Go(func() {
+			out, err := r.Run(t.Context(), Request{Code: "import os\nprint(os.getpid())"})
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			pids[i] = strings.TrimSpace(out)
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, p := range pids {
+		if seen[p] {
+			t.Errorf("pids = %v; want a fresh interpreter per run", pids)
+		}
+		seen[p] = true
+	}
+	if err := r.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Spares(); n != 3 {
+		t.Errorf("Spares() after the runs = %d; want the pool refilled to 3", n)
+	}
+}
+
+func TestPoolShrinksWhenIdle(t *testing.T) {
+	t.Parallel()
+	r := New(&Options{Python: testPython, Prestart: true, Pool: 2, Idle: 100 * time.Millisecond})
+	t.Cleanup(func() { r.Close() })
+	if err := r.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	var pids []int
+	for _, c := range r.spares {
+		pids = append(pids, c.proc.(envProcess).Pid())
+	}
+	r.mu.Unlock()
+	for _, pid := range pids {
+		waitGone(t, pid)
+	}
+	if n := r.Spares(); n != 0 {
+		t.Errorf("Spares() when idle = %d; want 0", n)
+	}
+	// The next run starts what it needs again.
+	if out, err := r.Run(t.Context(), Request{Code: "print(1)"}); err != nil || out != "1\n" {
+		t.Errorf("Run after shrinking = %q, %v", out, err)
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	t.Parallel()
+	r := New(&Options{Python: testPython, Memory: 256 << 20})
+	t.Cleanup(func() { r.Close() })
+	out, err := r.Run(t.Context(), Request{Code: "import resource\nprint(resource.getrlimit(resource.RLIMIT_AS))\nb = bytearray(1 << 30)"})
+	var ce *CodeError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "MemoryError") || !strings.HasPrefix(out, "(268435456, 268435456)") {
+		t.Errorf("Run = %q, %v; want the limit shown and a MemoryError", out, err)
+	}
 }
