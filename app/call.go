@@ -213,4 +213,13 @@ func (p quietPeer) Elicit(ctx context.Context, req registry.ElicitRequest) (*reg
 	return p.Peer.Elicit(ctx, req)
 }
 
-var _ registry.Tools = (*viewTools)(nil)
+// CanElicit passes on what the client's Peer knows (registry.ElicitCapable).
+func (p quietPeer) CanElicit(ctx context.Context) bool {
+	tc := registry.ToolContext{Peer: p.Peer}
+	return tc.CanElicit(ctx)
+}
+
+var (
+	_ registry.Tools         = (*viewTools)(nil)
+	_ registry.ElicitCapable = quietPeer{}
+)

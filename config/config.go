@@ -102,6 +102,13 @@ type Profile struct {
 	// Sandbox is [profiles.<name>.sandbox]: the limits and mounts of the
 	// "sandbox" environment, read by the sandbox module; nil when absent.
 	Sandbox *Sandbox `toml:"sandbox"`
+	// Confirm are globs over runtime names (as Tools): a matching call,
+	// direct or nested in run_code, runs only once the user approves it
+	// through MCP elicitation (the confirm module).
+	Confirm []string `toml:"confirm"`
+	// ConfirmTimeout bounds the wait for the user's answer; 0 means the
+	// confirm module's default.
+	ConfirmTimeout Duration `toml:"confirm_timeout"`
 }
 
 // Sandbox is a profile's sandbox table. Zero values mean no limit, no
@@ -332,6 +339,9 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 		}
 		if err := providers.CheckGlobs(p.Deny); err != nil {
 			return nil, fail(err.Error(), "profiles", pname, "deny")
+		}
+		if err := providers.CheckGlobs(p.Confirm); err != nil {
+			return nil, fail(err.Error(), "profiles", pname, "confirm")
 		}
 	}
 	dir := ""

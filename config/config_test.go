@@ -48,6 +48,7 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"wrong type", "[server]\nallowed_hosts = \"many\"\n", "config: bub.toml:2: server.allowed_hosts"},
 		{"unknown profile key", "[profiles.x]\ntolls = []\n", "config: bub.toml:2: profiles.x.tolls: unknown key"},
 		{"bad glob", "[profiles.x]\ntools = [\"[\"]\n", "config: bub.toml:2: profiles.x.tools: providers: bad tool pattern"},
+		{"bad confirm glob", "[profiles.x]\nconfirm = [\"[\"]\n", "config: bub.toml:2: profiles.x.confirm: providers: bad tool pattern"},
 		{"bad profile name", "[profiles.\"a b\"]\n", "config: bub.toml:1: profiles.a b: profile names must match"},
 		{"token with unknown profile", "[[auth.tokens]]\nsha256 = \"" + strings.Repeat("a", 64) + "\"\nprofile = \"nope\"\n", "config: bub.toml:3: auth.tokens.profile: unknown profile \"nope\""},
 		{"token in clear", "[[auth.tokens]]\nsha256 = \"hunter2\"\n", "config: bub.toml:2: auth.tokens.sha256: must be the token's SHA-256"},

@@ -572,6 +572,16 @@ func (p *peer) Sample(ctx context.Context, req registry.SampleRequest) (*registr
 	return out, nil
 }
 
+// CanElicit reports whether the client declared the elicitation
+// capability, where its session says (registry.ElicitCapable); when it
+// cannot tell, Elicit gets to answer.
+func (p *peer) CanElicit(ctx context.Context) bool {
+	if ci, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		return ci.GetClientCapabilities().Elicitation != nil
+	}
+	return true
+}
+
 func (p *peer) Elicit(ctx context.Context, req registry.ElicitRequest) (*registry.ElicitResult, error) {
 	r := mcp.ElicitationRequest{}
 	r.Params.Message = req.Message
