@@ -621,6 +621,13 @@ func (c *child) readStdout() {
 				}
 			}
 		}
+		if errors.Is(err, errLineTooLong) {
+			// The code wrote to the protocol descriptor itself: its run
+			// is over, and nothing more is read from it.
+			c.stderr.Write([]byte("\n[bub-mcp: " + err.Error() + " from the interpreter; it was killed]\n"))
+			c.proc.Signal(true)
+			return
+		}
 		if err != nil {
 			return
 		}

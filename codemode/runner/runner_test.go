@@ -754,3 +754,41 @@ func TestMemoryLimit(t *testing.T) {
 		t.Errorf("Run = %q, %v; want the limit shown and a MemoryError", out, err)
 	}
 }
+
+// TestForgedProtocol: code that writes to the private protocol descriptor
+// can end or confuse its own run, and nothing else: a forged "done" ends
+// the run early, a forged call is checked like a real one, and an endless
+// line is cut off at MaxLine instead of growing the host's memory.
+func TestForgedProtocol(t *testing.T) {
+	t.Parallel()
+	r := newTestRunner(t, false)
+	tests := []struct {
+		name, code string
+		check      func(out string, err error) bool
+	}{
+		{"forged done ends the run", "import __main__, os\nos.write(__main__._POUT, b'{\"type\":\"done\"}\\n')\nimport time; time.sleep(30)\nprint('never')",
+			func(out string, err error) bool { return err == nil && out == "" }},
+		{"forged call to an unknown tool", "import __main__, os, time\nos.write(__main__._POUT, b'{\"type\":\"call\",\"id\":99,\"name\":\"secret\",\"arguments\":{}}\\n')\ntime.sleep(0.2)\nprint('ok')",
+			func(out string, err error) bool { return err == nil && out == "ok\n" }},
+		{"endless line", "import __main__, os\nchunk = b'x' * (1 << 20)\nfor _ in range(64):\n    os.write(__main__._POUT, chunk)\nimport time; time.sleep(30)",
+			func(out string, err error) bool {
+				var ce *CrashError
+				return errors.As(err, &ce) && strings.Contains(ce.Stderr, "protocol line over 32 MiB")
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int64
+			out, err := r.Run(t.Context(), Request{Code: tt.code, Tools: []string{"echo"}, Call: func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+				calls.Add(1)
+				return args, nil
+			}})
+			if !tt.check(out, err) {
+				t.Errorf("Run = %q, %v", out, err)
+			}
+			if calls.Load() != 0 {
+				t.Errorf("a forged call reached Call %d times", calls.Load())
+			}
+		})
+	}
+}
