@@ -51,7 +51,8 @@ type SandboxPolicy struct {
 	CPUSeconds int64
 	// Processes bounds the processes of one spawned tree: pids.max of its
 	// cgroup when the server runs as root (RLIMIT_NPROC does not bind uid
-	// 0), else RLIMIT_NPROC in the sandbox's user namespace; 0 means none.
+	// 0), else RLIMIT_NPROC in the sandbox's user namespace; either counts
+	// threads too. 0 means none.
 	Processes int
 	// FileSize is the largest file a process may write, in bytes
 	// (RLIMIT_FSIZE); 0 means none.
