@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -242,20 +243,31 @@ func (h *cgroupHier) newCgroup(maxPids int) (*cgroup, error) {
 	return cg, nil
 }
 
-// wrap makes l start inside cg. On cgroup2 the kernel puts the child there
-// at clone time (see start); v1 has no such thing, so a shell moves itself
-// in and then execs the command, before the command can fork.
-func (cg *cgroup) wrap(l *launch) {
+// wrap makes l start inside cg and reports whether it could. On cgroup2
+// the kernel puts the child there at clone time (see start); v1 has no
+// such thing, so a shell moves itself in and then execs the command,
+// before the command can fork. The command is looked up first, so that a
+// missing one still fails Spawn instead of becoming the shell's exit 127.
+func (cg *cgroup) wrap(l *launch) bool {
+	if cg.fd < 0 {
+		name := l.name
+		if !strings.Contains(name, "/") {
+			p, err := exec.LookPath(name)
+			if err != nil {
+				return false
+			}
+			name = p
+		}
+		procs := filepath.Join(cg.dir, "cgroup.procs")
+		l.args = append([]string{"-c", `echo 0 > "$0" && exec "$@"`, procs, name}, l.args...)
+		l.name = "/bin/sh"
+	} else {
+		l.cgroupFD = cg.fd
+	}
 	l.kill = cg.kill
 	l.alive = cg.populated
 	l.cleanup = cg.remove
-	if cg.fd >= 0 {
-		l.cgroupFD = cg.fd
-		return
-	}
-	procs := filepath.Join(cg.dir, "cgroup.procs")
-	l.args = append([]string{"-c", `echo 0 > "$0" && exec "$@"`, procs, l.name}, l.args...)
-	l.name = "/bin/sh"
+	return true
 }
 
 // populated reports whether any process is left in the cgroup.

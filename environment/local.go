@@ -184,9 +184,18 @@ func (e *LocalEnvironment) Spawn(ctx context.Context, spec Spec) (Process, error
 	l.keepStdin = spec.KeepStdin
 	if h := trackingCgroups(); h != nil {
 		// Without its own cgroup the tree is still killed by process
-		// group; only a descendant that calls setsid escapes then.
+		// group; only a descendant that calls setsid escapes then. So
+		// a cgroup that cannot be made or entered is no reason to fail.
 		if cg, err := h.newCgroup(0); err == nil {
-			cg.wrap(&l)
+			tracked := l
+			if cg.wrap(&tracked) {
+				p, err := e.start(ctx, tracked)
+				if err == nil || errors.Is(err, ErrClosed) {
+					return p, err
+				}
+			} else {
+				cg.remove()
+			}
 		}
 	}
 	return e.start(ctx, l)

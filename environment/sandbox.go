@@ -384,7 +384,11 @@ func (s *SandboxEnvironment) Spawn(ctx context.Context, spec Spec) (Process, err
 		if err != nil {
 			return nil, err
 		}
-		cg.wrap(&l)
+		// The limit must hold: unlike tracking, no fallback without it.
+		if !cg.wrap(&l) {
+			cg.remove()
+			return nil, fmt.Errorf("environment: sandbox: cannot start %s in its cgroup", s.bwrap)
+		}
 	}
 	return s.host.start(ctx, l)
 }
