@@ -213,6 +213,14 @@ func (p quietPeer) Elicit(ctx context.Context, req registry.ElicitRequest) (*reg
 	return p.Peer.Elicit(ctx, req)
 }
 
+func (p quietPeer) Roots(ctx context.Context) ([]registry.Root, error) {
+	rp, ok := p.Peer.(registry.RootsPeer)
+	if !ok {
+		return nil, &registry.CapabilityError{Capability: "roots"}
+	}
+	return rp.Roots(ctx)
+}
+
 // CanElicit passes on what the client's Peer knows (registry.ElicitCapable).
 func (p quietPeer) CanElicit(ctx context.Context) bool {
 	tc := registry.ToolContext{Peer: p.Peer}

@@ -43,7 +43,15 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	}
 	defer closeApp(env, a)
 	cfg := a.Config()
-	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger,
+	stateKey := env.Getenv("BUB_STATE_KEY")
+	if stateKey == "" {
+		stateKey = cfg.Server.StateKey
+	}
+	key, err := mcpserver.LoadStateKey(stateKey, a.Home())
+	if err != nil {
+		return err
+	}
+	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger, StateKey: key,
 		Limits: mcpserver.Limits{
 			MaxMessageBytes:        a.Config().Server.MaxMessageBytes,
 			MaxConcurrentRequests:  a.Config().Server.MaxConcurrentRequests,

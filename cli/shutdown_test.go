@@ -60,17 +60,21 @@ func startHTTP(t *testing.T, grace string) (*exec.Cmd, string, string) {
 }
 
 func httpClient(t *testing.T, url string) *client.Client {
+	return httpClientVersion(t, url, mcp.ProtocolVersion20251125)
+}
+
+func httpClientVersion(t *testing.T, url, version string) *client.Client {
 	t.Helper()
 	tr, err := transport.NewStreamableHTTP(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	c := client.NewClient(tr, client.WithProtocolVersion(version))
 	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	init.Params.ProtocolVersion = version
 	if _, err := c.Initialize(t.Context(), init); err != nil {
 		t.Fatal(err)
 	}
@@ -119,26 +123,89 @@ func TestGracefulShutdownLetsCallsFinish(t *testing.T) {
 	}
 }
 
+// TestGracefulShutdownCancelsAfterGrace checks, on both transports and
+// both protocol eras, that a call still running when the grace ends is cut
+// (its process dies) and answered "server shutting down" before the
+// connection closes.
 func TestGracefulShutdownCancelsAfterGrace(t *testing.T) {
-	cmd, url, ws := startHTTP(t, "500ms")
-	c := httpClient(t, url)
-	pidFile := filepath.Join(ws, "pid")
-	go callTool(context.Background(), c, "bash", map[string]any{"command": "echo $$ > " + pidFile + "; sleep 300", "timeout_seconds": 600}, nil)
-	pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile)))
-	if err != nil {
+	for _, mode := range []string{"http " + mcp.ProtocolVersion20251125, "http 2026-07-28", "stdio"} {
+		t.Run(mode, func(t *testing.T) {
+			var (
+				cmd *exec.Cmd
+				c   *client.Client
+				ws  string
+			)
+			if mode == "stdio" {
+				cmd, c, ws = startStdioClient(t, "500ms")
+			} else {
+				var url string
+				cmd, url, ws = startHTTP(t, "500ms")
+				c = httpClientVersion(t, url, strings.TrimPrefix(mode, "http "))
+			}
+			pidFile := filepath.Join(ws, "pid")
+			answer := make(chan *mcp.CallToolResult, 1)
+			go func() {
+				res, err := callTool(context.Background(), c, "bash", map[string]any{"command": "echo $$ > " + pidFile + "; sleep 300", "timeout_seconds": 600}, nil)
+				if err != nil {
+					t.Logf("call error: %v", err)
+				}
+				answer <- res
+			}()
+			pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, pidFile)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case res := <-answer:
+				if res == nil || !res.IsError || !strings.Contains(resultText(res), "server shutting down") {
+					t.Errorf("cut call = %+v; want an error result saying the server is shutting down", res)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the cut call was never answered")
+			}
+			if err := waitExit(cmd, 15*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took < 400*time.Millisecond {
+				t.Errorf("server exited after %v, before the grace period", took)
+			}
+			waitGone(t, pid)
+		})
+	}
+}
+
+// startStdioClient runs `serve` on stdio with the given grace and returns
+// the process and an initialized mcp-go client on its pipes.
+func startStdioClient(t *testing.T, grace string) (*exec.Cmd, *client.Client, string) {
+	t.Helper()
+	ws := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	src := fmt.Sprintf("[server]\nshutdown_grace = %q\n[profiles.default]\nworkspace = %q\n", grace, ws)
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	var cmd *exec.Cmd
+	tr := transport.NewStdioWithOptions(binary(t), append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg), []string{"serve"},
+		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
+			cmd = exec.Command(command, args...)
+			cmd.Env = env
+			return cmd, nil
+		}))
+	c := client.NewClient(tr)
+	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitExit(cmd, 15*time.Second); err != nil {
+	t.Cleanup(func() { c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	if _, err := c.Initialize(t.Context(), init); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took < 400*time.Millisecond {
-		t.Errorf("server exited after %v, before the grace period", took)
-	}
-	waitGone(t, pid)
+	return cmd, c, ws
 }
 
 func waitExit(cmd *exec.Cmd, d time.Duration) error {

@@ -72,6 +72,10 @@ type Server struct {
 	// IdleTimeout closes idle HTTP keep-alive connections; 0 means
 	// mcpserver's default.
 	IdleTimeout Duration `toml:"idle_timeout"`
+	// StateKey seals the requestState of 2026-07-28 multi-round-trip
+	// calls (BUB_STATE_KEY overrides it); empty means a key generated once
+	// under $BUB_HOME. Replicas behind one load balancer must share it.
+	StateKey string `toml:"state_key"`
 }
 
 // Profile is a named tool scope with its environment.

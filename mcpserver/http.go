@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -114,6 +115,14 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				return
 			}
 			if r.Method == http.MethodPost {
+				if !session && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodToolsCall) {
+					if body := bodyBytes(r); s.needsAdmission(body, r.Header.Get(mcp.HeaderName)) {
+						if e := s.admit(r.Context(), body, &st.request); e != nil {
+							writeRPCError(w, e)
+							return
+						}
+					}
+				}
 				servePollable(streamable, w, r, st, session)
 				return
 			}
@@ -145,7 +154,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	var h http.Handler = bounded(mux, s.limits)
+	var h http.Handler = bounded(mux, s.limits, &s.reclaim)
 	if o.CheckHosts {
 		h = hostCheck(h, o.AllowedHosts)
 	}
@@ -240,25 +249,45 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler,
 	// Stop accepting now; Shutdown returns once every connection is idle.
 	drained := make(chan struct{})
 	go func() { _ = srv.Shutdown(graceCtx); close(drained) }()
-	if !s.waitCalls(graceCtx) {
-		s.log.Warn("mcp.http.shutdown.cancelling", "reason", "grace period over")
-	}
-	// Calls are done (or out of time): end the long-lived streams so the
-	// last responses can be written and connections go idle.
-	s.parking.shutdown()
 	closeCtx, cancelClose := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancelClose()
+	if !s.waitCalls(graceCtx) {
+		// Out of time: cut the calls (their processes die) and let each
+		// answer "server shutting down" before the connections close.
+		s.log.Warn("mcp.http.shutdown.cancelling", "reason", "grace period over")
+		s.cutCalls()
+		s.waitCalls(closeCtx)
+	}
+	// End the long-lived streams so the last responses can be written and
+	// connections go idle.
+	s.parking.shutdown()
 	if closeSessions != nil {
 		closeSessions(closeCtx)
 	}
 	select {
 	case <-drained:
 	case <-graceCtx.Done():
+		// Shutdown gave up at the grace's end; the answers being written
+		// now get a little longer.
+		_ = srv.Shutdown(closeCtx)
 	}
-	cancelHard() // whatever still runs is cancelled: its processes die
+	cancelHard()
 	_ = srv.Close()
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// writeRPCError answers a request refused before dispatch; both codes
+// admit returns are HTTP 400 on the 2026-07-28 wire.
+func writeRPCError(w http.ResponseWriter, e *mcp.JSONRPCError) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(b)
 }

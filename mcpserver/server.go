@@ -82,6 +82,9 @@ type Options struct {
 	// Limits bounds what clients may send; zero fields take the
 	// defaults documented on Limits.
 	Limits Limits
+	// StateKey seals the requestState of multi-round-trip calls (see
+	// LoadStateKey); nil means a random key, valid for this process only.
+	StateKey []byte
 }
 
 // Server is an MCP server over a Backend.
@@ -97,6 +100,18 @@ type Server struct {
 	workers  int
 
 	pool *pool // runs detachable HTTP requests
+
+	stopping atomic.Bool // the shutdown grace is over: calls are being cut
+	// cutCtx ends when the grace is over. It cancels calls apart from
+	// their HTTP requests, whose cancellation would stop mcp-go from
+	// writing the "server shutting down" answer.
+	cutCtx context.Context
+	cut    context.CancelFunc
+
+	reclaim reclaimer // gives large messages' memory back
+
+	sealer   sealer              // seals 2026-07-28 requestState
+	requires map[string][]string // model name → required client capabilities
 }
 
 type requestKey struct{}
@@ -110,9 +125,10 @@ type request struct {
 	caller providers.Connection
 	pw     *pollableWriter
 
-	mu   sync.Mutex
-	conn *providers.Connection
-	view *providers.View
+	mu    sync.Mutex
+	conn  *providers.Connection
+	view  *providers.View
+	state *sealedState // the requestState admit verified (2026-07-28)
 }
 
 // withRequest attaches r to ctx.
@@ -167,7 +183,15 @@ func New(opts *Options) (*Server, error) {
 	}
 	o.Limits = o.Limits.withDefaults()
 	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, workers: o.Limits.MaxConcurrentPerClient, parking: newParking(),
-		pool: newPool(64, poolIdle)}
+		pool: newPool(64, poolIdle), sealer: sealer{key: o.StateKey}, requires: map[string][]string{}}
+	s.cutCtx, s.cut = context.WithCancel(context.Background())
+	if s.sealer.key == nil {
+		k, err := randomKey()
+		if err != nil {
+			return nil, err
+		}
+		s.sealer.key = k
+	}
 
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
@@ -210,6 +234,9 @@ func New(opts *Options) (*Server, error) {
 			continue
 		}
 		s.mcp.AddTool(MCPTool(t), s.handle)
+		if len(t.Requires) > 0 {
+			s.requires[t.ModelName()] = t.Requires
+		}
 	}
 	for _, e := range o.Extensions {
 		if e.Setup != nil {
@@ -305,6 +332,9 @@ var ErrToolNotFound = errors.New("tool not found")
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s.inflight.add()
 	defer s.inflight.done()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(s.cutCtx, stop)()
 	conn, v, err := s.resolve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
@@ -318,7 +348,34 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return mcp.NewToolResultError(fmt.Sprintf("[invalid_input] Tool '%s' argument validation failed.\n%v", tool.Name, err)), nil
 	}
 	p := &peer{s: s, token: progressToken(req)}
+	var digest string
+	if info := modernInfo(ctx); info != nil {
+		for _, c := range tool.Requires {
+			if !hasCapability(info.ClientCapabilities, c) {
+				return nil, &registry.CapabilityError{Capability: c}
+			}
+		}
+		r := requestFrom(ctx)
+		st := r.inputState()
+		digest = argsDigest(call.Args)
+		if st == nil && req.Params.RequestState != "" {
+			// Not checked before dispatch (a transport that does not admit
+			// calls itself): verify here.
+			if st, err = s.sealer.open(req.Params.RequestState, tool.ModelName(), digest, callerID(r), time.Now()); err != nil {
+				return nil, err
+			}
+		}
+		p.round = newInputRound(info.ClientCapabilities, st, req.Params.InputResponses)
+	}
 	res := s.backend.Call(ctx, conn, app.Request{Tool: tool.Name, Args: call.Args, Decoded: call.Decoded, Peer: p})
+	if ctx.Err() != nil && s.stopping.Load() {
+		return mcp.NewToolResultError(shuttingDown), nil
+	}
+	if p.round != nil && len(p.round.pending()) > 0 {
+		// The run asked what this request does not answer: whatever it
+		// returned was computed without the answers, so ask for them.
+		return p.round.result(s.sealer, tool.ModelName(), digest, callerID(requestFrom(ctx)), time.Now())
+	}
 	if n := p.sent.Load(); n > 0 {
 		// mcp-go may drop a notification its forwarder picked up while the
 		// response was being written (mcp-go PR #969); the event store
@@ -409,6 +466,13 @@ func contents(cs registry.Contents) []mcp.Content {
 // waitCalls waits for in-flight tool calls, at most until ctx ends.
 func (s *Server) waitCalls(ctx context.Context) bool { return s.inflight.wait(ctx) }
 
+// cutCalls ends the shutdown grace: running calls are cancelled and answer
+// "server shutting down".
+func (s *Server) cutCalls() {
+	s.stopping.Store(true)
+	s.cut()
+}
+
 // calls counts tool calls in flight. Unlike a sync.WaitGroup it may grow
 // while a shutdown waits for it to drain (a queued stdio request starting
 // late), which a WaitGroup forbids.
@@ -457,6 +521,7 @@ type peer struct {
 	s     *Server
 	token mcp.ProgressToken
 	sent  atomic.Int64 // notifications handed to mcp-go
+	round *inputRound  // 2026-07-28 requests: answers and pending questions
 }
 
 func (p *peer) Progress(ctx context.Context, progress, total float64, message string) {
@@ -545,11 +610,23 @@ func (p *peer) Sample(ctx context.Context, req registry.SampleRequest) (*registr
 	r.Messages = msgs
 	r.SystemPrompt = req.SystemPrompt
 	r.MaxTokens = maxTokens
+	if modernInfo(ctx) != nil {
+		resp, err := p.askModern("sampling", req.Key, mcp.NewSamplingInputRequest(r.CreateMessageParams))
+		if err != nil {
+			return nil, err
+		}
+		if resp.Sampling == nil {
+			return nil, errors.New("mcpserver: the client's sampling answer is empty")
+		}
+		return sampleResult(resp.Sampling), nil
+	}
 	if sess := server.ClientSessionFromContext(ctx); sess != nil && stdioFrom(ctx) == nil && sess.SessionID() != "" {
 		// Sampling needs mcp-go's own GET stream (see park.go).
 		select {
 		case <-p.s.parking.handOver(sess.SessionID()):
 		case <-time.After(getStreamWait):
+			// mcp-go would wait for a stream that never comes.
+			return nil, errors.New("mcpserver: sampling on a 2025 HTTP session travels on the client's GET stream, and the client has none open")
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -559,17 +636,28 @@ func (p *peer) Sample(ctx context.Context, req registry.SampleRequest) (*registr
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: sampling: %w", err)
 	}
+	return sampleResult(res), nil
+}
+
+func sampleResult(res *mcp.CreateMessageResult) *registry.SampleResult {
 	out := &registry.SampleResult{Role: string(res.Role), Model: res.Model, StopReason: res.StopReason}
 	switch c := res.Content.(type) {
 	case mcp.TextContent:
 		out.Text = c.Text
 	case *mcp.TextContent:
 		out.Text = c.Text
+	case map[string]any: // decoded from an input response
+		if t, ok := c["text"].(string); ok && c["type"] == "text" {
+			out.Text = t
+			break
+		}
+		b, _ := json.Marshal(c)
+		out.Text = string(b)
 	default:
 		b, _ := json.Marshal(res.Content)
 		out.Text = string(b)
 	}
-	return out, nil
+	return out
 }
 
 // CanElicit reports whether the client declared the elicitation
@@ -592,16 +680,60 @@ func (p *peer) Elicit(ctx context.Context, req registry.ElicitRequest) (*registr
 		}
 	}
 	r.Params.RequestedSchema = schema
+	if modernInfo(ctx) != nil {
+		resp, err := p.askModern("elicitation", req.Key, mcp.NewElicitationInputRequest(r.Params))
+		if err != nil {
+			return nil, err
+		}
+		if resp.Elicitation == nil {
+			return nil, errors.New("mcpserver: the client's elicitation answer is empty")
+		}
+		return elicitResult(resp.Elicitation), nil
+	}
 	res, err := p.s.mcp.RequestElicitation(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: elicitation: %w", err)
 	}
+	return elicitResult(res), nil
+}
+
+func elicitResult(res *mcp.ElicitationResult) *registry.ElicitResult {
 	out := &registry.ElicitResult{Action: string(res.Action)}
 	if m, ok := res.Content.(map[string]any); ok {
 		out.Content = m
 	}
+	return out
+}
+
+// Roots lists the client's roots: an input request on the 2026-07-28
+// wire, a roots/list request on 2025 sessions.
+func (p *peer) Roots(ctx context.Context) ([]registry.Root, error) {
+	var res *mcp.ListRootsResult
+	if modernInfo(ctx) != nil {
+		resp, err := p.askModern("roots", "", mcp.NewRootsInputRequest())
+		if err != nil {
+			return nil, err
+		}
+		res = resp.Roots
+	} else {
+		var err error
+		if res, err = p.s.mcp.RequestRoots(ctx, mcp.ListRootsRequest{Request: mcp.Request{Method: string(mcp.MethodListRoots)}}); err != nil {
+			return nil, fmt.Errorf("mcpserver: roots: %w", err)
+		}
+	}
+	if res == nil {
+		return nil, errors.New("mcpserver: the client's roots answer is empty")
+	}
+	out := make([]registry.Root, len(res.Roots))
+	for i, r := range res.Roots {
+		out[i] = registry.Root{URI: r.URI, Name: r.Name}
+	}
 	return out, nil
 }
+
+// shuttingDown is the result of a call cut at the end of the shutdown
+// grace, so the client learns why instead of losing the connection.
+const shuttingDown = "server shutting down: the call was still running when the shutdown grace ([server] shutdown_grace) ended"
 
 // poolIdle is how long an idle pooled goroutine waits for work.
 const poolIdle = 30 * time.Second

@@ -119,6 +119,11 @@ type SampleRequest struct {
 	Messages     []SampleMessage
 	SystemPrompt string
 	MaxTokens    int
+	// Key names the question across the rounds of a 2026-07-28
+	// multi-round-trip call, where the tool runs again from the start with
+	// the answers so far; empty means "sampling-<n>", n counting this
+	// call's sampling requests in the order they are made.
+	Key string
 }
 
 // SampleMessage is one plain-text message of a sampling request.
@@ -139,6 +144,32 @@ type SampleResult struct {
 type ElicitRequest struct {
 	Message string
 	Schema  json.RawMessage
+	// Key is as SampleRequest.Key; empty means "elicitation-<n>".
+	Key string
+}
+
+// Root is one of the client's roots (a directory or file it exposes).
+type Root struct {
+	URI  string
+	Name string
+}
+
+// RootsPeer is a Peer that can also list the client's roots; the MCP
+// server's peers are.
+type RootsPeer interface {
+	Roots(ctx context.Context) ([]Root, error)
+}
+
+// CapabilityError is returned when a request to the client needs a
+// capability the client did not declare (sampling, elicitation, roots).
+// A tool that cannot work without one declares it in Tool.Requires, and
+// is then refused before it runs.
+type CapabilityError struct {
+	Capability string
+}
+
+func (e *CapabilityError) Error() string {
+	return "the client did not declare the " + e.Capability + " capability"
 }
 
 // ElicitResult is the user's answer: Action is "accept", "decline" or
@@ -184,4 +215,16 @@ func (tc *ToolContext) Elicit(ctx context.Context, req ElicitRequest) (*ElicitRe
 		return nil, ErrNoPeer
 	}
 	return tc.Peer.Elicit(ctx, req)
+}
+
+// Roots lists the client's roots through the call's Peer.
+func (tc *ToolContext) Roots(ctx context.Context) ([]Root, error) {
+	if tc == nil || tc.Peer == nil {
+		return nil, ErrNoPeer
+	}
+	rp, ok := tc.Peer.(RootsPeer)
+	if !ok {
+		return nil, &CapabilityError{Capability: "roots"}
+	}
+	return rp.Roots(ctx)
 }

@@ -53,6 +53,12 @@ type Tool struct {
 	CommandOnly bool
 	// Annotations are MCP behaviour hints.
 	Annotations Annotations
+	// Requires names the client capabilities the tool cannot work without
+	// ("sampling", "elicitation", "roots"). On the 2026-07-28 wire a
+	// request that does not declare one is refused with -32021 before the
+	// tool runs; a tool that only sometimes asks leaves this empty and
+	// handles the *CapabilityError its request returns.
+	Requires []string
 
 	// validator is compiled on the tool's first call, so start-up pays
 	// only for checking the schema's root; copies of a Tool share it.

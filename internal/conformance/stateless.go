@@ -14,8 +14,10 @@ package conformance
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/bubbuild/bub-mcp/registry"
@@ -30,12 +32,21 @@ const (
 	contextSchema = `{"type":"object","properties":{"context":{"type":"string"}},"required":["context"]}`
 )
 
-func ask(ctx context.Context, tc *registry.ToolContext, message, schema string) (*registry.ElicitResult, error) {
-	return tc.Elicit(ctx, registry.ElicitRequest{Message: message, Schema: json.RawMessage(schema)})
+// ask elicits under key (the suite checks some keys by name).
+func ask(ctx context.Context, tc *registry.ToolContext, key, message, schema string) (*registry.ElicitResult, error) {
+	return tc.Elicit(ctx, registry.ElicitRequest{Key: key, Message: message, Schema: json.RawMessage(schema)})
 }
 
-func sampleText(ctx context.Context, tc *registry.ToolContext, text string, maxTokens int) (*registry.SampleResult, error) {
-	return tc.Sample(ctx, registry.SampleRequest{Messages: []registry.SampleMessage{{Role: "user", Text: text}}, MaxTokens: maxTokens})
+func sampleText(ctx context.Context, tc *registry.ToolContext, key, text string, maxTokens int) (*registry.SampleResult, error) {
+	return tc.Sample(ctx, registry.SampleRequest{Key: key, Messages: []registry.SampleMessage{{Role: "user", Text: text}}, MaxTokens: maxTokens})
+}
+
+func rootList(roots []registry.Root) string {
+	uris := make([]string, len(roots))
+	for i, r := range roots {
+		uris[i] = r.URI
+	}
+	return strings.Join(uris, ", ")
 }
 
 func field(res *registry.ElicitResult, name string) string {
@@ -53,18 +64,20 @@ func statelessFixtures() []*registry.Tool {
 
 	// Called with clientCapabilities {}: the sampling request must fail
 	// with -32021 {requiredCapabilities:{sampling:{}}}, HTTP 400.
-	add(noArgs("test_missing_capability", "Needs the client's sampling capability (it is rejected when undeclared).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
-		res, err := sampleText(ctx, tc, "This request needs the sampling capability.", 10)
+	missing := noArgs("test_missing_capability", "Needs the client's sampling capability (it is rejected when undeclared).", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		res, err := sampleText(ctx, tc, "", "This request needs the sampling capability.", 10)
 		if err != nil {
 			return nil, err
 		}
 		return "Sampled: " + res.Text, nil
-	}))
+	})
+	missing.Requires = []string{"sampling"}
+	add(missing)
 	// Called with clientCapabilities {elicitation:{}}: the response stream
 	// may carry notifications and the InputRequiredResult, never an
 	// elicitation/create request.
 	add(noArgs("test_streaming_elicitation", "Elicits input; on the stateless wire this must come back as an InputRequiredResult.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
-		res, err := ask(ctx, tc, "What is your name?", nameSchema)
+		res, err := ask(ctx, tc, "", "What is your name?", nameSchema)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +96,7 @@ func statelessFixtures() []*registry.Tool {
 	// Key "user_name" (checked by basic-elicitation, used blind by
 	// ignore-extra-params).
 	add(noArgs("test_input_required_result_elicitation", "Asks for the user's name, then greets them.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
-		res, err := ask(ctx, tc, "What is your name?", nameSchema)
+		res, err := ask(ctx, tc, "user_name", "What is your name?", nameSchema)
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +104,7 @@ func statelessFixtures() []*registry.Tool {
 	}))
 	// Key "capital_question" (doc only).
 	add(noArgs("test_input_required_result_sampling", "Asks the client's model for the capital of France.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
-		res, err := sampleText(ctx, tc, "What is the capital of France?", 100)
+		res, err := sampleText(ctx, tc, "capital_question", "What is the capital of France?", 100)
 		if err != nil {
 			return nil, err
 		}
@@ -99,43 +112,52 @@ func statelessFixtures() []*registry.Tool {
 	}))
 	// Key "confirm" (doc only); the result must mention "state-ok".
 	add(noArgs("test_input_required_result_request_state", "Asks for a confirmation carried across a requestState.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
-		res, err := ask(ctx, tc, "Please confirm", confirmSchema)
+		res, err := ask(ctx, tc, "confirm", "Please confirm", confirmSchema)
 		if err != nil {
 			return nil, err
 		}
 		return fmt.Sprintf("state-ok: action=%s, ok=%s", res.Action, field(res, "ok")), nil
 	}))
-	// Keys "user_name", "greeting" (doc only), asked in one round; the
-	// suite also wants a "client_roots" roots/list request, which the
-	// ToolContext cannot make yet.
-	add(noArgs("test_input_required_result_multiple_inputs", "Asks for a name and a generated greeting at once.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+	// Keys "client_roots" (doc only); the result names the roots.
+	add(noArgs("test_input_required_result_list_roots", "Lists the client's roots.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
+		roots, err := tc.Roots(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return "Roots: " + rootList(roots), nil
+	}))
+	// Keys "user_name", "greeting", "client_roots" (doc only), asked in
+	// one round: the asks run concurrently, so each is recorded before
+	// the run ends.
+	add(noArgs("test_input_required_result_multiple_inputs", "Asks for a name, a generated greeting and the roots at once.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
 		var (
 			wg       sync.WaitGroup
 			name     *registry.ElicitResult
 			greeting *registry.SampleResult
-			nerr     error
-			gerr     error
+			roots    []registry.Root
+			errs     [3]error
 		)
-		wg.Add(2)
-		go func() { defer wg.Done(); name, nerr = ask(ctx, tc, "What is your name?", nameSchema) }()
-		go func() { defer wg.Done(); greeting, gerr = sampleText(ctx, tc, "Generate a greeting", 50) }()
+		wg.Add(3)
+		go func() { defer wg.Done(); name, errs[0] = ask(ctx, tc, "user_name", "What is your name?", nameSchema) }()
+		go func() {
+			defer wg.Done()
+			greeting, errs[1] = sampleText(ctx, tc, "greeting", "Generate a greeting", 50)
+		}()
+		go func() { defer wg.Done(); roots, errs[2] = tc.Roots(ctx) }()
 		wg.Wait()
-		if nerr != nil {
-			return nil, nerr
+		if err := errors.Join(errs[:]...); err != nil {
+			return nil, err
 		}
-		if gerr != nil {
-			return nil, gerr
-		}
-		return fmt.Sprintf("%s, %s!", greeting.Text, field(name, "name")), nil
+		return fmt.Sprintf("%s, %s! (roots: %s)", greeting.Text, field(name, "name"), rootList(roots)), nil
 	}))
 	// Keys "step1", then "step2" (doc only): each round needs a new
 	// requestState, and round 3 carries only step2's answer.
 	add(noArgs("test_input_required_result_multi_round", "Asks two questions, one per round.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
-		name, err := ask(ctx, tc, "Step 1: What is your name?", nameSchema)
+		name, err := ask(ctx, tc, "step1", "Step 1: What is your name?", nameSchema)
 		if err != nil {
 			return nil, err
 		}
-		color, err := ask(ctx, tc, "Step 2: What is your favorite color?", colorSchema)
+		color, err := ask(ctx, tc, "step2", "Step 2: What is your favorite color?", colorSchema)
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +166,7 @@ func statelessFixtures() []*registry.Tool {
 	// The retry carries requestState+"-TAMPERED"; it must fail with a
 	// JSON-RPC error.
 	add(noArgs("test_input_required_result_tampered_state", "Asks for a confirmation; a tampered requestState is refused.", func(ctx context.Context, tc *registry.ToolContext) (any, error) {
-		res, err := ask(ctx, tc, "Please confirm", confirmSchema)
+		res, err := ask(ctx, tc, "confirm", "Please confirm", confirmSchema)
 		if err != nil {
 			return nil, err
 		}
@@ -161,8 +183,8 @@ func statelessFixtures() []*registry.Tool {
 		)
 		wg.Add(2)
 		// The name is optional: a client without elicitation is not asked.
-		go func() { defer wg.Done(); name, _ = ask(ctx, tc, "What is your name?", nameSchema) }()
-		go func() { defer wg.Done(); answer, serr = sampleText(ctx, tc, "Say hello", 20) }()
+		go func() { defer wg.Done(); name, _ = ask(ctx, tc, "user_name", "What is your name?", nameSchema) }()
+		go func() { defer wg.Done(); answer, serr = sampleText(ctx, tc, "hello", "Say hello", 20) }()
 		wg.Wait()
 		if serr != nil {
 			return nil, serr
