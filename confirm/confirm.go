@@ -21,6 +21,8 @@ package confirm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,8 +94,12 @@ func (m *Module) before(ctx context.Context, call *registry.ToolCall) registry.D
 	res, err := tc.Elicit(askCtx, registry.ElicitRequest{
 		Message: question(call, tc.CodeMode),
 		Schema:  json.RawMessage(`{"type":"object","properties":{}}`),
+		Key:     answerKey(call),
 	})
+	var capErr *registry.CapabilityError
 	switch {
+	case errors.As(err, &capErr):
+		return registry.Deny(fmt.Sprintf("Tool '%s' needs the user's confirmation (%s), but this client cannot be asked: it did not declare the elicitation capability. Use a client that supports elicitation, or remove the tool from %s.", call.Name, key, key))
 	case err != nil && askCtx.Err() != nil && ctx.Err() == nil:
 		return registry.Deny(fmt.Sprintf("Tool '%s' was not run: the user did not answer the confirmation within %v (profiles.%s.confirm_timeout).", call.Name, timeout, p.Name))
 	case err != nil && errors.Is(err, registry.ErrNoPeer):
@@ -107,6 +113,15 @@ func (m *Module) before(ctx context.Context, call *registry.ToolCall) registry.D
 	default:
 		return registry.Deny(fmt.Sprintf("Tool '%s' was not run: the user cancelled the confirmation.", call.Name))
 	}
+}
+
+// answerKey names the question across the rounds of a 2026-07-28
+// multi-round-trip call, in which the call (and the hook) runs again with
+// the answers so far: the same tool with the same arguments is the same
+// question, whatever else the call asks and in whatever order.
+func answerKey(call *registry.ToolCall) string {
+	sum := sha256.Sum256(call.Args)
+	return "confirm-" + call.Tool.Name + "-" + hex.EncodeToString(sum[:8])
 }
 
 func matches(globs []string, name string) bool {

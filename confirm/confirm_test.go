@@ -2,8 +2,12 @@ package confirm_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +63,13 @@ func (e *elicitor) asked() []string {
 // capability. ran counts test.write's runs.
 func session(t *testing.T, el *elicitor, ran *atomic.Int64, profile string) *client.Client {
 	t.Helper()
+	return connect(t, newServer(t, ran), el, profile)
+}
+
+// newServer serves test.write (counted by ran) and test.read with the
+// test profiles.
+func newServer(t *testing.T, ran *atomic.Int64) *mcpserver.Server {
+	t.Helper()
 	reg := registry.New()
 	reg.MustRegister(registry.MustNewTool("test.write", "Change something.", func(ctx context.Context, tc *registry.ToolContext, in struct {
 		What string `json:"what"`
@@ -91,7 +102,7 @@ confirm = ["test_w*"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	return connect(t, srv, el, profile)
+	return srv
 }
 
 func connect(t *testing.T, srv *mcpserver.Server, el *elicitor, profile string) *client.Client {
@@ -222,4 +233,91 @@ func TestConfirmWithoutElicitation(t *testing.T) {
 	if ran.Load() != 0 {
 		t.Error("the tool ran without confirmation")
 	}
+}
+
+// TestConfirmModern asks on the 2026-07-28 wire, where the question is a
+// multi-round-trip input request and the call runs again with the answer.
+func TestConfirmModern(t *testing.T) {
+	var ran atomic.Int64
+	srv := newServer(t, &ran)
+	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{DefaultProfile: "default", Profiles: []string{"default"}})
+	ts := httptest.NewServer(handler)
+	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
+	post := func(id int, caps, extra string) map[string]any {
+		t.Helper()
+		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"test_write","arguments":{"what":"x"}%s,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":%s}}}`, id, extra, caps)
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(line))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "test_write")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body := string(b)
+		if i := strings.LastIndex(body, "data: "); i >= 0 {
+			body = body[i+len("data: "):]
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimSpace(body)), &m); err != nil {
+			t.Fatalf("HTTP %d %q: %v", resp.StatusCode, b, err)
+		}
+		res, _ := m["result"].(map[string]any)
+		if res == nil {
+			t.Fatalf("no result: %v", m)
+		}
+		return res
+	}
+	text := func(res map[string]any) string {
+		var b strings.Builder
+		content, _ := res["content"].([]any)
+		for _, c := range content {
+			if m, ok := c.(map[string]any); ok {
+				b.WriteString(fmt.Sprint(m["text"]))
+			}
+		}
+		return b.String()
+	}
+	caps := `{"elicitation":{}}`
+	for _, tt := range []struct {
+		action, want string
+		runs         int64
+	}{
+		{"accept", "wrote x", 1},
+		{"decline", "the user declined it", 0},
+	} {
+		t.Run(tt.action, func(t *testing.T) {
+			before := ran.Load()
+			r1 := post(1, caps, "")
+			state, _ := r1["requestState"].(string)
+			reqs, _ := r1["inputRequests"].(map[string]any)
+			if r1["resultType"] != "input_required" || state == "" || len(reqs) != 1 {
+				t.Fatalf("round 1 = %v; want one input request", r1)
+			}
+			var key string
+			for k := range reqs {
+				key = k
+			}
+			if !strings.HasPrefix(key, "confirm-test.write-") {
+				t.Errorf("question key %q; want confirm-test.write-<hash>", key)
+			}
+			r2 := post(2, caps, fmt.Sprintf(`,"inputResponses":{%q:{"action":%q}},"requestState":%q`, key, tt.action, state))
+			if got := text(r2); !strings.Contains(got, tt.want) {
+				t.Errorf("round 2 = %v; want %q", r2, tt.want)
+			}
+			if got := ran.Load() - before; got != tt.runs {
+				t.Errorf("handler ran %d times; want %d", got, tt.runs)
+			}
+		})
+	}
+	t.Run("no elicitation capability", func(t *testing.T) {
+		r := post(3, `{}`, "")
+		if r["isError"] != true || !strings.Contains(text(r), "profiles.default.confirm") {
+			t.Errorf("result = %v; want a refusal naming profiles.default.confirm", r)
+		}
+	})
 }

@@ -664,6 +664,9 @@ func sampleResult(res *mcp.CreateMessageResult) *registry.SampleResult {
 // capability, where its session says (registry.ElicitCapable); when it
 // cannot tell, Elicit gets to answer.
 func (p *peer) CanElicit(ctx context.Context) bool {
+	if modernInfo(ctx) != nil {
+		return p.round != nil && hasCapability(p.round.caps, "elicitation")
+	}
 	if ci, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
 		return ci.GetClientCapabilities().Elicitation != nil
 	}
