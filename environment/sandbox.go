@@ -87,8 +87,8 @@ type SandboxOptions struct {
 // SandboxEnvironment runs every process in a bubblewrap sandbox of its
 // own: new user, pid, ipc, uts, cgroup and (unless Network is "host")
 // network namespaces; no capabilities; /usr, /bin, /lib* and a few files
-// of /etc (copied once, see sandboxEtc) read-only; the workspace and ReadWrite paths writable; a /tmp
-// private to the environment (shared by its processes, not with the
+// of /etc (copied once, see sandboxEtc) read-only; the workspace and
+// ReadWrite paths writable; a /tmp private to the environment (shared by its processes, not with the
 // host); $HOME, $BUB_HOME and everything else not mounted invisible.
 // Each process is pid 1's child in its pid namespace, so when it exits,
 // is signalled or its ctx ends, everything it started dies with it,
