@@ -1,6 +1,7 @@
 # bub-mcp: `make run` starts the server with zero configuration; `make test`
 # runs every check CI runs. Only Go is needed; the end-to-end suites install
-# their own Node packages (see e2e/setup.sh).
+# their own Node packages (see e2e/setup.sh) and the sandbox tests
+# bubblewrap (see scripts/test-deps.sh).
 
 GO          ?= go
 BIN         ?= bin/bub-mcp
@@ -11,7 +12,7 @@ BENCHTIME   ?= 1s
 RUN_ARGS    ?= --http 127.0.0.1:8080
 PKGS        := ./...
 
-.PHONY: all build run test fmt-check vet lint unit e2e-deps pg-setup bench e2e clean
+.PHONY: all build run test fmt-check vet lint unit e2e-deps pg-setup test-deps bench e2e clean
 
 all: build
 
@@ -40,11 +41,15 @@ e2e-deps:
 
 # The PostgreSQL store's tests run a throw-away cluster of Debian's
 # postgresql (installed here when missing; needs root for apt-get).
-unit: e2e-deps pg-setup
+unit: e2e-deps pg-setup test-deps
 	$(GO) test -race -count=1 $(PKGS)
 
 pg-setup:
 	bash internal/pgtest/setup.sh
+
+# bubblewrap for the sandbox tests (installed with apt when root).
+test-deps:
+	@bash scripts/test-deps.sh
 
 e2e:
 	bash e2e/run.sh

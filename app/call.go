@@ -235,4 +235,13 @@ func (p quietPeer) Roots(ctx context.Context) ([]registry.Root, error) {
 	return rp.Roots(ctx)
 }
 
-var _ registry.Tools = (*viewTools)(nil)
+// CanElicit passes on what the client's Peer knows (registry.ElicitCapable).
+func (p quietPeer) CanElicit(ctx context.Context) bool {
+	tc := registry.ToolContext{Peer: p.Peer}
+	return tc.CanElicit(ctx)
+}
+
+var (
+	_ registry.Tools         = (*viewTools)(nil)
+	_ registry.ElicitCapable = quietPeer{}
+)

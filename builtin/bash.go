@@ -112,6 +112,10 @@ func (m *Module) runBash(ctx context.Context, tc *registry.ToolContext, in bashA
 	for {
 		select {
 		case <-sh.done:
+			// The call is over, and so is whatever the command left
+			// running (background jobs, setsid daemons): use a
+			// background shell for what must outlive the call.
+			_ = sh.proc.Signal(true)
 			m.shells.remove(env, sh.id)
 			out := sh.out.all()
 			if sh.code != 0 {

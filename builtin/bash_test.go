@@ -16,8 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestBash(t *testing.T) {
-	f := newFixture(t, nil)
+func TestBash(t *testing.T) { eachEnv(t, testBash) }
+
+func testBash(t *testing.T, f *fixture) {
 	if err := os.Mkdir(f.ws+"/sub", 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +49,9 @@ func TestBash(t *testing.T) {
 	}
 }
 
-func TestBashFailures(t *testing.T) {
-	f := newFixture(t, nil)
+func TestBashFailures(t *testing.T) { eachEnv(t, testBashFailures) }
+
+func testBashFailures(t *testing.T, f *fixture) {
 	tests := []struct {
 		name    string
 		args    map[string]any
@@ -241,8 +243,9 @@ func TestBashCancelKillsProcessGroup(t *testing.T) {
 	}
 }
 
-func TestBashStreamsProgress(t *testing.T) {
-	f := newFixture(t, nil)
+func TestBashStreamsProgress(t *testing.T) { eachEnv(t, testBashStreamsProgress) }
+
+func testBashStreamsProgress(t *testing.T, f *fixture) {
 	peer := &recordingPeer{}
 	f.peer = peer
 	got := f.ok("bash", map[string]any{"command": "for i in 1 2 3 4; do echo line$i; sleep 0.15; done"})

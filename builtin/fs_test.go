@@ -13,8 +13,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestFSRead(t *testing.T) {
-	f := newFixture(t, nil)
+func TestFSRead(t *testing.T) { eachEnv(t, testFSRead) }
+
+func testFSRead(t *testing.T, f *fixture) {
 	f.write("lf.txt", "one\ntwo\nthree\n")
 	f.write("crlf.txt", "one\r\ntwo\r\nthree")
 	f.write("cr.txt", "one\rtwo\r\rfour")
@@ -49,8 +50,9 @@ func TestFSRead(t *testing.T) {
 	}
 }
 
-func TestFSReadRefusesBadInput(t *testing.T) {
-	f := newFixture(t, nil)
+func TestFSReadRefusesBadInput(t *testing.T) { eachEnv(t, testFSReadRefusesBadInput) }
+
+func testFSReadRefusesBadInput(t *testing.T, f *fixture) {
 	f.write("bin.dat", "abc\x00def")
 	f.write("latin1.txt", "caf\xe9\n")
 	f.write("ok.txt", "x\n")
@@ -123,8 +125,9 @@ func TestFSReadLargeFileIsPaged(t *testing.T) {
 	}
 }
 
-func TestFSWrite(t *testing.T) {
-	f := newFixture(t, nil)
+func TestFSWrite(t *testing.T) { eachEnv(t, testFSWrite) }
+
+func testFSWrite(t *testing.T, f *fixture) {
 	got := f.ok("fs.write", map[string]any{"path": "a/b/c.txt", "content": "hi\n"})
 	if want := "wrote: " + filepath.Join(f.ws, "a/b/c.txt"); got != want {
 		t.Errorf("fs.write = %q; want %q", got, want)
@@ -143,8 +146,9 @@ func TestFSWrite(t *testing.T) {
 	}
 }
 
-func TestFSEdit(t *testing.T) {
-	f := newFixture(t, nil)
+func TestFSEdit(t *testing.T) { eachEnv(t, testFSEdit) }
+
+func testFSEdit(t *testing.T, f *fixture) {
 	tests := []struct {
 		name, content string
 		args          map[string]any

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
@@ -27,11 +28,34 @@ const testTimeout = 15 * time.Second
 type fixture struct {
 	t    *testing.T
 	ws   string
-	env  *environment.LocalEnvironment
+	env  environment.Environment
 	sess *sessions.Session
 	mod  *Module
 	exec *registry.Executor
 	peer registry.Peer
+}
+
+// envKinds are the environments the tool tests run on.
+var envKinds = []string{"local", environment.SandboxName}
+
+// eachEnv runs fn as a subtest per environment kind, on a fixture with a
+// zero Module; the sandbox one needs bubblewrap (envtest.RequireBwrap).
+func eachEnv(t *testing.T, fn func(t *testing.T, f *fixture)) {
+	for _, kind := range envKinds {
+		t.Run(kind, func(t *testing.T) {
+			if kind == "local" {
+				fn(t, newFixture(t, nil))
+				return
+			}
+			envtest.RequireBwrap(t)
+			ws := t.TempDir()
+			env, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws})
+			if err != nil {
+				t.Fatalf("NewSandbox: %v", err)
+			}
+			fn(t, newEnvFixture(t, &Module{}, env))
+		})
+	}
 }
 
 // newFixture is newModuleFixture with a zero Module (the defaults).
@@ -54,6 +78,12 @@ func newModuleFixture(t *testing.T, m *Module, opts *environment.LocalOptions) *
 	if err != nil {
 		t.Fatalf("NewLocal: %v", err)
 	}
+	return newEnvFixture(t, m, env)
+}
+
+// newEnvFixture runs m's tools in env; both are cleaned up with the test.
+func newEnvFixture(t *testing.T, m *Module, env environment.Environment) *fixture {
+	t.Helper()
 	t.Cleanup(func() {
 		if err := env.Close(); err != nil {
 			t.Errorf("env.Close: %v", err)

@@ -25,6 +25,8 @@ import (
 	// module comes with the agent command (agent.go).
 	_ "github.com/bubbuild/bub-mcp/builtin"
 	_ "github.com/bubbuild/bub-mcp/codemode"
+	_ "github.com/bubbuild/bub-mcp/confirm"
+	_ "github.com/bubbuild/bub-mcp/sandbox"
 	_ "github.com/bubbuild/bub-mcp/skills"
 	_ "github.com/bubbuild/bub-mcp/spill"
 	_ "github.com/bubbuild/bub-mcp/upstream"

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/codemode"
 	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	_ "github.com/bubbuild/bub-mcp/spill"
@@ -40,6 +42,7 @@ type appOptions struct {
 	codemode string   // the [codemode] table's body
 	modules  []string // nil means codemode and spill
 	logger   *slog.Logger
+	env      string // the default profile's environment; "" means local
 }
 
 // newApp builds an App with the codemode and spill modules over a temp
@@ -68,6 +71,9 @@ func newApp(t testing.TB, o appOptions) (*app.App, *codemode.Module) {
 	}
 	if o.codemode != "" {
 		src += "\n[codemode]\n" + o.codemode + "\n"
+	}
+	if o.env != "" {
+		src = strings.Replace(src, "[profiles.default]\n", "[profiles.default]\nenvironment = \""+o.env+"\"\n", 1)
 	}
 	cfg, err := config.Parse("t.toml", src, func(string) string { return "" })
 	if err != nil {
@@ -123,3 +129,19 @@ func command(a *app.App, conn *providers.Connection, tool string, args json.RawM
 var codeModeOnly = []string{"codemode"}
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// envKinds are the environments the code-mode tests run on.
+var envKinds = []string{"local", "sandbox"}
+
+// eachEnv runs fn as a subtest per environment; the sandbox one needs
+// bubblewrap.
+func eachEnv(t *testing.T, fn func(t *testing.T, env string)) {
+	for _, kind := range envKinds {
+		t.Run(kind, func(t *testing.T) {
+			if kind == "sandbox" {
+				envtest.RequireBwrap(t)
+			}
+			fn(t, kind)
+		})
+	}
+}

@@ -3,11 +3,15 @@ package codemode_test
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -100,5 +104,92 @@ func BenchmarkCallNested(b *testing.B) {
 		if _, err := json.Marshal(res.Value); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkRunCodeBurst is run_code of print(1) used in earnest, on each
+// environment: 10 calls back to back by one caller, and 4 callers making
+// 5 calls each at once, timed per call; the pool is full before each
+// burst (outside the timer). It reports the p50 of each burst kind in ms,
+// next to a cold `python3 -c pass` (through PATH, as a user would run it)
+// measured in the same run (and of the real executable behind it), and
+// the ratio of the worse burst p50 to the cold start.
+func BenchmarkRunCodeBurst(b *testing.B) {
+	for _, env := range envKinds {
+		b.Run(env, func(b *testing.B) {
+			if env == "sandbox" {
+				envtest.RequireBwrap(b)
+			}
+			needPython(b)
+			a, m := newApp(b, appOptions{env: env})
+			conn, _ := resolve(b, a, "default")
+			in := args(b, map[string]any{"code": "print(1)"})
+			ctx := context.Background()
+			call := func() time.Duration {
+				start := time.Now()
+				res := a.Call(ctx, conn, app.Request{Tool: "run_code", Args: in})
+				d := time.Since(start)
+				if res.Err != nil || res.Text != "1\n" {
+					b.Errorf("run_code = %q, %v", res.Text, res.Err)
+				}
+				return d
+			}
+			call() // makes the environment and its runner
+			real, err := environment.ResolvePython("python3")
+			if err != nil {
+				b.Fatal(err)
+			}
+			var serial, parallel, cold, coldReal []time.Duration
+			var mu sync.Mutex
+			for b.Loop() {
+				b.StopTimer()
+				if err := m.WaitReady(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				for range 10 {
+					serial = append(serial, call())
+				}
+				b.StopTimer()
+				if err := m.WaitReady(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				var wg sync.WaitGroup
+				for range 4 {
+					wg.Go(func() {
+						for range 5 {
+							d := call()
+							mu.Lock()
+							parallel = append(parallel, d)
+							mu.Unlock()
+						}
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				start := time.Now()
+				if err := exec.Command("python3", "-c", "pass").Run(); err != nil {
+					b.Fatal(err)
+				}
+				cold = append(cold, time.Since(start))
+				start = time.Now()
+				if err := exec.Command(real, "-c", "pass").Run(); err != nil {
+					b.Fatal(err)
+				}
+				coldReal = append(coldReal, time.Since(start))
+				b.StartTimer()
+			}
+			p50 := func(ds []time.Duration) float64 {
+				slices.Sort(ds)
+				return float64(ds[len(ds)/2]) / float64(time.Millisecond)
+			}
+			s, p, c := p50(serial), p50(parallel), p50(cold)
+			b.ReportMetric(s, "serial-p50-ms")
+			b.ReportMetric(p, "c4-p50-ms")
+			b.ReportMetric(c, "cold-python-ms")
+			b.ReportMetric(p50(coldReal), "cold-real-python-ms")
+			b.ReportMetric(max(s, p)/c, "worst/cold")
+		})
 	}
 }

@@ -25,11 +25,11 @@ type runnerSet struct {
 
 // get returns env's runner, making it on first use, and the function to
 // call once the run is over.
-func (s *runnerSet) get(env environment.Environment, python string) (*runner.Runner, func(), error) {
+func (s *runnerSet) get(env environment.Environment, python string, pool int, memory int64) (*runner.Runner, func(), error) {
 	if !reflect.ValueOf(env).Comparable() {
 		// Such an Environment cannot key the map: it gets a runner per
 		// run, with nothing started ahead and nothing kept.
-		r := runner.New(&runner.Options{Python: python, Start: runner.EnvStart(env)})
+		r := runner.New(&runner.Options{Python: python, Start: runner.EnvStart(env), Memory: memory})
 		return r, func() { r.Close() }, nil
 	}
 	s.mu.Lock()
@@ -44,7 +44,7 @@ func (s *runnerSet) get(env environment.Environment, python string) (*runner.Run
 		s.runners = map[environment.Environment]*runner.Runner{}
 		s.done = make(chan struct{})
 	}
-	r := runner.New(&runner.Options{Python: python, Start: runner.EnvStart(env), Prestart: true})
+	r := runner.New(&runner.Options{Python: python, Start: runner.EnvStart(env), Prestart: true, Pool: pool, Memory: memory})
 	s.runners[env] = r
 	if n, ok := env.(environment.ClosedNotifier); ok {
 		s.watchers.Add(1)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/codemode/runner"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
@@ -33,6 +34,13 @@ const (
 	// DefaultMaxCalls bounds the nested calls of one run, so a loop in
 	// model-written code cannot flood the tools.
 	DefaultMaxCalls = runner.DefaultMaxCalls
+	// DefaultMemory is each interpreter's address-space limit: a run
+	// that allocates more gets MemoryError instead of the machine's
+	// memory.
+	DefaultMemory = 1 << 30
+	// DefaultPool is how many interpreters are kept started per
+	// environment.
+	DefaultPool = runner.DefaultPool
 )
 
 // Module is code mode in one App: the run_code tool, the code_mode
@@ -52,7 +60,14 @@ type Module struct {
 	// MaxCalls bounds the nested tool calls of one run; 0 means
 	// DefaultMaxCalls, a negative value is refused.
 	MaxCalls int `toml:"max_calls"`
+	// Memory is each interpreter's address-space limit (RLIMIT_AS), like
+	// "1GiB"; 0 means DefaultMemory.
+	Memory config.Size `toml:"memory"`
+	// Pool is how many interpreters each environment keeps started,
+	// imports done; 0 means DefaultPool, a negative value is refused.
+	Pool int `toml:"pool"`
 
+	python    string // Python resolved to the real executable
 	home      string // absolute $BUB_HOME: stub paths go into prompts
 	log       *slog.Logger
 	available bool // Python was found at Provision
@@ -81,6 +96,18 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	if m.MaxCalls < 0 {
 		return a.Config().Fail("must be >= 0", "codemode", "max_calls")
 	}
+	if m.Pool < 0 {
+		return a.Config().Fail("must be >= 0", "codemode", "pool")
+	}
+	if m.Memory > 0 && m.Memory < 64<<20 {
+		return a.Config().Fail("must be at least 64MiB (Python needs that much address space to start)", "codemode", "memory")
+	}
+	if m.Memory == 0 {
+		m.Memory = DefaultMemory
+	}
+	if m.Pool == 0 {
+		m.Pool = DefaultPool
+	}
 	if m.Python == "" {
 		m.Python = DefaultPython
 	}
@@ -95,12 +122,19 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		return fmt.Errorf("codemode: %w", err)
 	}
 	m.home, m.log = home, a.Logger()
+	m.python = m.Python
 	if _, err := exec.LookPath(m.Python); err != nil {
 		m.log.Warn("codemode.python.missing", "python", m.Python, "error", err,
 			"effect", "run_code is not offered; code mode falls back to direct tools",
 			"fix", "install Python or set [codemode] python in bub.toml")
 	} else {
 		m.available = true
+		if exe, err := environment.ResolvePython(m.Python); err == nil {
+			m.python = exe
+		} else {
+			m.log.Warn("codemode.python.resolve", "python", m.Python, "error", err,
+				"effect", "every run starts through the command as given")
+		}
 	}
 	for _, t := range []*registry.Tool{m.runCodeTool(), codeModeTool()} {
 		if err := a.RegisterTool(t); err != nil {
@@ -132,7 +166,7 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	})
 	stubs := filepath.Join(m.home, "codemode")
 	a.ConfigureEnvironment(func(conn *providers.Connection, o *environment.Options) {
-		o.Python = m.Python
+		o.Python = m.python
 		o.AllowPaths = append(o.AllowPaths, stubs)
 	})
 	return nil
@@ -152,7 +186,7 @@ func (m *Module) pythonFor(env environment.Environment) string {
 			return p
 		}
 	}
-	return m.Python
+	return m.python
 }
 
 var (

@@ -66,7 +66,7 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 	for i, t := range code {
 		names[i] = t.ModelName()
 	}
-	r, release, err := m.runners.get(env, m.pythonFor(env))
+	r, release, err := m.runners.get(env, m.pythonFor(env), m.Pool, int64(m.Memory))
 	if err != nil {
 		return "", codeError(ctx, ctx, err, "", timeout)
 	}

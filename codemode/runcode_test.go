@@ -135,10 +135,12 @@ func (p *progressPeer) Elicit(context.Context, registry.ElicitRequest) (*registr
 	return nil, registry.ErrNoPeer
 }
 
-func TestRunCode(t *testing.T) {
+func TestRunCode(t *testing.T) { eachEnv(t, testRunCode) }
+
+func testRunCode(t *testing.T, env string) {
 	needPython(t)
 	log := &hookLog{}
-	a, _ := newApp(t, appOptions{reg: testRegistry(t, log)})
+	a, _ := newApp(t, appOptions{reg: testRegistry(t, log), env: env})
 	tests := []struct {
 		name    string
 		code    string

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +111,35 @@ type Profile struct {
 	// characters ('/' included) and '?' one character; empty means the
 	// profile's own session and those derived from it ("<own>/...").
 	Sessions []string `toml:"sessions"`
+	// Sandbox is [profiles.<name>.sandbox]: the limits and mounts of the
+	// "sandbox" environment, read by the sandbox module; nil when absent.
+	Sandbox *Sandbox `toml:"sandbox"`
+	// Confirm are globs over runtime names (as Tools): a matching call,
+	// direct or nested in run_code, runs only once the user approves it
+	// through MCP elicitation (the confirm module).
+	Confirm []string `toml:"confirm"`
+	// ConfirmTimeout bounds the wait for the user's answer; 0 means the
+	// confirm module's default.
+	ConfirmTimeout Duration `toml:"confirm_timeout"`
+}
+
+// Sandbox is a profile's sandbox table. Zero values mean no limit, no
+// network and no extra paths; the sandbox module checks the values.
+type Sandbox struct {
+	// Memory is each process's address-space limit, e.g. "256MiB".
+	Memory Size `toml:"memory"`
+	// CPUSeconds is each process's CPU-time limit.
+	CPUSeconds int64 `toml:"cpu_seconds"`
+	// Processes bounds the processes of one spawned tree.
+	Processes int `toml:"processes"`
+	// FileSize is the largest file a process may write, e.g. "100MiB".
+	FileSize Size `toml:"file_size"`
+	// Network is "none" (the default) or "host".
+	Network string `toml:"network"`
+	// ReadOnly and ReadWrite are extra host paths visible inside;
+	// relative ones resolve against the workspace.
+	ReadOnly  []string `toml:"read_only"`
+	ReadWrite []string `toml:"read_write"`
 }
 
 // SessionAllowed reports whether the profile's clients may use the session
@@ -209,6 +239,66 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 // MarshalText writes the duration back.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Size is a byte count written as an integer or a string with a unit:
+// "512KiB", "256MiB", "1GiB" (powers of 1024; K, M, G, KB, MB, GB and
+// lower case mean the same), or plain digits.
+type Size int64
+
+// UnmarshalTOML accepts an integer or a string with a unit.
+func (s *Size) UnmarshalTOML(v any) error {
+	switch x := v.(type) {
+	case int64:
+		if x < 0 {
+			return fmt.Errorf("negative size %d", x)
+		}
+		*s = Size(x)
+		return nil
+	case string:
+		n, err := ParseSize(x)
+		if err != nil {
+			return err
+		}
+		*s = Size(n)
+		return nil
+	}
+	return fmt.Errorf("not a size (want e.g. \"256MiB\" or a number of bytes): %v", v)
+}
+
+// ParseSize parses a Size's string form.
+func ParseSize(str string) (int64, error) {
+	t := strings.TrimSpace(str)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("not a size (want e.g. \"256MiB\"): %q", str)
+	}
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a size: %q: %v", str, err)
+	}
+	var mult int64
+	switch strings.ToLower(strings.TrimSpace(t[i:])) {
+	case "", "b":
+		mult = 1
+	case "k", "kb", "kib":
+		mult = 1 << 10
+	case "m", "mb", "mib":
+		mult = 1 << 20
+	case "g", "gb", "gib":
+		mult = 1 << 30
+	case "t", "tb", "tib":
+		mult = 1 << 40
+	default:
+		return 0, fmt.Errorf("not a size (units: KiB, MiB, GiB, TiB): %q", str)
+	}
+	if n > (1<<62)/mult {
+		return 0, fmt.Errorf("size %q is too large", str)
+	}
+	return n * mult, nil
+}
 
 // Default is the zero configuration: one profile with every tool, working
 // in the current directory.
@@ -320,6 +410,9 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 			if strings.TrimSpace(pat) == "" {
 				return nil, fail("empty session pattern", "profiles", pname, "sessions")
 			}
+		}
+		if err := providers.CheckGlobs(p.Confirm); err != nil {
+			return nil, fail(err.Error(), "profiles", pname, "confirm")
 		}
 	}
 	dir := ""

@@ -15,7 +15,7 @@ func TestExampleParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"coder", "default", "readonly"}, c.ProfileNames()); diff != "" {
+	if diff := cmp.Diff([]string{"coder", "default", "readonly", "sandboxed"}, c.ProfileNames()); diff != "" {
 		t.Errorf("profiles (-want +got):\n%s", diff)
 	}
 	if c.Server.ShutdownGrace.Duration != 10*time.Second || c.Auth.Tokens[0].Profile != "readonly" || !c.Profiles["coder"].CodeMode {
@@ -48,6 +48,7 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"wrong type", "[server]\nallowed_hosts = \"many\"\n", "config: bub.toml:2: server.allowed_hosts"},
 		{"unknown profile key", "[profiles.x]\ntolls = []\n", "config: bub.toml:2: profiles.x.tolls: unknown key"},
 		{"bad glob", "[profiles.x]\ntools = [\"[\"]\n", "config: bub.toml:2: profiles.x.tools: providers: bad tool pattern"},
+		{"bad confirm glob", "[profiles.x]\nconfirm = [\"[\"]\n", "config: bub.toml:2: profiles.x.confirm: providers: bad tool pattern"},
 		{"bad profile name", "[profiles.\"a b\"]\n", "config: bub.toml:1: profiles.a b: profile names must match"},
 		{"token with unknown profile", "[[auth.tokens]]\nsha256 = \"" + strings.Repeat("a", 64) + "\"\nprofile = \"nope\"\n", "config: bub.toml:3: auth.tokens.profile: unknown profile \"nope\""},
 		{"token in clear", "[[auth.tokens]]\nsha256 = \"hunter2\"\n", "config: bub.toml:2: auth.tokens.sha256: must be the token's SHA-256"},
@@ -141,5 +142,31 @@ func TestModuleTables(t *testing.T) {
 				t.Errorf("Check() = %v; want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"0", 0, false}, {"4096", 4096, false}, {"512KiB", 512 << 10, false}, {"256MiB", 256 << 20, false},
+		{"256M", 256 << 20, false}, {"1 GiB", 1 << 30, false}, {"2gb", 2 << 30, false}, {"1TiB", 1 << 40, false},
+		{"", 0, true}, {"MiB", 0, true}, {"12 parsecs", 0, true}, {"-1", 0, true}, {"99999999999TiB", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseSize(tt.in)
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+	c, err := Parse("t.toml", "[profiles.p.sandbox]\nmemory = \"256MiB\"\nfile_size = 1024\nnetwork = \"host\"\nread_only = [\"/opt\"]\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Sandbox{Memory: 256 << 20, FileSize: 1024, Network: "host", ReadOnly: []string{"/opt"}}
+	if diff := cmp.Diff(want, c.Profiles["p"].Sandbox); diff != "" {
+		t.Errorf("sandbox table (-want +got):\n%s", diff)
 	}
 }

@@ -1,11 +1,15 @@
 package environment
 
 import (
+	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // BenchmarkSpawnTrue measures Spawn+Wait of a shell command, to compare
@@ -61,5 +65,45 @@ func BenchmarkReadText(b *testing.B) {
 		if _, err := e.ReadText(ctx, p); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSpawnTrueEnvs is `bash -c true` to exit, on each environment: the
+// sandbox's cost over local is bwrap setting up its namespaces and mounts.
+func BenchmarkSpawnTrueEnvs(b *testing.B) {
+	for _, kind := range []string{"local", "sandbox"} {
+		b.Run(kind, func(b *testing.B) {
+			var e Environment
+			var err error
+			if kind == "local" {
+				e, err = NewLocal(&LocalOptions{Workspace: b.TempDir()})
+			} else {
+				if _, lerr := exec.LookPath(DefaultBwrap); lerr != nil {
+					b.Skip("bubblewrap not installed")
+				}
+				e, err = NewSandbox(&SandboxOptions{Workspace: b.TempDir()})
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			var times []time.Duration
+			b.ReportAllocs()
+			for b.Loop() {
+				start := time.Now()
+				p, err := e.Spawn(context.Background(), Spec{Command: "true"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, p.Stdout())
+				io.Copy(io.Discard, p.Stderr())
+				if code, err := p.Wait(); code != 0 || err != nil {
+					b.Fatalf("Wait() = %d, %v", code, err)
+				}
+				times = append(times, time.Since(start))
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2])/float64(time.Millisecond), "p50-ms")
+		})
 	}
 }

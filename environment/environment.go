@@ -4,7 +4,8 @@
 //
 // It is the Go counterpart of Bub's Environment protocol. The contract is
 // the [Environment] and [Process] interfaces; [LocalEnvironment] implements
-// them on the host. Other implementations (a container, a remote machine)
+// them on the host and [SandboxEnvironment] in bubblewrap sandboxes
+// ("sandbox"); package envtest checks both against the contract. Other implementations (a container, a remote machine)
 // plug in by name with [Register], the database/sql driver pattern and the
 // analogue of Bub's provide_environment hook; a profile picks one with
 // `environment = "<name>"`. Extra abilities are optional interfaces found

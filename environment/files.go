@@ -174,10 +174,30 @@ func (e *LocalEnvironment) ReadText(ctx context.Context, p string) (string, erro
 		return "", fileError(path, err)
 	}
 	defer f.Close()
+	return readText(f, path, e.maxRead)
+}
+
+// readText reads the open file f (named path in errors) as UTF-8 text of
+// at most maxRead bytes (no limit when maxRead <= 0), with
+// LocalEnvironment.ReadText's checks.
+func readText(f *os.File, path string, maxRead int64) (string, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fileError(path, err)
+	}
+	if fi.IsDir() {
+		return "", isDirError(path)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("environment: %s is not a regular file", path)
+	}
+	if maxRead > 0 && fi.Size() > maxRead {
+		return "", tooLargeError(path, fmt.Sprintf("%d bytes", fi.Size()), maxRead)
+	}
 	var r io.Reader = f
-	if e.maxRead > 0 {
+	if maxRead > 0 {
 		// Files under /proc report size 0; the cap must hold anyway.
-		r = io.LimitReader(f, e.maxRead+1)
+		r = io.LimitReader(f, maxRead+1)
 	}
 	// Size the buffer from the Stat above, so reading does not regrow it.
 	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
@@ -185,8 +205,8 @@ func (e *LocalEnvironment) ReadText(ctx context.Context, p string) (string, erro
 		return "", fmt.Errorf("environment: read %s: %w", path, err)
 	}
 	data := buf.Bytes()
-	if e.maxRead > 0 && int64(len(data)) > e.maxRead {
-		return "", tooLargeError(path, fmt.Sprintf("more than %d bytes", e.maxRead), e.maxRead)
+	if maxRead > 0 && int64(len(data)) > maxRead {
+		return "", tooLargeError(path, fmt.Sprintf("more than %d bytes", maxRead), maxRead)
 	}
 	if i := bytes.IndexByte(data[:min(len(data), binarySniffLen)], 0); i >= 0 {
 		return "", &wrapError{

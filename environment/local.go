@@ -61,9 +61,13 @@ type LocalOptions struct {
 
 // LocalEnvironment runs processes and file operations on the host, each
 // process in its own process group so that Signal and Close reach every
-// descendant. A descendant that calls setsid (a double-forked daemon)
-// leaves the group and escapes both; that is the price of not tracing
-// every process.
+// descendant. Where a cgroup hierarchy is writable (root, or a delegated
+// cgroup2 subtree), each process also gets a cgroup of its own, and
+// killing it kills the cgroup: a descendant that calls setsid (a
+// double-forked daemon) leaves the group but not the cgroup. Without one
+// (see TracksTrees) such a daemon escapes; and a process that is not a
+// descendant (one started through a system service, at or cron) is never
+// reached.
 type LocalEnvironment struct {
 	workspace string   // absolute, cleaned, as configured
 	realRoots []string // symlink-free workspace and AllowPaths, for Confine
@@ -170,51 +174,111 @@ func (e *LocalEnvironment) Python() string { return e.python }
 
 // Spawn starts spec in its own process group. See Environment.Spawn.
 func (e *LocalEnvironment) Spawn(ctx context.Context, spec Spec) (Process, error) {
-	if err := checkCtx(ctx); err != nil {
+	l, err := e.prepare(ctx, spec)
+	if err != nil {
 		return nil, err
 	}
-	if e.isClosed() {
-		return nil, ErrClosed
+	l.env = os.Environ()
+	l.env = append(l.env, e.extraEnv...)
+	l.env = append(l.env, spec.Env...)
+	l.keepStdin = spec.KeepStdin
+	if h := trackingCgroups(); h != nil {
+		// Without its own cgroup the tree is still killed by process
+		// group; only a descendant that calls setsid escapes then. So
+		// a cgroup that cannot be made or entered is no reason to fail.
+		if cg, err := h.newCgroup(0); err == nil {
+			tracked := l
+			if cg.wrap(&tracked) {
+				p, err := e.start(ctx, tracked)
+				if err == nil || errors.Is(err, ErrClosed) {
+					return p, err
+				}
+			} else {
+				cg.remove()
+			}
+		}
 	}
-	var name string
-	var args []string
+	return e.start(ctx, l)
+}
+
+// launch is a process about to start on the host: what start runs,
+// after an environment has wrapped the spec (a sandbox puts bwrap in
+// front).
+type launch struct {
+	name      string
+	args      []string
+	dir       string   // host working directory
+	env       []string // the complete environment
+	keepStdin bool
+	// cleanup, if set, runs once after the process has exited and its
+	// output has ended (a sandbox removes its cgroup).
+	cleanup func()
+	// kill, if set, is run besides the group SIGKILL (a cgroup kill
+	// reaches processes that left the group).
+	kill func()
+	// alive, if set, reports whether anything the process started is
+	// left, besides its group (the cgroup is populated).
+	alive func() bool
+	// cgroupFD, if >= 0, is the cgroup2 directory the kernel starts
+	// the process in (CLONE_INTO_CGROUP).
+	cgroupFD int
+}
+
+// prepare checks ctx and spec and returns the words to run, the
+// directory (resolved like ResolvePath) and spec.Env checked.
+func (e *LocalEnvironment) prepare(ctx context.Context, spec Spec) (launch, error) {
+	if err := checkCtx(ctx); err != nil {
+		return launch{}, err
+	}
+	if e.isClosed() {
+		return launch{}, ErrClosed
+	}
+	l := launch{cgroupFD: -1}
 	switch {
 	case spec.Command != "" && len(spec.Argv) > 0:
-		return nil, errors.New("environment: spec sets both Command and Argv; set exactly one")
+		return launch{}, errors.New("environment: spec sets both Command and Argv; set exactly one")
 	case spec.Command != "":
 		if e.shell == "" {
-			return nil, errNoShell
+			return launch{}, errNoShell
 		}
-		name, args = e.shell, []string{"-c", spec.Command}
+		l.name, l.args = e.shell, []string{"-c", spec.Command}
 	case len(spec.Argv) > 0:
 		if spec.Argv[0] == "" {
-			return nil, errors.New("environment: spec Argv[0] is empty")
+			return launch{}, errors.New("environment: spec Argv[0] is empty")
 		}
-		name, args = spec.Argv[0], spec.Argv[1:]
+		l.name, l.args = spec.Argv[0], spec.Argv[1:]
 	default:
-		return nil, errors.New("environment: spec sets neither Command nor Argv; set exactly one")
+		return launch{}, errors.New("environment: spec sets neither Command nor Argv; set exactly one")
 	}
-
-	dir := e.workspace
+	l.dir = e.workspace
 	if spec.Dir != "" {
 		d, err := e.ResolvePath(spec.Dir)
 		if err != nil {
-			return nil, err
+			return launch{}, err
 		}
-		dir = d
+		l.dir = d
 	}
 	if err := checkEnv(spec.Env); err != nil {
-		return nil, err
+		return launch{}, err
 	}
-	env := os.Environ()
-	env = append(env, e.extraEnv...)
-	env = append(env, spec.Env...)
+	return l, nil
+}
 
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = env
+// start runs l in a new process group that ctx's end kills, and tracks
+// it for Close.
+func (e *LocalEnvironment) start(ctx context.Context, l launch) (Process, error) {
+	cmd := exec.CommandContext(ctx, l.name, l.args...)
+	cmd.Dir = l.dir
+	cmd.Env = l.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if l.cgroupFD >= 0 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = l.cgroupFD
+	}
 	cmd.Cancel = func() error {
+		if l.kill != nil {
+			l.kill()
+		}
 		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
 			if err == syscall.ESRCH {
 				return os.ErrProcessDone
@@ -225,9 +289,12 @@ func (e *LocalEnvironment) Spawn(ctx context.Context, spec Spec) (Process, error
 	}
 	cmd.WaitDelay = e.waitDelay
 
-	p, err := startProcess(cmd, spec.KeepStdin, e.waitDelay)
+	p, err := startProcess(cmd, l, e.waitDelay)
 	if err != nil {
-		return nil, fmt.Errorf("environment: start %s: %w", name, err)
+		if l.cleanup != nil {
+			l.cleanup()
+		}
+		return nil, fmt.Errorf("environment: start %s: %w", l.name, err)
 	}
 
 	e.mu.Lock()
@@ -253,6 +320,7 @@ func (e *LocalEnvironment) pruneLocked() {
 	for p := range e.procs {
 		if !p.Running() && !p.groupAlive() {
 			delete(e.procs, p)
+			p.runCleanup()
 		}
 	}
 }
@@ -262,6 +330,12 @@ func (e *LocalEnvironment) isClosed() bool {
 	defer e.mu.Unlock()
 	return e.closed
 }
+
+// TracksTrees reports whether processes get a cgroup of their own, so
+// that Signal, a cancelled ctx and Close also reach descendants that left
+// the process group (setsid, double-forked daemons). It needs a cgroup
+// hierarchy the server may write to: cgroup2 (preferred) or v1's pids.
+func (e *LocalEnvironment) TracksTrees() bool { return trackingCgroups() != nil }
 
 // Closed returns a channel closed when Close begins (ClosedNotifier).
 func (e *LocalEnvironment) Closed() <-chan struct{} { return e.closedCh }
@@ -297,6 +371,7 @@ func (e *LocalEnvironment) Close() error {
 		if expired {
 			select {
 			case <-p.done:
+				p.runCleanup()
 			default:
 				errs = append(errs, fmt.Errorf("environment: process %d still running after SIGKILL", p.pid))
 			}
@@ -304,11 +379,13 @@ func (e *LocalEnvironment) Close() error {
 		}
 		select {
 		case <-p.done:
+			p.runCleanup()
 		case <-timeout.C:
 			expired = true
 			errs = append(errs, fmt.Errorf("environment: process %d still running after SIGKILL", p.pid))
 		}
 	}
+	removeBase()
 	return errors.Join(errs...)
 }
 

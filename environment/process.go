@@ -34,11 +34,24 @@ type localProcess struct {
 	err  error // valid after exited
 
 	groupGone atomic.Bool // the process group was seen empty after exit
+
+	kill      func()      // see launch.kill; may be nil
+	alive     func() bool // see launch.alive; may be nil
+	cleanup   func()      // see launch.cleanup; may be nil
+	cleanOnce sync.Once
+}
+
+// runCleanup runs launch.cleanup once the process is done with it.
+func (p *localProcess) runCleanup() {
+	if p.cleanup != nil {
+		p.cleanOnce.Do(p.cleanup)
+	}
 }
 
 // startProcess wires pipes to cmd, starts it and the goroutine that reaps
 // it. On error nothing is left open.
-func startProcess(cmd *exec.Cmd, keepStdin bool, waitDelay time.Duration) (*localProcess, error) {
+func startProcess(cmd *exec.Cmd, l launch, waitDelay time.Duration) (*localProcess, error) {
+	keepStdin := l.keepStdin
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -87,6 +100,9 @@ func startProcess(cmd *exec.Cmd, keepStdin bool, waitDelay time.Duration) (*loca
 		exited:    make(chan struct{}),
 		done:      make(chan struct{}),
 		cut:       make(chan struct{}),
+		kill:      l.kill,
+		alive:     l.alive,
+		cleanup:   l.cleanup,
 	}
 	go p.reap()
 	return p, nil
@@ -122,6 +138,9 @@ func (p *localProcess) reap() {
 	p.stdout.abandon()
 	p.stderr.abandon()
 	close(p.done)
+	if !p.groupAlive() {
+		p.runCleanup()
+	}
 }
 
 // exitResult turns a wait status into Wait's result.
@@ -194,6 +213,9 @@ func (p *localProcess) Signal(kill bool) error {
 // signalGroup signals the process group, which the leader keeps alive
 // until reaped and background descendants keep alive after that.
 func (p *localProcess) signalGroup(sig syscall.Signal) error {
+	if sig == syscall.SIGKILL && p.kill != nil {
+		p.kill()
+	}
 	if p.groupGone.Load() {
 		return nil
 	}
@@ -214,6 +236,9 @@ func (p *localProcess) signalGroup(sig syscall.Signal) error {
 
 // groupAlive reports whether any process is left in the group.
 func (p *localProcess) groupAlive() bool {
+	if p.alive != nil && p.alive() {
+		return true
+	}
 	if p.groupGone.Load() {
 		return false
 	}

@@ -28,6 +28,9 @@ type Options struct {
 	// Logger receives the environment's own records; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Sandbox is the profile's sandbox policy, used by the "sandbox"
+	// environment (which is always confined, whatever Confine says).
+	Sandbox SandboxPolicy
 }
 
 // Factory makes the environment for one session, like Bub's
@@ -93,5 +96,11 @@ func init() {
 			return nil, err
 		}
 		return NewLocal(&LocalOptions{Workspace: o.Workspace, Confine: o.Confine, AllowPaths: o.AllowPaths, Python: o.Python})
+	})
+	Register(SandboxName, func(ctx context.Context, o Options) (Environment, error) {
+		if err := checkCtx(ctx); err != nil {
+			return nil, err
+		}
+		return NewSandbox(&SandboxOptions{Workspace: o.Workspace, AllowPaths: o.AllowPaths, Python: o.Python, Policy: o.Sandbox})
 	})
 }

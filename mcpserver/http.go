@@ -295,8 +295,13 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler,
 	select {
 	case <-drained:
 	case <-graceCtx.Done():
+	}
+	if graceCtx.Err() != nil {
 		// Shutdown gave up at the grace's end; the answers being written
-		// now get a little longer.
+		// now get a little longer. (Checked after the select: once the
+		// grace is over, drained is ready too, and a select picking it
+		// would close connections whose answers are still being
+		// written.)
 		_ = srv.Shutdown(closeCtx)
 	}
 	cancelHard()

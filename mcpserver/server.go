@@ -735,6 +735,19 @@ func sampleResult(res *mcp.CreateMessageResult) *registry.SampleResult {
 	return out
 }
 
+// CanElicit reports whether the client declared the elicitation
+// capability, where its session says (registry.ElicitCapable); when it
+// cannot tell, Elicit gets to answer.
+func (p *peer) CanElicit(ctx context.Context) bool {
+	if modernInfo(ctx) != nil {
+		return p.round != nil && hasCapability(p.round.caps, "elicitation")
+	}
+	if ci, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		return ci.GetClientCapabilities().Elicitation != nil
+	}
+	return true
+}
+
 func (p *peer) Elicit(ctx context.Context, req registry.ElicitRequest) (*registry.ElicitResult, error) {
 	r := mcp.ElicitationRequest{}
 	r.Params.Message = req.Message

@@ -179,6 +179,25 @@ type ElicitResult struct {
 	Content map[string]any
 }
 
+// ElicitCapable is implemented by Peers that know whether their client
+// declared the elicitation capability; it is optional, so a Peer that
+// cannot tell need not pretend.
+type ElicitCapable interface {
+	CanElicit(ctx context.Context) bool
+}
+
+// CanElicit reports whether the call's client can be asked for input: it
+// has a Peer, and that Peer does not know otherwise (ElicitCapable).
+func (tc *ToolContext) CanElicit(ctx context.Context) bool {
+	if tc == nil || tc.Peer == nil {
+		return false
+	}
+	if c, ok := tc.Peer.(ElicitCapable); ok {
+		return c.CanElicit(ctx)
+	}
+	return true
+}
+
 // ErrNoPeer is returned by helpers when a call has no client to ask.
 var ErrNoPeer = &Error{Kind: KindConfig, Message: "this call has no client that can answer requests"}
 

@@ -6,6 +6,25 @@ import os
 import sys
 
 
+def _limit_memory():
+    # The host passes the address-space limit in bytes ("0": none). It is
+    # set before any code is read, and subprocesses inherit it; lowering
+    # the hard limit means the code cannot raise it again without
+    # CAP_SYS_RESOURCE.
+    want = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 0
+    if want <= 0:
+        return
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY and hard < want:
+        want = hard
+    resource.setrlimit(resource.RLIMIT_AS, (want, want))
+
+
+_limit_memory()
+
+
 def _take_stdio():
     # Move the protocol off fds 0 and 1 before any user code runs: the host's
     # pipes live on private, non-inheritable fds; fd 0 becomes /dev/null and

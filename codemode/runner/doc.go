@@ -63,6 +63,20 @@
 // spawner beyond stdin and stdout pipes (no extra descriptor to pass), so
 // it works as well over a remote environment as locally.
 //
+// # What code can still do to the protocol
+//
+// Moving the protocol off fds 0 and 1 stops accidents, not the code: the
+// private descriptors live in the same process, and code that looks for
+// them (import __main__; __main__._POUT) can write messages and read the
+// host's replies. What that reaches is its own run and nothing else. A
+// forged "done" or "failed" ends the run early with what it says; a forged
+// "call" is checked like a real one (the tool must be in the run's list,
+// it counts towards MaxCalls, and it goes through the same hooks and
+// approvals as await tools.<name>()); stolen replies only confuse its own
+// calls; a line over MaxLine (32 MiB) kills the interpreter as a crash
+// instead of growing the host's memory. Every run has a fresh
+// interpreter, so no run can touch another's.
+//
 // # Stopping
 //
 // Whatever the outcome — done, failed, timed out, canceled, crashed — Run

@@ -44,19 +44,31 @@ func parseMessage(line []byte) message {
 	return m
 }
 
-// lineReader reads newline-terminated lines of any length.
+// MaxLine bounds one protocol line from the child. The child's own lines
+// are far smaller (output goes in 8 KiB chunks; a call's arguments are
+// bounded by what a client may send); a longer one can only come from code
+// writing to the protocol descriptor itself, and it must not grow the
+// host's memory without end.
+const MaxLine = 32 << 20
+
+// errLineTooLong is next's error for a line over MaxLine.
+var errLineTooLong = errors.New("runner: protocol line over 32 MiB")
+
+// lineReader reads newline-terminated lines of up to max bytes.
 type lineReader struct {
 	br  *bufio.Reader
 	buf []byte
+	max int
 }
 
 func newLineReader(r io.Reader) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10)}
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: MaxLine}
 }
 
 // next returns the next line including its newline; the slice is valid
 // until the following call. At the end of the input it returns the
-// unterminated rest (possibly empty) with the reader's error.
+// unterminated rest (possibly empty) with the reader's error; a line over
+// max bytes ends the input with errLineTooLong.
 func (lr *lineReader) next() ([]byte, error) {
 	line, err := lr.br.ReadSlice('\n')
 	if !errors.Is(err, bufio.ErrBufferFull) {
@@ -68,6 +80,10 @@ func (lr *lineReader) next() ([]byte, error) {
 		lr.buf = append(lr.buf, line...)
 		if !errors.Is(err, bufio.ErrBufferFull) {
 			return lr.buf, err
+		}
+		if len(lr.buf) > lr.max {
+			lr.buf = nil
+			return nil, errLineTooLong
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/bubbuild/bub-mcp/environment"
@@ -25,6 +27,13 @@ const (
 	DefaultPython    = environment.DefaultPython
 	DefaultMaxCalls  = 1000
 	DefaultMaxOutput = 1 << 20
+	// DefaultPool is how many interpreters a pre-starting Runner keeps
+	// ready: enough that back-to-back and paired runs find one.
+	DefaultPool = 2
+	// DefaultIdle is how long a pre-starting Runner keeps its pool
+	// without runs before it stops the interpreters, so an idle session
+	// holds no Python processes.
+	DefaultIdle = 2 * time.Minute
 )
 
 const (
@@ -32,7 +41,6 @@ const (
 	exitWait      = 1 * time.Second        // for a process whose stdout ended to exit by itself
 	drainWait     = 500 * time.Millisecond // for output already sent when the run is stopped
 	stderrWait    = 500 * time.Millisecond // for stderr to reach EOF after a crash
-	refillDelay   = 100 * time.Millisecond // into a run, to start the next interpreter
 	maxStderr     = 64 << 10               // bytes of stderr kept
 	msgBufferSize = 16
 )
@@ -43,16 +51,30 @@ var errTimedOut = errors.New("runner: timeout")
 // Options configure a Runner. The zero value runs DefaultPython on this
 // machine without pre-starting.
 type Options struct {
-	// Python is the interpreter to start; "" means DefaultPython.
+	// Python is the interpreter to start; "" means DefaultPython. Give
+	// the real executable (environment.ResolvePython), not a version
+	// manager's shim, which costs a second process on every start.
 	Python string
 	// Start starts the interpreter; nil means LocalStart("", nil).
 	Start StartFunc
-	// Prestart keeps one interpreter started, past its imports and waiting
-	// for code, so that Run pays no start-up. After Run takes it, the next
-	// one is started in the background as soon as the run ends or has
-	// lasted 100 ms, so that short runs do not share the CPU with its
-	// start-up. Close kills it.
+	// Prestart keeps a pool of interpreters started, past their imports
+	// and waiting for code, so that Run pays no start-up. A Run takes
+	// one and the pool is refilled in the background at once; when all
+	// are taken, Run waits for one being started rather than start
+	// another. Close kills them.
 	Prestart bool
+	// Pool is the number of interpreters Prestart keeps; 0 means
+	// DefaultPool.
+	Pool int
+	// Idle is how long the pool is kept without a run before its
+	// interpreters are stopped (the next Run starts them again); 0 means
+	// DefaultIdle.
+	Idle time.Duration
+	// Memory is each interpreter's address-space limit in bytes
+	// (RLIMIT_AS, set by the child before it reads any code, inherited by
+	// its subprocesses); 0 means none. A process with CAP_SYS_RESOURCE
+	// (root outside a sandbox) can raise it again.
+	Memory int64
 }
 
 // A Runner runs Python code, each run in a fresh interpreter. It is safe
@@ -61,17 +83,24 @@ type Runner struct {
 	python   string
 	start    StartFunc
 	prestart bool
+	pool     int
+	idle     time.Duration
+	memory   string // the child's argument
 
 	mu        sync.Mutex
-	spare     *child        // a pre-started interpreter, if any
-	refilling chan struct{} // closed when the background start in flight ends
+	spares    []*child      // pre-started interpreters, ready or on their way
+	starting  int           // background starts in flight
+	waiting   int           // takers waiting for one of them
+	changed   chan struct{} // closed (and replaced) when a start ends
+	lastTake  time.Time
+	idleTimer *time.Timer
 	closed    bool
 	done      chan struct{} // closed by Close
 	wg        sync.WaitGroup
 }
 
-// New returns a Runner; opts may be nil. With Prestart it starts the first
-// interpreter in the background.
+// New returns a Runner; opts may be nil. With Prestart it starts the pool
+// in the background.
 func New(opts *Options) *Runner {
 	var o Options
 	if opts != nil {
@@ -83,18 +112,26 @@ func New(opts *Options) *Runner {
 	if o.Start == nil {
 		o.Start = LocalStart("", nil)
 	}
-	r := &Runner{python: o.Python, start: o.Start, prestart: o.Prestart, done: make(chan struct{})}
+	if o.Pool <= 0 {
+		o.Pool = DefaultPool
+	}
+	if o.Idle <= 0 {
+		o.Idle = DefaultIdle
+	}
+	r := &Runner{python: o.Python, start: o.Start, prestart: o.Prestart, pool: o.Pool, idle: o.Idle,
+		memory: strconv.FormatInt(max(o.Memory, 0), 10), done: make(chan struct{}), changed: make(chan struct{})}
 	if r.prestart {
 		r.mu.Lock()
+		r.lastTake = time.Now()
 		r.refillLocked()
 		r.mu.Unlock()
 	}
 	return r
 }
 
-// Close kills the pre-started interpreter and waits for a background start
-// in flight. Runs in progress are not affected; later ones fail with
-// ErrClosed.
+// Close kills the pre-started interpreters and waits for background
+// starts in flight. Runs in progress are not affected; later ones fail
+// with ErrClosed.
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -103,10 +140,13 @@ func (r *Runner) Close() error {
 	}
 	r.closed = true
 	close(r.done)
-	c := r.spare
-	r.spare = nil
+	spares := r.spares
+	r.spares = nil
+	if r.idleTimer != nil {
+		r.idleTimer.Stop()
+	}
 	r.mu.Unlock()
-	if c != nil {
+	for _, c := range spares {
 		c.stop()
 	}
 	r.wg.Wait()
@@ -176,20 +216,10 @@ func (r *Runner) Run(ctx context.Context, req Request) (string, error) {
 	}
 	s.c = c
 	callCtx, cancelCalls := context.WithCancel(ctx)
-	var refill *time.Timer
-	if r.prestart {
-		// Start the next interpreter once this run is done or has lasted
-		// refillDelay.
-		refill = time.AfterFunc(refillDelay, r.refill)
-	}
 	defer func() {
 		c.stop()
 		cancelCalls()
 		s.calls.Wait()
-		if refill != nil {
-			refill.Stop()
-			r.refill()
-		}
 	}()
 
 	if err := c.write(encodeRun(req.Code, newFilename(), req.Tools)); err != nil {
@@ -365,102 +395,166 @@ func (s *session) crashed() (string, error) {
 	return out, &CrashError{Code: code, Stderr: c.stderr.String(), Output: out}
 }
 
-// take returns a started interpreter: the pre-started one if there is one.
+// take returns a started interpreter: a ready one from the pool, else
+// one the pool is starting, else a new one.
 func (r *Runner) take(ctx context.Context) (*child, error) {
-	waited := false
+	if !r.prestart {
+		return r.spawn(ctx)
+	}
 	for {
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
 			return nil, ErrClosed
 		}
-		c, pending := r.spare, r.refilling
-		r.spare = nil
-		r.mu.Unlock()
-		switch {
-		case c != nil:
-			select {
-			case <-c.exited: // died while waiting
-				c.stop()
-				continue
-			default:
-				return c, nil
-			}
-		case waited || pending == nil:
+		r.lastTake = time.Now()
+		if c := r.popReadyLocked(); c != nil {
+			r.refillLocked()
+			r.mu.Unlock()
+			return c, nil
+		}
+		r.refillLocked()
+		if r.starting <= r.waiting {
+			// Every start in flight is spoken for: waiting would be
+			// slower than starting one.
+			r.mu.Unlock()
 			return r.spawn(ctx)
 		}
+		r.waiting++
+		changed := r.changed
+		r.mu.Unlock()
 		select {
-		case <-pending:
-			waited = true
+		case <-changed:
 		case <-ctx.Done():
+		}
+		r.mu.Lock()
+		r.waiting--
+		r.mu.Unlock()
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 	}
 }
 
-// refill starts an interpreter in the background to become the spare,
-// unless one is there or on its way.
-func (r *Runner) refill() {
-	r.mu.Lock()
-	r.refillLocked()
-	r.mu.Unlock()
+// popReadyLocked takes a ready, live interpreter out of the pool, dropping
+// dead ones. r.mu is held.
+func (r *Runner) popReadyLocked() *child {
+	for i := 0; i < len(r.spares); i++ {
+		c := r.spares[i]
+		select {
+		case <-c.exited: // died while waiting
+			r.spares = slices.Delete(r.spares, i, i+1)
+			i--
+			go c.stop()
+		default:
+			r.spares = slices.Delete(r.spares, i, i+1)
+			return c
+		}
+	}
+	return nil
 }
 
-// refillLocked starts an interpreter in the background to become the
-// spare, unless one is there or on its way. r.mu is held.
+// refillLocked starts interpreters in the background until the pool is
+// full, and arms the idle timer. r.mu is held.
 func (r *Runner) refillLocked() {
-	if r.closed || r.spare != nil || r.refilling != nil {
+	if r.closed || !r.prestart {
 		return
 	}
-	done := make(chan struct{})
-	r.refilling = done
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		c, err := r.spawn(context.Background())
-		if err == nil {
-			select {
-			case <-c.ready:
-			case <-r.done:
-			}
-		}
-		r.mu.Lock()
-		r.refilling = nil
-		close(done)
-		if err == nil && !r.closed && r.spare == nil {
-			r.spare, c = c, nil
-		}
-		r.mu.Unlock()
-		if c != nil {
-			c.stop()
-		}
-	}()
+	for len(r.spares)+r.starting < r.pool {
+		r.starting++
+		r.wg.Add(1)
+		go r.startSpare()
+	}
+	if r.idleTimer == nil {
+		r.idleTimer = time.AfterFunc(r.idle, r.shrink)
+	} else {
+		r.idleTimer.Reset(r.idle)
+	}
 }
 
-// WaitReady waits until a pre-started interpreter is ready, starting one
-// if none is on its way, so that the next Run pays no start-up (a host can
-// warm up before its first run; benchmarks measure warm runs). Without
-// Prestart it returns nil at once.
+// startSpare starts one interpreter, waits for its imports and adds it to
+// the pool.
+func (r *Runner) startSpare() {
+	defer r.wg.Done()
+	c, err := r.spawn(context.Background())
+	if err == nil {
+		select {
+		case <-c.ready:
+		case <-r.done:
+		}
+	}
+	r.mu.Lock()
+	r.starting--
+	close(r.changed)
+	r.changed = make(chan struct{})
+	keep := err == nil && !r.closed
+	if keep {
+		r.spares = append(r.spares, c)
+	}
+	r.mu.Unlock()
+	if err == nil && !keep {
+		c.stop()
+	}
+}
+
+// shrink stops the pool's interpreters once no run has taken one for
+// r.idle.
+func (r *Runner) shrink() {
+	r.mu.Lock()
+	if r.closed || time.Since(r.lastTake) < r.idle {
+		if !r.closed {
+			r.idleTimer.Reset(r.idle - time.Since(r.lastTake))
+		}
+		r.mu.Unlock()
+		return
+	}
+	spares := r.spares
+	r.spares = nil
+	r.mu.Unlock()
+	for _, c := range spares {
+		c.stop()
+	}
+}
+
+// Spares reports how many pre-started interpreters are ready now.
+func (r *Runner) Spares() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.spares {
+		select {
+		case <-c.exited:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// WaitReady waits until the pool is full, starting what is missing, so
+// that the next runs pay no start-up (a host can warm up before its first
+// run; benchmarks measure warm runs). Without Prestart it returns nil at
+// once.
 func (r *Runner) WaitReady(ctx context.Context) error {
 	if !r.prestart {
 		return nil
 	}
 	for {
 		r.mu.Lock()
-		spare, pending := r.spare, r.refilling
-		if spare == nil && pending == nil {
-			r.refillLocked()
-			pending = r.refilling
-		}
-		r.mu.Unlock()
-		if spare != nil {
-			return nil
-		}
-		if pending == nil {
+		if r.closed {
+			r.mu.Unlock()
 			return ErrClosed
 		}
+		r.lastTake = time.Now()
+		r.refillLocked()
+		full := len(r.spares) >= r.pool
+		changed := r.changed
+		r.mu.Unlock()
+		if full {
+			return nil
+		}
 		select {
-		case <-pending:
+		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -482,7 +576,7 @@ type child struct {
 }
 
 func (r *Runner) spawn(ctx context.Context) (*child, error) {
-	p, err := r.start(ctx, []string{r.python, "-u", "-c", childSource})
+	p, err := r.start(ctx, []string{r.python, "-u", "-c", childSource, r.memory})
 	if err != nil {
 		return nil, fmt.Errorf("runner: start %s: %w", r.python, err)
 	}
@@ -526,6 +620,13 @@ func (c *child) readStdout() {
 				case <-c.quit:
 				}
 			}
+		}
+		if errors.Is(err, errLineTooLong) {
+			// The code wrote to the protocol descriptor itself: its run
+			// is over, and nothing more is read from it.
+			c.stderr.Write([]byte("\n[bub-mcp: " + err.Error() + " from the interpreter; it was killed]\n"))
+			c.proc.Signal(true)
+			return
 		}
 		if err != nil {
 			return

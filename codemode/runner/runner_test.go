@@ -545,7 +545,7 @@ func TestPrestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
-	spare := r.spare.proc.(envProcess).Pid()
+	spare := r.spares[0].proc.(envProcess).Pid()
 	r.mu.Unlock()
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
@@ -678,4 +678,117 @@ func FuzzParseMessage(f *testing.F) {
 			t.Fatalf("parseMessage(%q).Data = %q; want the line", line, m.Data)
 		}
 	})
+}
+
+func TestPool(t *testing.T) {
+	t.Parallel()
+	r := New(&Options{Python: testPython, Prestart: true, Pool: 3, Idle: time.Hour})
+	t.Cleanup(func() { r.Close() })
+	if err := r.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Spares(); n != 3 {
+		t.Fatalf("Spares() after WaitReady = %d; want 3", n)
+	}
+	// More concurrent runs than the pool holds all succeed, each in its
+	// own interpreter.
+	var wg sync.WaitGroup
+	pids := make([]string, 5)
+	for i := range pids {
+		wg.Go(func() {
+			out, err := r.Run(t.Context(), Request{Code: "import os\nprint(os.getpid())"})
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			pids[i] = strings.TrimSpace(out)
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, p := range pids {
+		if seen[p] {
+			t.Errorf("pids = %v; want a fresh interpreter per run", pids)
+		}
+		seen[p] = true
+	}
+	if err := r.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Spares(); n != 3 {
+		t.Errorf("Spares() after the runs = %d; want the pool refilled to 3", n)
+	}
+}
+
+func TestPoolShrinksWhenIdle(t *testing.T) {
+	t.Parallel()
+	r := New(&Options{Python: testPython, Prestart: true, Pool: 2, Idle: 100 * time.Millisecond})
+	t.Cleanup(func() { r.Close() })
+	if err := r.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	var pids []int
+	for _, c := range r.spares {
+		pids = append(pids, c.proc.(envProcess).Pid())
+	}
+	r.mu.Unlock()
+	for _, pid := range pids {
+		waitGone(t, pid)
+	}
+	if n := r.Spares(); n != 0 {
+		t.Errorf("Spares() when idle = %d; want 0", n)
+	}
+	// The next run starts what it needs again.
+	if out, err := r.Run(t.Context(), Request{Code: "print(1)"}); err != nil || out != "1\n" {
+		t.Errorf("Run after shrinking = %q, %v", out, err)
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	t.Parallel()
+	r := New(&Options{Python: testPython, Memory: 256 << 20})
+	t.Cleanup(func() { r.Close() })
+	out, err := r.Run(t.Context(), Request{Code: "import resource\nprint(resource.getrlimit(resource.RLIMIT_AS))\nb = bytearray(1 << 30)"})
+	var ce *CodeError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "MemoryError") || !strings.HasPrefix(out, "(268435456, 268435456)") {
+		t.Errorf("Run = %q, %v; want the limit shown and a MemoryError", out, err)
+	}
+}
+
+// TestForgedProtocol: code that writes to the private protocol descriptor
+// can end or confuse its own run, and nothing else: a forged "done" ends
+// the run early, a forged call is checked like a real one, and an endless
+// line is cut off at MaxLine instead of growing the host's memory.
+func TestForgedProtocol(t *testing.T) {
+	t.Parallel()
+	r := newTestRunner(t, false)
+	tests := []struct {
+		name, code string
+		check      func(out string, err error) bool
+	}{
+		{"forged done ends the run", "import __main__, os\nos.write(__main__._POUT, b'{\"type\":\"done\"}\\n')\nimport time; time.sleep(30)\nprint('never')",
+			func(out string, err error) bool { return err == nil && out == "" }},
+		{"forged call to an unknown tool", "import __main__, os, time\nos.write(__main__._POUT, b'{\"type\":\"call\",\"id\":99,\"name\":\"secret\",\"arguments\":{}}\\n')\ntime.sleep(0.2)\nprint('ok')",
+			func(out string, err error) bool { return err == nil && out == "ok\n" }},
+		{"endless line", "import __main__, os\nchunk = b'x' * (1 << 20)\nfor _ in range(64):\n    os.write(__main__._POUT, chunk)\nimport time; time.sleep(30)",
+			func(out string, err error) bool {
+				var ce *CrashError
+				return errors.As(err, &ce) && strings.Contains(ce.Stderr, "protocol line over 32 MiB")
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int64
+			out, err := r.Run(t.Context(), Request{Code: tt.code, Tools: []string{"echo"}, Call: func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+				calls.Add(1)
+				return args, nil
+			}})
+			if !tt.check(out, err) {
+				t.Errorf("Run = %q, %v", out, err)
+			}
+			if calls.Load() != 0 {
+				t.Errorf("a forged call reached Call %d times", calls.Load())
+			}
+		})
+	}
 }

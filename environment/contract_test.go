@@ -1,0 +1,31 @@
+package environment_test
+
+import (
+	"testing"
+
+	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/environment/envtest"
+)
+
+func TestContractLocal(t *testing.T) {
+	t.Parallel()
+	envtest.Run(t, func(t *testing.T, ws string) environment.Environment {
+		e, err := environment.NewLocal(&environment.LocalOptions{Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	})
+}
+
+func TestContractSandbox(t *testing.T) {
+	t.Parallel()
+	envtest.RequireBwrap(t)
+	envtest.Run(t, func(t *testing.T, ws string) environment.Environment {
+		e, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	})
+}

@@ -1,0 +1,108 @@
+package sandbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/bubbuild/bub-mcp/app"
+	_ "github.com/bubbuild/bub-mcp/builtin"
+	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/environment/envtest"
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
+	_ "github.com/bubbuild/bub-mcp/sandbox"
+)
+
+func newApp(t *testing.T, src string) (*app.App, error) {
+	t.Helper()
+	cfg, err := config.Parse("t.toml", src, func(string) string { return "" })
+	if err != nil {
+		return nil, err
+	}
+	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"builtin", "sandbox"},
+		Home: t.TempDir(), Workspace: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { a.Close() })
+	return a, nil
+}
+
+func bash(t *testing.T, a *app.App, profile, cmd string) registry.Result {
+	t.Helper()
+	conn := &providers.Connection{Transport: "test", Profile: profile}
+	if err := a.Resolve(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]any{"command": cmd})
+	return a.Call(t.Context(), conn, app.Request{Tool: "bash", Args: b, Mode: app.Direct})
+}
+
+// TestProfilePolicy: a profile's [profiles.<name>.sandbox] table reaches
+// its sandbox; another profile's limits do not.
+func TestProfilePolicy(t *testing.T) {
+	envtest.RequireBwrap(t)
+	a, err := newApp(t, `
+[profiles.tight]
+environment = "sandbox"
+[profiles.tight.sandbox]
+memory = "256MiB"
+file_size = 4096
+processes = 30
+cpu_seconds = 100
+
+[profiles.loose]
+environment = "sandbox"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := `python3 -c 'b = bytearray(1 << 30); print("allocated")'`
+	if res := bash(t, a, "tight", alloc); res.Err == nil || !strings.Contains(res.Err.Message, "MemoryError") {
+		t.Errorf("1 GiB in tight = %+v; want a MemoryError", res)
+	}
+	if res := bash(t, a, "loose", alloc); res.Err != nil || res.Text != "allocated" {
+		t.Errorf("1 GiB in loose = %+v; want allocated", res)
+	}
+	if res := bash(t, a, "tight", "head -c 8192 /dev/zero > big; wc -c < big"); !strings.Contains(res.Text, "File size limit exceeded") || !strings.HasSuffix(res.Text, "\n4096") {
+		t.Errorf("8 KiB file under file_size = 4096 = %q, %v; want it cut at 4096", res.Text, res.Err)
+	}
+	if res := bash(t, a, "tight", "ulimit -t; ulimit -u"); res.Err != nil || !strings.HasPrefix(res.Text, "100") {
+		t.Errorf("cpu_seconds inside = %+v; want 100", res)
+	}
+	conn := &providers.Connection{Transport: "test", Profile: "tight"}
+	if err := a.Resolve(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
+	env, err := a.Environment(t.Context(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := env.(*environment.SandboxEnvironment); !ok {
+		t.Errorf("environment of tight = %T; want *environment.SandboxEnvironment", env)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	envtest.RequireBwrap(t)
+	tests := []struct{ name, src, want string }{
+		{"network", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nnetwork = \"wifi\"\n", `t.toml:4: profiles.p.sandbox.network: must be "none" or "host"`},
+		{"memory unit", "[profiles.p.sandbox]\nmemory = \"12 parsecs\"\n", "t.toml:2"},
+		{"memory too small", "[profiles.p.sandbox]\nmemory = 1000\n", "profiles.p.sandbox.memory: must be at least 16MiB"},
+		{"negative processes", "[profiles.p.sandbox]\nprocesses = -1\n", "profiles.p.sandbox.processes: must be >= 0"},
+		{"unknown key", "[profiles.p.sandbox]\nmemroy = \"1GiB\"\n", "profiles.p.sandbox.memroy: unknown key"},
+		{"missing bwrap", "[sandbox]\nbwrap = \"/nonexistent/bwrap\"\n[profiles.p]\nenvironment = \"sandbox\"\n", `t.toml:2: sandbox.bwrap: profile "p" runs in the sandbox, which needs bubblewrap`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := newApp(t, tt.src)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("config %q: %v; want an error containing %q", tt.src, err, tt.want)
+			}
+		})
+	}
+}
