@@ -36,7 +36,9 @@ Any other ',TEXT' runs TEXT with bash.`
 // Command runs a comma command (line without its prefix) for a resolved
 // connection, as Bub's _run_command does: a builtin (help, tools, model,
 // quit), a registered tool named by its exact runtime name (arguments
-// coerced laxly, no model involved, hooks and spill applied by the App),
+// coerced laxly, no model involved, and neither hooks nor spill: the
+// operator sees the whole output and is not bound by policies meant for
+// the model),
 // or else the whole line as a bash command. Every command is recorded on
 // the session's tape as a "command" event {raw, name, status, elapsed_ms,
 // output, date}. It returns the output, or an error whose text is the

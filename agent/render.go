@@ -62,13 +62,6 @@ func (r *TerminalRenderer) Emit(e Event) {
 		fmt.Fprintf(r.Err, "error: %s\n", e.Error)
 	case EventFinal:
 		r.endLine()
-	case EventCommand:
-		r.endLine()
-		if e.Error != "" {
-			fmt.Fprintf(r.Err, "error: %s\n", e.Error)
-		} else if e.Text != "" {
-			fmt.Fprintln(r.Out, strings.TrimRight(e.Text, "\n"))
-		}
 	}
 }
 

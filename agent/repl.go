@@ -94,7 +94,7 @@ func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLO
 		history = append(history, text)
 		if body, ok := command.Strip(text, ""); ok {
 			if body == "history" {
-				sink.Emit(Event{Kind: EventCommand, Name: "history", Text: strings.Join(history[:len(history)-1], "\n")})
+				emitOutput(sink, "history", strings.Join(history[:len(history)-1], "\n"), nil)
 				continue
 			}
 			if errors.Is(a.emitCommand(ctx, conn, body, sink), ErrQuit) {
@@ -134,17 +134,29 @@ func (a *Agent) Once(ctx context.Context, conn *providers.Connection, prompt str
 	return err
 }
 
-// emitCommand runs a comma command and emits its output as a command
-// event, except for ,quit, whose ErrQuit it only returns.
+// emitCommand runs a comma command and emits its output as a model turn
+// would, so one consumer handles both (Bub's commands emit text and
+// final): a text event with the output and a final event naming the
+// command, or an error event for a failed one. The failure is the
+// operator's to read; unlike a model's failed tool call it never goes to
+// the model. ,quit emits nothing and only returns ErrQuit.
 func (a *Agent) emitCommand(ctx context.Context, conn *providers.Connection, body string, sink Sink) error {
 	out, err := a.Command(ctx, conn, body)
 	if errors.Is(err, ErrQuit) {
 		return err
 	}
-	ev := Event{Kind: EventCommand, Name: firstWord(body), Text: out}
-	if err != nil {
-		ev.Error = err.Error()
-	}
-	sink.Emit(ev)
+	emitOutput(sink, firstWord(body), out, err)
 	return err
+}
+
+// emitOutput emits a command's outcome: text and final, or error.
+func emitOutput(sink Sink, name, out string, err error) {
+	if err != nil {
+		sink.Emit(Event{Kind: EventError, Name: name, Error: err.Error()})
+		return
+	}
+	if out != "" {
+		sink.Emit(Event{Kind: EventText, Delta: out})
+	}
+	sink.Emit(Event{Kind: EventFinal, Name: name, Text: out})
 }

@@ -60,7 +60,8 @@ type App struct {
 	cfg       *config.Config
 	reg       *registry.Registry
 	store     *sessions.Store
-	exec      *registry.Executor // direct and command calls: rendered
+	exec      *registry.Executor // direct calls: rendered, hooked
+	commands  *registry.Executor // a human's commands: rendered, no hooks, no spill
 	nested    *registry.Executor // run_code's calls: same hooks, unrendered
 	chain     *providers.Chain
 	home      string
@@ -168,6 +169,7 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	a.provisioning = false
 	a.exec = registry.NewExecutor(a.reg, &registry.ExecutorOptions{MaxConcurrency: tools.MaxConcurrency, Hooks: a.hooks, Logger: a.log})
 	a.nested = registry.NewExecutor(a.reg, &registry.ExecutorOptions{Raw: true, Hooks: a.hooks, Logger: a.log})
+	a.commands = registry.NewExecutor(a.reg, &registry.ExecutorOptions{NoHooks: true, Logger: a.log})
 	filters := append([]providers.Provider{providers.ScopeProvider(a.scope)}, a.filters...)
 	a.chain = providers.NewChain(a.reg, &providers.ChainOptions{Filters: filters, CodeMode: a.codeMode,
 		Providers: []providers.Provider{a.namedProviders}})

@@ -26,7 +26,9 @@ const (
 	Nested
 	// Command is a tool a human named (a comma command, `bub-mcp call`):
 	// any registered tool by runtime or model name, outside any View, with
-	// lax coercion of string arguments, as Bub's commands do.
+	// lax coercion of string arguments and without hooks or spill (a
+	// policy meant for the model does not bind the operator, who sees the
+	// whole output), as Bub's commands do.
 	Command
 )
 
@@ -91,12 +93,16 @@ func (a *App) Call(ctx context.Context, conn *providers.Connection, req Request)
 	if req.Mode == Nested {
 		return a.nested.CallTool(ctx, tool, c)
 	}
+	exec := a.exec
+	if req.Mode == Command {
+		exec = a.commands
+	}
 	if req.NoAudit {
-		return a.exec.CallTool(ctx, tool, c)
+		return exec.CallTool(ctx, tool, c)
 	}
 	meta := auditMeta(conn, tc.RunID)
 	a.audit(ctx, tc.Session, sessions.KindToolCall, auditCall(tc.RunID, tool.ModelName(), req.Args), meta)
-	res := a.exec.CallTool(ctx, tool, c)
+	res := exec.CallTool(ctx, tool, c)
 	a.audit(ctx, tc.Session, sessions.KindToolResult, auditResult(tc.RunID, &res), meta)
 	return res
 }

@@ -125,6 +125,10 @@ type ExecutorOptions struct {
 	// registered before the registry's, so they run after them, as Bub's
 	// builtin plugin does.
 	Hooks []Hooks
+	// NoHooks runs no hooks at all, not even the registry's: a human's
+	// comma command bypasses the policy and spill hooks meant for models,
+	// as Bub's commands do.
+	NoHooks bool
 	// Logger receives the per-call timing records; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -147,8 +151,11 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	if opts != nil {
 		o = *opts
 	}
-	hooks := append(append([]Hooks(nil), o.Hooks...), reg.Hooks()...)
-	slices.Reverse(hooks)
+	var hooks []Hooks
+	if !o.NoHooks {
+		hooks = append(append(hooks, o.Hooks...), reg.Hooks()...)
+		slices.Reverse(hooks)
+	}
 	e := &Executor{reg: reg, raw: o.Raw, hooks: hooks, log: o.Logger}
 	if e.log == nil {
 		e.log = slog.Default()

@@ -1,0 +1,97 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/bubbuild/bub-mcp/internal/fakemodel"
+	"github.com/google/go-cmp/cmp"
+)
+
+// runBinary runs the built bub-mcp with env and stdin and returns its
+// exit status and both streams.
+func runBinary(t *testing.T, env []string, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+// bigOutput is a bash command printing 20,000 characters, past the spill
+// threshold (16,384) that applies to models.
+const bigOutput = `python3 -c "print(20000*chr(120))"`
+
+// TestCommandsBypassSpill: the operator sees a command's whole output,
+// from `bub-mcp call` and from a comma command, as in Bub; only a model's
+// call is spilled.
+func TestCommandsBypassSpill(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	env := agentEnv(home, "")
+	for _, args := range [][]string{
+		{"call", "--workspace", ws, "bash", "command=" + bigOutput},
+		{"agent", "--workspace", ws, "-p", ",bash command='" + bigOutput + "'"},
+	} {
+		code, stdout, stderr := runBinary(t, env, "", args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		if want := strings.Repeat("x", 20000) + "\n"; stdout != want {
+			t.Errorf("%v: stdout has %d bytes (%.80q); want the 20,001 unspilled", args, len(stdout), stdout)
+		}
+	}
+}
+
+// TestCommandEvents: a comma command emits text and final events as a
+// model turn does (--json shows them), a failed one an error event and
+// exit status 1, and neither reaches the model.
+func TestCommandEvents(t *testing.T) {
+	srv := fakemodel.NewOpenAI(t, fakemodel.Replies(t))
+	home, ws := t.TempDir(), t.TempDir()
+	env := agentEnv(home, srv.URL)
+	type event struct {
+		Kind, Delta, Text, Name, Error string
+	}
+	decode := func(out string) []event {
+		var evs []event
+		for line := range strings.Lines(out) {
+			var e event
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("not a JSON event: %q", line)
+			}
+			evs = append(evs, e)
+		}
+		return evs
+	}
+	code, stdout, stderr := runBinary(t, env, "", "agent", "--workspace", ws, "--json", "-p", ",bash command='echo hi'")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := []event{{Kind: "text", Delta: "hi"}, {Kind: "final", Text: "hi", Name: "bash"}}
+	if diff := cmp.Diff(want, decode(stdout)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	code, stdout, _ = runBinary(t, env, "", "agent", "--workspace", ws, "--json", "-p", ",fs.read path=missing.txt")
+	evs := decode(stdout)
+	if code != 1 || len(evs) != 1 || evs[0].Kind != "error" || evs[0].Name != "fs.read" || !strings.Contains(evs[0].Error, "missing.txt") {
+		t.Errorf("failed command: exit %d, events %+v; want one error event and status 1", code, evs)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Errorf("the model got %d requests; commands must not reach it", n)
+	}
+}
