@@ -121,6 +121,9 @@ func toolConcurrency(c *config.Config) int {
 // App returns the App the agent runs calls through.
 func (a *Agent) App() *app.App { return a.app }
 
+// CommandPrefix returns what starts a comma command ("," by default).
+func (a *Agent) CommandPrefix() string { return a.opts.Settings.CommandPrefix }
+
 // Settings returns the agent's model settings.
 func (a *Agent) Settings() Settings { return a.opts.Settings }
 
@@ -134,6 +137,9 @@ type Turn struct {
 	Prompt string
 	// Model overrides the session's model ("provider:model").
 	Model string
+	// ReasoningEffort overrides the session's ,reasoning_effort; empty
+	// means the session's, else the provider's default.
+	ReasoningEffort string
 	// AllowedTools restricts the tools to these runtime or model names;
 	// nil means every tool of the View.
 	AllowedTools []string
@@ -250,6 +256,10 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 		return res, ErrNoModel
 	}
 	res.Model = spec
+	effort := t.ReasoningEffort
+	if effort == "" {
+		effort = sess.Settings().ReasoningEffort
+	}
 	client, err := a.Client(spec)
 	if err != nil {
 		return res, fmt.Errorf("agent: %w", err)
@@ -289,7 +299,7 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 		user := model.Message{Role: "user", Content: prompt}
 		msgs := append([]model.Message{{Role: "system", Content: system}}, Messages(tape.ContextEntries())...)
 		msgs = append(msgs, user)
-		req := &model.Request{Model: modelID(spec), Messages: msgs, Tools: specs, MaxTokens: a.opts.Settings.MaxTokens}
+		req := &model.Request{Model: modelID(spec), Messages: msgs, Tools: specs, MaxTokens: a.opts.Settings.MaxTokens, ReasoningEffort: effort}
 		reply, err := a.complete(ctx, client, req, step, sink)
 		// endStep records the step's loop.step event; errText is set for
 		// the statuses that carry an error.

@@ -28,7 +28,9 @@ type REPLOptions struct {
 }
 
 // REPL reads prompts and comma commands until EOF, ,quit or ctx ends.
-// Lines starting with "," are commands; other non-empty lines run a turn.
+// Lines starting with the command prefix ("," unless [agent]
+// command_prefix or BUB_COMMAND_PREFIX says otherwise) are commands;
+// other non-empty lines run a turn.
 // Without a model it still runs commands and says once how to configure
 // one.
 func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLOptions) error {
@@ -92,7 +94,7 @@ func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLO
 			continue
 		}
 		history = append(history, text)
-		if body, ok := command.Strip(text, ""); ok {
+		if body, ok := command.Strip(text, a.opts.Settings.CommandPrefix); ok {
 			if body == "history" {
 				emitOutput(sink, "history", strings.Join(history[:len(history)-1], "\n"), nil)
 				continue
@@ -123,7 +125,7 @@ func (a *Agent) Once(ctx context.Context, conn *providers.Connection, prompt str
 	if sink == nil {
 		sink = discard{}
 	}
-	if body, ok := command.Strip(prompt, ""); ok {
+	if body, ok := command.Strip(prompt, a.opts.Settings.CommandPrefix); ok {
 		err := a.emitCommand(ctx, conn, body, sink)
 		if errors.Is(err, ErrQuit) {
 			return nil

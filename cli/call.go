@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 
+	"github.com/bubbuild/bub-mcp/agent"
 	"github.com/bubbuild/bub-mcp/agent/command"
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/providers"
@@ -45,9 +48,6 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 		}
 		args = words
 	}
-	if len(args) > 0 {
-		args[0] = strings.TrimPrefix(args[0], ",")
-	}
 	if len(args) == 0 || args[0] == "" {
 		return &usageError{"empty command: name a tool (see bub-mcp tools)"}
 	}
@@ -63,6 +63,16 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 		return err
 	}
 	defer closeApp(env, a)
+	m, err := agent.FromApp(a)
+	if err != nil {
+		return err
+	}
+	if body, ok := command.Strip(args[0], m.Agent().CommandPrefix()); ok {
+		args[0] = body // ",fs.read" as typed in the REPL
+	}
+	if slices.Contains(agent.SessionCommands, args[0]) {
+		return runSessionCommand(ctx, env, a, m.Agent(), c, args)
+	}
 	tool, lerr := a.Registry().Lookup(args[0])
 	if lerr != nil {
 		return printToolError(env, registry.AsError(lerr, registry.KindNotFound))
@@ -87,6 +97,25 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 		text += "\n"
 	}
 	_, err = fmt.Fprint(env.Stdout, text)
+	return err
+}
+
+// runSessionCommand runs help, model, reasoning_effort, tools and quit as
+// the agent's REPL does, on the --session's settings.
+func runSessionCommand(ctx context.Context, env *Env, a *app.App, ag *agent.Agent, c *common, words []string) error {
+	conn := providers.Connection{Transport: "cli", Profile: c.profile, SessionKey: c.session}
+	if err := a.Resolve(ctx, &conn); err != nil {
+		return err
+	}
+	out, err := ag.CommandWords(ctx, &conn, words)
+	if errors.Is(err, agent.ErrQuit) {
+		return nil // nothing outlives a call's process: there is nothing to stop
+	}
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return &ExitError{Code: 1}
+	}
+	_, err = fmt.Fprintln(env.Stdout, strings.TrimRight(out, "\n"))
 	return err
 }
 

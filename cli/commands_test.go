@@ -95,3 +95,33 @@ func TestCommandEvents(t *testing.T) {
 		t.Errorf("the model got %d requests; commands must not reach it", n)
 	}
 }
+
+// TestCallSessionCommands: help, model, reasoning_effort and quit work
+// from `bub-mcp call` as in the REPL, on the --session's settings, and
+// the configured command prefix is accepted.
+func TestCallSessionCommands(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	env := agentEnv(home, "", "BUB_COMMAND_PREFIX=/")
+	tests := []struct {
+		args       []string
+		code       int
+		out, inErr string
+	}{
+		{args: []string{"help"}, out: "Commands start with '/' at the beginning of a line:\n"},
+		{args: []string{"model"}, code: 1, inErr: "no model configured: set BUB_MODEL"},
+		{args: []string{"model", "openai:gpt-4o-mini"}, out: "Session model set to openai:gpt-4o-mini (applies from the next turn).\n"},
+		{args: []string{"/model"}, out: "Session model: openai:gpt-4o-mini\n"},
+		{args: []string{"model", ""}, out: "Session model cleared (applies from the next turn); no default model is configured.\n"},
+		{args: []string{"reasoning_effort", "medium"}, out: "Session reasoning effort set to medium (applies from the next turn).\n"},
+		{args: []string{"reasoning_effort"}, out: "Session reasoning effort: medium\n"},
+		{args: []string{"reasoning_effort", "lots"}, code: 1, inErr: `reasoning_effort: "lots" is not one of`},
+		{args: []string{"quit"}},
+	}
+	for _, tt := range tests {
+		args := append([]string{"call", "--workspace", ws, "--session", "s1"}, tt.args...)
+		code, stdout, stderr := runBinary(t, env, "", args...)
+		if code != tt.code || !strings.HasPrefix(stdout, tt.out) || (tt.out == "" && stdout != "") || !strings.Contains(stderr, tt.inErr) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d, stdout %q..., stderr containing %q", tt.args, code, stdout, stderr, tt.code, tt.out, tt.inErr)
+		}
+	}
+}

@@ -38,6 +38,14 @@ func newAnthropic(cfg Config) *anthropicClient {
 // and starting with the user.
 func (c *anthropicClient) params(req *Request) anthropic.MessageNewParams {
 	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: req.maxTokens()}
+	switch req.ReasoningEffort {
+	case "":
+	case "none", "minimal":
+		// Anthropic's scale starts at "low": the least there is.
+		p.OutputConfig.Effort = anthropic.OutputConfigEffortLow
+	default:
+		p.OutputConfig.Effort = anthropic.OutputConfigEffort(req.ReasoningEffort)
+	}
 	var msgs []anthropic.MessageParam
 	add := func(role anthropic.MessageParamRole, blocks ...anthropic.ContentBlockParamUnion) {
 		if len(blocks) == 0 {

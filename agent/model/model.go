@@ -61,7 +61,15 @@ type Request struct {
 	Tools    []Tool
 	// MaxTokens caps the reply; zero means the client's default (16384).
 	MaxTokens int
+	// ReasoningEffort asks a reasoning model to think more or less (one
+	// of ReasoningEfforts); empty sends nothing, the provider's default.
+	ReasoningEffort string
 }
+
+// ReasoningEfforts are the values ,reasoning_effort accepts: OpenAI's
+// reasoning_effort levels, which Anthropic's output effort shares from
+// "low" up.
+var ReasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
 
 // Usage counts the tokens of one call, in the Chat Completions shape
 // (Anthropic's counts are mapped onto it).

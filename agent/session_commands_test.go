@@ -1,0 +1,92 @@
+package agent_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/bubbuild/bub-mcp/agent"
+	"github.com/bubbuild/bub-mcp/internal/fakemodel"
+	"github.com/bubbuild/bub-mcp/sessions"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestReasoningEffortReachesModels: ,reasoning_effort is recorded as a
+// reasoning_effort_switch event and sent to the next turns' model calls,
+// as reasoning_effort (OpenAI) or output_config.effort (Anthropic);
+// clearing it sends nothing.
+func TestReasoningEffortReachesModels(t *testing.T) {
+	for _, tt := range []struct {
+		provider string
+		effort   func(req map[string]any) any
+	}{
+		{"openai", func(req map[string]any) any { return req["reasoning_effort"] }},
+		{"anthropic", func(req map[string]any) any {
+			oc, _ := req["output_config"].(map[string]any)
+			return oc["effort"]
+		}},
+	} {
+		t.Run(tt.provider, func(t *testing.T) {
+			start := fakemodel.NewOpenAI
+			if tt.provider == "anthropic" {
+				start = fakemodel.NewAnthropic
+			}
+			srv := start(t, fakemodel.Replies(t, fakemodel.Reply{Text: "a"}, fakemodel.Reply{Text: "b"}))
+			f := newFixture(t, fixtureOpts{provider: tt.provider, url: srv.URL})
+			if _, err := f.agent.Command(t.Context(), f.conn, "reasoning_effort high"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.agent.Run(t.Context(), &agent.Turn{Conn: f.conn, Prompt: "think"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.agent.Command(t.Context(), f.conn, "reasoning_effort ''"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.agent.Run(t.Context(), &agent.Turn{Conn: f.conn, Prompt: "think less"}); err != nil {
+				t.Fatal(err)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("%d requests; want 2", len(reqs))
+			}
+			if got := []any{tt.effort(reqs[0]), tt.effort(reqs[1])}; !cmp.Equal(got, []any{"high", nil}) {
+				t.Errorf("efforts sent = %v; want [high <nil>]", got)
+			}
+			sess, _ := f.app.Session(f.conn)
+			var switches []any
+			for _, e := range sess.Tape().Entries() {
+				if e.Kind == sessions.KindEvent && e.Payload["name"] == sessions.EventReasoningEffortSwitch {
+					switches = append(switches, e.Payload["data"].(map[string]any)["reasoning_effort"])
+				}
+			}
+			if diff := cmp.Diff([]any{"high", ""}, switches); diff != "" {
+				t.Errorf("reasoning_effort_switch events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCommandPrefix: with another prefix, its lines are commands, ","
+// lines are prompts, and ,help shows the prefix.
+func TestCommandPrefix(t *testing.T) {
+	srv := fakemodel.NewOpenAI(t, fakemodel.Replies(t, fakemodel.Reply{Text: "a prompt"}))
+	f := newFixture(t, fixtureOpts{url: srv.URL})
+	s := f.agent.Settings()
+	s.CommandPrefix = "/"
+	a := f.mod.Configure(&agent.Options{Settings: s, SystemPrompt: testSystem})
+	rec := &recorder{}
+	if err := a.Once(t.Context(), f.conn, "/help", rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Once(t.Context(), f.conn, ",tape.info", rec); err != nil {
+		t.Fatal(err)
+	}
+	var finals []string
+	for _, e := range rec.events {
+		if e.Kind == agent.EventFinal {
+			finals = append(finals, e.Text)
+		}
+	}
+	if len(finals) != 2 || !strings.HasPrefix(finals[0], "Commands start with '/'") || !strings.Contains(finals[0], "\n  /model [provider:model]") || finals[1] != "a prompt" {
+		t.Errorf("finals = %q; want /help's text, then the model's answer to ,tape.info", finals)
+	}
+}
