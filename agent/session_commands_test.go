@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -88,5 +89,36 @@ func TestCommandPrefix(t *testing.T) {
 	}
 	if len(finals) != 2 || !strings.HasPrefix(finals[0], "Commands start with '/'") || !strings.Contains(finals[0], "\n  /model [provider:model]") || finals[1] != "a prompt" {
 		t.Errorf("finals = %q; want /help's text, then the model's answer to ,tape.info", finals)
+	}
+}
+
+// TestModelCallsCoerceLaxly: a model's quoted number is accepted, as
+// Bub's pydantic validation accepts it, and a bad value is one error that
+// names the tool as the model calls it.
+func TestModelCallsCoerceLaxly(t *testing.T) {
+	srv := fakemodel.NewOpenAI(t, fakemodel.Replies(t,
+		fakemodel.Reply{Calls: []fakemodel.Call{
+			{ID: "c1", Name: "fs_read", Arguments: `{"path":"n.txt","limit":"1"}`},
+			{ID: "c2", Name: "fs_read", Arguments: `{"path":"n.txt","limit":"one"}`},
+		}},
+		fakemodel.Reply{Text: "done"},
+	))
+	f := newFixture(t, fixtureOpts{url: srv.URL})
+	if err := os.WriteFile(f.path("n.txt"), []byte("first\nsecond\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	if _, err := f.agent.Run(t.Context(), &agent.Turn{Conn: f.conn, Prompt: "read", Sink: rec}); err != nil {
+		t.Fatal(err)
+	}
+	var outs []string
+	for _, e := range rec.events {
+		for _, r := range e.Results {
+			outs = append(outs, r.Output)
+		}
+	}
+	want := []string{"first", `{"kind":"invalid_input","message":"Tool 'fs_read' argument validation failed.","details":{"errors":[{"loc":"/limit","msg":"got string, want integer or null"}]}}`}
+	if diff := cmp.Diff(want, outs); diff != "" {
+		t.Errorf("tool outputs (-want +got):\n%s", diff)
 	}
 }

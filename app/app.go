@@ -169,7 +169,7 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	a.provisioning = false
 	a.exec = registry.NewExecutor(a.reg, &registry.ExecutorOptions{MaxConcurrency: tools.MaxConcurrency, Hooks: a.hooks, Logger: a.log})
 	a.nested = registry.NewExecutor(a.reg, &registry.ExecutorOptions{Raw: true, Hooks: a.hooks, Logger: a.log})
-	a.commands = registry.NewExecutor(a.reg, &registry.ExecutorOptions{NoHooks: true, Logger: a.log})
+	a.commands = registry.NewExecutor(a.reg, &registry.ExecutorOptions{NoHooks: true, RuntimeNames: true, Logger: a.log})
 	filters := append([]providers.Provider{providers.ScopeProvider(a.scope)}, a.filters...)
 	a.chain = providers.NewChain(a.reg, &providers.ChainOptions{Filters: filters, CodeMode: a.codeMode,
 		Providers: []providers.Provider{a.namedProviders}})

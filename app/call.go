@@ -25,8 +25,8 @@ const (
 	// parent call's run id, state and environment.
 	Nested
 	// Command is a tool a human named (a comma command, `bub-mcp call`):
-	// any registered tool by runtime or model name, outside any View, with
-	// lax coercion of string arguments and without hooks or spill (a
+	// any registered tool by runtime or model name, outside any View,
+	// without hooks or spill (a
 	// policy meant for the model does not bind the operator, who sees the
 	// whole output), as Bub's commands do.
 	Command
@@ -89,7 +89,8 @@ func (a *App) Call(ctx context.Context, conn *providers.Connection, req Request)
 	if perr != nil {
 		return registry.Result{Tool: tool.Name, Err: perr}
 	}
-	c := registry.Call{Tool: tool.Name, Args: req.Args, Decoded: req.Decoded, Context: tc, Lax: req.Mode == Command}
+	// Every caller gets Bub's lax coercion ("1" → 1), models included.
+	c := registry.Call{Tool: tool.Name, Args: req.Args, Decoded: req.Decoded, Context: tc, Lax: true}
 	if req.Mode == Nested {
 		return a.nested.CallTool(ctx, tool, c)
 	}
