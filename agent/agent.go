@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"github.com/bubbuild/bub-mcp/internal/textmatch"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,6 +155,11 @@ type Turn struct {
 	// EnvSession names the session whose Environment the tools use;
 	// empty means the turn's own. Subagents use their parent's.
 	EnvSession string
+	// State is the caller's request-scoped state (Bub's state=..., e.g. a
+	// request_id): the turn's tools see a copy as ToolContext.State. It is
+	// never persisted; keys the agent sets itself (StateModel,
+	// allowed_skills) win over the caller's.
+	State map[string]any
 }
 
 // Result is what a turn produced.
@@ -276,7 +282,11 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 	}
 	// The turn's tools share state: subagent reads the model, the skill
 	// tool the allowed skills.
-	state := map[string]any{StateModel: spec}
+	state := maps.Clone(t.State)
+	if state == nil {
+		state = map[string]any{}
+	}
+	state[StateModel] = spec
 	if t.AllowedSkills != nil {
 		lower := make([]string, len(t.AllowedSkills))
 		for i, s := range t.AllowedSkills {

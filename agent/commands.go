@@ -60,10 +60,16 @@ Any other ',TEXT' runs TEXT with bash.`
 // output, date}. It returns the output, or an error whose text is the
 // output.
 func (a *Agent) Command(ctx context.Context, conn *providers.Connection, line string) (string, error) {
+	return a.CommandState(ctx, conn, line, nil)
+}
+
+// CommandState is Command with the caller's request-scoped state, which
+// the command's tool sees as ToolContext.State (never persisted).
+func (a *Agent) CommandState(ctx context.Context, conn *providers.Connection, line string, state map[string]any) (string, error) {
 	start := time.Now()
 	line = strings.TrimSpace(line)
 	name := ""
-	out, err := a.command(ctx, conn, line, &name)
+	out, err := a.command(ctx, conn, line, state, &name)
 	status := "ok"
 	text := out
 	if err != nil && !errors.Is(err, ErrQuit) {
@@ -79,7 +85,7 @@ func (a *Agent) Command(ctx context.Context, conn *providers.Connection, line st
 	return out, err
 }
 
-func (a *Agent) command(ctx context.Context, conn *providers.Connection, line string, name *string) (string, error) {
+func (a *Agent) command(ctx context.Context, conn *providers.Connection, line string, state map[string]any, name *string) (string, error) {
 	words, err := command.Split(line)
 	if err != nil {
 		return "", err
@@ -128,7 +134,7 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 		if err != nil {
 			return "", fmt.Errorf("unknown command %q (and no bash tool to run it)", words[0])
 		}
-		return result(a.app.Call(ctx, conn, app.Request{Tool: bash.Name, Args: mustJSON(map[string]any{"command": line}), Mode: app.Command}))
+		return result(a.app.Call(ctx, conn, app.Request{Tool: bash.Name, Args: mustJSON(map[string]any{"command": line}), Mode: app.Command, State: state}))
 	}
 	c, err := command.FromWords(words[0], words[1:])
 	if err != nil {
@@ -138,7 +144,7 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 	if err != nil {
 		return "", err
 	}
-	return result(a.app.Call(ctx, conn, app.Request{Tool: tool.Name, Args: args, Mode: app.Command}))
+	return result(a.app.Call(ctx, conn, app.Request{Tool: tool.Name, Args: args, Mode: app.Command, State: state}))
 }
 
 // SessionCommands are the builtin commands that are no tool: they act on
@@ -146,8 +152,8 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 var SessionCommands = []string{"help", "model", "reasoning_effort", "quit", "exit", "tools"}
 
 // CommandWords runs a command already split into words (by a shell, as
-// `bub-mcp call` receives them), as Command runs its line.
-func (a *Agent) CommandWords(ctx context.Context, conn *providers.Connection, words []string) (string, error) {
+// `bub-mcp call` receives them), as CommandState runs its line.
+func (a *Agent) CommandWords(ctx context.Context, conn *providers.Connection, words []string, state map[string]any) (string, error) {
 	q := make([]string, len(words))
 	for i, w := range words {
 		q[i] = w
@@ -155,7 +161,7 @@ func (a *Agent) CommandWords(ctx context.Context, conn *providers.Connection, wo
 			q[i] = shellQuote(w)
 		}
 	}
-	return a.Command(ctx, conn, strings.Join(q, " "))
+	return a.CommandState(ctx, conn, strings.Join(q, " "), state)
 }
 
 // result turns a call's outcome into command output: the text, or an error

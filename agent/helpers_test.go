@@ -73,6 +73,9 @@ type fixtureOpts struct {
 	// whoami adds a tool that answers its session's id and remembers the
 	// session (f.sessions).
 	whoami bool
+	// state adds a tool "state" that answers its ToolContext.State's
+	// request_id.
+	state bool
 }
 
 // newFixture builds an App with the agent module and, on a test registry,
@@ -133,6 +136,11 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 			f.sessions = append(f.sessions, tc.Session)
 			f.sessMu.Unlock()
 			return tc.SessionKey(), nil
+		}))
+	}
+	if o.state {
+		reg.MustRegister(registry.MustNewTool("state", "Return the request id.", func(ctx context.Context, tc *registry.ToolContext, in struct{}) (string, error) {
+			return fmt.Sprintf("request_id=%v", tc.State["request_id"]), nil
 		}))
 	}
 	provider := o.provider

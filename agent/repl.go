@@ -25,6 +25,9 @@ type REPLOptions struct {
 	Interactive bool
 	// Prompt is printed before each line; default "bub> ".
 	Prompt string
+	// State is the caller's request-scoped state, given to every turn and
+	// command (Turn.State).
+	State map[string]any
 }
 
 // REPL reads prompts and comma commands until EOF, ,quit or ctx ends.
@@ -99,7 +102,7 @@ func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLO
 				emitOutput(sink, "history", strings.Join(history[:len(history)-1], "\n"), nil)
 				continue
 			}
-			if errors.Is(a.emitCommand(ctx, conn, body, sink), ErrQuit) {
+			if errors.Is(a.emitCommand(ctx, conn, body, opts.State, sink), ErrQuit) {
 				return nil
 			}
 			continue
@@ -109,7 +112,7 @@ func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLO
 			continue
 		}
 		// A failed turn is reported by the sink and the REPL goes on.
-		_, _ = a.Run(ctx, &Turn{Conn: conn, Prompt: text, Sink: sink})
+		_, _ = a.Run(ctx, &Turn{Conn: conn, Prompt: text, Sink: sink, State: opts.State})
 	}
 }
 
@@ -118,21 +121,23 @@ func firstWord(s string) string {
 	return w
 }
 
-// Once runs a single prompt or comma command, as `bub-mcp agent -p` does,
-// and reports whether it succeeded. A command's output is emitted as a
-// command event.
-func (a *Agent) Once(ctx context.Context, conn *providers.Connection, prompt string, sink Sink) error {
+// Once runs a single prompt or comma command (t.Prompt), as `bub-mcp
+// agent -p` does, and reports whether it succeeded. A command's output is
+// emitted as text and final events; a command uses t's Conn, State and
+// Sink only.
+func (a *Agent) Once(ctx context.Context, t *Turn) error {
+	sink := t.Sink
 	if sink == nil {
 		sink = discard{}
 	}
-	if body, ok := command.Strip(prompt, a.opts.Settings.CommandPrefix); ok {
-		err := a.emitCommand(ctx, conn, body, sink)
+	if body, ok := command.Strip(t.Prompt, a.opts.Settings.CommandPrefix); ok {
+		err := a.emitCommand(ctx, t.Conn, body, t.State, sink)
 		if errors.Is(err, ErrQuit) {
 			return nil
 		}
 		return err
 	}
-	_, err := a.Run(ctx, &Turn{Conn: conn, Prompt: prompt, Sink: sink})
+	_, err := a.Run(ctx, t)
 	return err
 }
 
@@ -142,8 +147,8 @@ func (a *Agent) Once(ctx context.Context, conn *providers.Connection, prompt str
 // command, or an error event for a failed one. The failure is the
 // operator's to read; unlike a model's failed tool call it never goes to
 // the model. ,quit emits nothing and only returns ErrQuit.
-func (a *Agent) emitCommand(ctx context.Context, conn *providers.Connection, body string, sink Sink) error {
-	out, err := a.Command(ctx, conn, body)
+func (a *Agent) emitCommand(ctx context.Context, conn *providers.Connection, body string, state map[string]any, sink Sink) error {
+	out, err := a.CommandState(ctx, conn, body, state)
 	if errors.Is(err, ErrQuit) {
 		return err
 	}

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -75,10 +76,10 @@ func TestCommandPrefix(t *testing.T) {
 	s.CommandPrefix = "/"
 	a := f.mod.Configure(&agent.Options{Settings: s, SystemPrompt: testSystem})
 	rec := &recorder{}
-	if err := a.Once(t.Context(), f.conn, "/help", rec); err != nil {
+	if err := a.Once(t.Context(), &agent.Turn{Conn: f.conn, Prompt: "/help", Sink: rec}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Once(t.Context(), f.conn, ",tape.info", rec); err != nil {
+	if err := a.Once(t.Context(), &agent.Turn{Conn: f.conn, Prompt: ",tape.info", Sink: rec}); err != nil {
 		t.Fatal(err)
 	}
 	var finals []string
@@ -120,5 +121,44 @@ func TestModelCallsCoerceLaxly(t *testing.T) {
 	want := []string{"first", `{"kind":"invalid_input","message":"Tool 'fs_read' argument validation failed.","details":{"errors":[{"loc":"/limit","msg":"got string, want integer or null"}]}}`}
 	if diff := cmp.Diff(want, outs); diff != "" {
 		t.Errorf("tool outputs (-want +got):\n%s", diff)
+	}
+}
+
+// TestCallerState: the caller's request-scoped state (the seed's
+// request_id) reaches the turn's tools and a command's, and is never
+// written to the tape.
+func TestCallerState(t *testing.T) {
+	srv := fakemodel.NewOpenAI(t, fakemodel.Replies(t,
+		fakemodel.Reply{Calls: []fakemodel.Call{{ID: "c1", Name: "state", Arguments: `{}`}}},
+		fakemodel.Reply{Text: "done"},
+	))
+	f := newFixture(t, fixtureOpts{url: srv.URL, state: true})
+	state := map[string]any{"request_id": "req-01"}
+	rec := &recorder{}
+	if err := f.agent.Once(t.Context(), &agent.Turn{Conn: f.conn, Prompt: "which request?", Sink: rec, State: state}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.agent.Once(t.Context(), &agent.Turn{Conn: f.conn, Prompt: ",state", Sink: rec, State: state}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range rec.events {
+		for _, r := range e.Results {
+			got = append(got, r.Output)
+		}
+		if e.Kind == agent.EventFinal && e.Name == "state" {
+			got = append(got, e.Text)
+		}
+	}
+	if diff := cmp.Diff([]string{"request_id=req-01", "request_id=req-01"}, got); diff != "" {
+		t.Errorf("state seen (-want +got):\n%s", diff)
+	}
+	if len(state) != 1 {
+		t.Errorf("the caller's map was modified: %v", state)
+	}
+	for _, e := range f.tape().Entries() {
+		if b, _ := json.Marshal(e.Payload); strings.Contains(string(b), "req-01") && !strings.Contains(string(b), "request_id=req-01") {
+			t.Errorf("state persisted on the tape: %s", b)
+		}
 	}
 }

@@ -23,10 +23,11 @@ func init() {
 		prompt string
 		model  string
 		asJSON bool
+		state  stateFlag
 	)
 	register(&Command{
 		Name:  "agent",
-		Usage: "[-p PROMPT] [--session S] [--profile P] [--model provider:model] [--json] [PROMPT]",
+		Usage: "[-p PROMPT] [--session S] [--profile P] [--model provider:model] [--state k=v] [--json] [PROMPT]",
 		Short: "chat with the built-in agent (REPL), or run one prompt (-p, an argument or stdin) and exit",
 		Flags: func(fs *flag.FlagSet) {
 			c.flags(fs)
@@ -34,17 +35,19 @@ func init() {
 			fs.StringVar(&prompt, "p", "", "run this prompt (or ,command) once and exit; status 1 if it fails")
 			fs.StringVar(&model, "model", "", "model as provider:model (default: the session's ,model, else $BUB_MODEL, else [agent] model)")
 			fs.BoolVar(&asJSON, "json", false, "print events as JSON lines instead of text")
+			state = nil // flag.Var has no default to reset it to
+			fs.Var(&state, "state", "request-scoped state key=value the turn's tools see as ToolContext.State, never stored (repeatable)")
 		},
 		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if prompt == "" && len(args) > 0 {
 				prompt = strings.Join(args, " ")
 			}
-			return runAgent(ctx, env, &c, prompt, model, asJSON)
+			return runAgent(ctx, env, &c, prompt, model, asJSON, state.Map())
 		},
 	})
 }
 
-func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string, asJSON bool) error {
+func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string, asJSON bool, state map[string]any) error {
 	interactive := isTerminal(env.Stdin)
 	if prompt == "" && !interactive {
 		b, err := io.ReadAll(env.Stdin)
@@ -83,7 +86,7 @@ func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string
 		sink = agent.NewJSONRenderer(env.Stdout)
 	}
 	if prompt != "" {
-		if err := a.Once(ctx, &conn, prompt, sink); err != nil {
+		if err := a.Once(ctx, &agent.Turn{Conn: &conn, Prompt: prompt, Sink: sink, State: state}); err != nil {
 			if errors.Is(err, context.Canceled) {
 				return &ExitError{Code: 130}
 			}
@@ -91,7 +94,7 @@ func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string
 		}
 		return nil
 	}
-	return a.REPL(ctx, &conn, agent.REPLOptions{In: env.Stdin, Out: env.Stdout, Sink: sink, Interactive: interactive})
+	return a.REPL(ctx, &conn, agent.REPLOptions{In: env.Stdin, Out: env.Stdout, Sink: sink, Interactive: interactive, State: state})
 }
 
 // isTerminal reports whether r is a character device (a terminal), so

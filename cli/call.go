@@ -23,23 +23,26 @@ func init() {
 	var (
 		c      common
 		asJSON bool
+		state  stateFlag
 	)
 	register(&Command{
 		Name:  "call",
-		Usage: "[--session S] [--profile P] [--workspace DIR] [--json] TOOL [key=value ...]",
+		Usage: "[--session S] [--profile P] [--workspace DIR] [--state k=v] [--json] TOOL [key=value ...]",
 		Short: "run one tool by its runtime name, as the comma command ,TOOL key=value ... would",
 		Flags: func(fs *flag.FlagSet) {
 			c.flags(fs)
 			fs.StringVar(&c.session, "session", "", "session whose tape, settings and shells the call uses (default: the profile's)")
 			fs.BoolVar(&asJSON, "json", false, "print the structured result as JSON instead of the rendered text")
+			state = nil // flag.Var has no default to reset it to
+			fs.Var(&state, "state", "request-scoped state key=value the tool sees as ToolContext.State, never stored (repeatable)")
 		},
 		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return runCall(ctx, env, fs, &c, asJSON, args)
+			return runCall(ctx, env, fs, &c, asJSON, state.Map(), args)
 		},
 	})
 }
 
-func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON bool, args []string) error {
+func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON bool, state map[string]any, args []string) error {
 	if len(args) == 1 && strings.ContainsAny(args[0], " \t\n") {
 		// The whole command in one argument: split it as a shell would.
 		words, err := splitWords(args[0])
@@ -71,7 +74,7 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 		args[0] = body // ",fs.read" as typed in the REPL
 	}
 	if slices.Contains(agent.SessionCommands, args[0]) {
-		return runSessionCommand(ctx, env, a, m.Agent(), c, args)
+		return runSessionCommand(ctx, env, a, m.Agent(), c, state, args)
 	}
 	tool, lerr := a.Registry().Lookup(args[0])
 	if lerr != nil {
@@ -85,7 +88,7 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 	if err := a.Resolve(ctx, &conn); err != nil {
 		return err
 	}
-	res := a.Call(ctx, &conn, app.Request{Tool: tool.Name, Args: callArgs, Mode: app.Command})
+	res := a.Call(ctx, &conn, app.Request{Tool: tool.Name, Args: callArgs, Mode: app.Command, State: state})
 	if res.Err != nil {
 		return printToolError(env, res.Err)
 	}
@@ -102,12 +105,12 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 
 // runSessionCommand runs help, model, reasoning_effort, tools and quit as
 // the agent's REPL does, on the --session's settings.
-func runSessionCommand(ctx context.Context, env *Env, a *app.App, ag *agent.Agent, c *common, words []string) error {
+func runSessionCommand(ctx context.Context, env *Env, a *app.App, ag *agent.Agent, c *common, state map[string]any, words []string) error {
 	conn := providers.Connection{Transport: "cli", Profile: c.profile, SessionKey: c.session}
 	if err := a.Resolve(ctx, &conn); err != nil {
 		return err
 	}
-	out, err := ag.CommandWords(ctx, &conn, words)
+	out, err := ag.CommandWords(ctx, &conn, words, state)
 	if errors.Is(err, agent.ErrQuit) {
 		return nil // nothing outlives a call's process: there is nothing to stop
 	}

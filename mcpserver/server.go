@@ -317,8 +317,12 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return mcp.NewToolResultError(fmt.Sprintf("[invalid_input] Tool '%s' argument validation failed.\n%v", tool.Name, err)), nil
 	}
+	state, err := callerState(req)
+	if err != nil {
+		return mcp.NewToolResultError("[invalid_input] " + err.Error()), nil
+	}
 	p := &peer{s: s, token: progressToken(req)}
-	res := s.backend.Call(ctx, conn, app.Request{Tool: tool.Name, Args: call.Args, Decoded: call.Decoded, Peer: p})
+	res := s.backend.Call(ctx, conn, app.Request{Tool: tool.Name, Args: call.Args, Decoded: call.Decoded, Peer: p, State: state})
 	if n := p.sent.Load(); n > 0 {
 		// mcp-go may drop a notification its forwarder picked up while the
 		// response was being written (mcp-go PR #969); the event store
