@@ -22,6 +22,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,15 +67,20 @@ type Options struct {
 	Backoff time.Duration
 	// Logger; nil means the App's.
 	Logger *slog.Logger
+	// LLMHooks observe and steer the model calls (Bub's before_llm_call
+	// and after_llm_call), next to those of modules implementing
+	// LLMHooker; the last registered runs first.
+	LLMHooks []LLMHooks
 }
 
 // Agent runs turns against an App. It is safe for concurrent use; turns
 // of one session should not overlap (their steps would interleave on the
 // tape).
 type Agent struct {
-	app  *app.App
-	opts Options
-	log  *slog.Logger
+	app      *app.App
+	opts     Options
+	log      *slog.Logger
+	llmHooks []LLMHooks // in running order
 }
 
 // New returns an Agent over a, whose View, sessions and Call its turns
@@ -103,7 +109,7 @@ func New(a *app.App, opts *Options) *Agent {
 	if o.Logger == nil {
 		o.Logger = a.Logger()
 	}
-	return &Agent{app: a, opts: o, log: o.Logger}
+	return &Agent{app: a, opts: o, log: o.Logger, llmHooks: collectLLMHooks(a, o.LLMHooks)}
 }
 
 // toolConcurrency reads [tools] max_concurrency, which bounds a step's
@@ -309,8 +315,7 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 		user := model.Message{Role: "user", Content: prompt}
 		msgs := append([]model.Message{{Role: "system", Content: system}}, Messages(tape.ContextEntries())...)
 		msgs = append(msgs, user)
-		req := &model.Request{Model: modelID(spec), Messages: msgs, Tools: specs, MaxTokens: a.opts.Settings.MaxTokens, ReasoningEffort: effort}
-		reply, err := a.complete(ctx, client, req, step, sink)
+		reply, err := a.callModel(ctx, &llmCall{runID: runID, spec: spec, client: client, msgs: msgs, specs: specs, effort: effort, step: step}, sink)
 		// endStep records the step's loop.step event; errText is set for
 		// the statuses that carry an error.
 		endStep := func(status, errText string) {
@@ -433,6 +438,52 @@ func (a *Agent) handoff(tape *sessions.Tape, cause error) {
 	state := map[string]any{"reason": "context_length_exceeded", "error": cause.Error()}
 	a.append(tape, sessions.KindAnchor, map[string]any{"name": name, "state": state}, nil)
 	a.event(tape, sessions.EventHandoff, map[string]any{"name": name, "state": state})
+}
+
+// llmCall is one model call of a step, before the LLM hooks.
+type llmCall struct {
+	runID, spec, effort string
+	client              model.Client
+	msgs                []model.Message
+	specs               []model.Tool
+	step                int
+}
+
+// callModel runs the before_llm_call hooks, then the model (unless a hook
+// finished the step: its text is the reply), then the after_llm_call
+// hooks.
+func (a *Agent) callModel(ctx context.Context, c *llmCall, sink Sink) (*model.Reply, error) {
+	if len(a.llmHooks) == 0 {
+		req := &model.Request{Model: modelID(c.spec), Messages: c.msgs, Tools: c.specs, MaxTokens: a.opts.Settings.MaxTokens, ReasoningEffort: c.effort}
+		return a.complete(ctx, c.client, req, c.step, sink)
+	}
+	hreq := &LLMCallRequest{RunID: c.runID, Model: c.spec, Messages: c.msgs, MaxTokens: a.opts.Settings.MaxTokens}
+	for _, s := range c.specs {
+		hreq.ToolNames = append(hreq.ToolNames, s.Name)
+	}
+	if text, done := a.beforeLLM(ctx, hreq); done {
+		if text != "" {
+			sink.Emit(Event{Kind: EventText, Step: c.step, Delta: text})
+		}
+		return &model.Reply{Text: text, StopReason: "hook"}, nil
+	}
+	client := c.client
+	if hreq.Model != c.spec {
+		var err error
+		if client, err = a.Client(hreq.Model); err != nil {
+			return nil, fmt.Errorf("agent: before_llm_call hook chose model %q: %w", hreq.Model, err)
+		}
+	}
+	var specs []model.Tool
+	for _, s := range c.specs {
+		if slices.Contains(hreq.ToolNames, s.Name) {
+			specs = append(specs, s)
+		}
+	}
+	req := &model.Request{Model: modelID(hreq.Model), Messages: hreq.Messages, Tools: specs, MaxTokens: hreq.MaxTokens, ReasoningEffort: c.effort}
+	reply, err := a.complete(ctx, client, req, c.step, sink)
+	a.afterLLM(ctx, hreq, reply, err)
+	return reply, err
 }
 
 // complete calls the model, streaming deltas to sink, retrying network
