@@ -30,6 +30,7 @@ import (
 	"github.com/bubbuild/bub-mcp/agent/model"
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
@@ -281,7 +282,7 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	system := a.systemPrompt(&conn, view, t.AllowedSkills)
+	system := a.systemPrompt(ctx, &conn, view, t)
 	specs := make([]model.Tool, len(tools))
 	for i, tl := range tools {
 		specs[i] = model.Tool{Name: tl.ModelName(), Description: tl.Description, Parameters: tl.InputSchema}
@@ -571,7 +572,7 @@ func matchesAny(names []string, tool string) bool {
 
 // systemPrompt joins the guidance, the workspace's AGENTS.md, the View's
 // instructions (code mode's fragment, providers' prompts) and the skills.
-func (a *Agent) systemPrompt(conn *providers.Connection, view *providers.View, allowedSkills []string) string {
+func (a *Agent) systemPrompt(ctx context.Context, conn *providers.Connection, view *providers.View, t *Turn) string {
 	parts := []string{a.opts.SystemPrompt}
 	if conn.Workspace != "" {
 		parts = append(parts, "Workspace: "+conn.Workspace)
@@ -586,40 +587,36 @@ func (a *Agent) systemPrompt(conn *providers.Connection, view *providers.View, a
 		parts = append(parts, view.Instructions)
 	}
 	if _, ok := view.Lookup("skill"); ok {
-		if sp := a.skillsPrompt(conn.Workspace, allowedSkills); sp != "" {
+		if sp := a.skillsPrompt(ctx, conn, t); sp != "" {
 			parts = append(parts, sp)
 		}
 	}
 	return strings.Join(parts, "\n\n")
 }
 
-// skillsPrompt lists the workspace's skills, those in allowed when it is
-// set. It discovers them through the App's skills module when there is
-// one (as there is wherever the skill tool is), which warns about a legacy
-// directory once rather than every turn.
-func (a *Agent) skillsPrompt(workspace string, allowed []string) string {
-	discover := skills.DiscoverSkills
+// skillsPrompt lists the skills the turn may use (t.AllowedSkills when
+// set), with the bodies of those its prompt names as $name inlined, as
+// Bub's agent does. It discovers them through the App's skills module when
+// there is one (as there is wherever the skill tool is), which warns
+// about a legacy directory once rather than every turn and applies the
+// profile's confinement; $PYTHON names the interpreter of the turn's
+// Environment.
+func (a *Agent) skillsPrompt(ctx context.Context, conn *providers.Connection, t *Turn) string {
+	sm := &skills.Module{}
 	if m, ok := a.app.Module("skills"); ok {
-		if sm, ok := m.(*skills.Module); ok {
-			discover = sm.Discover
+		if found, ok := m.(*skills.Module); ok {
+			sm = found
 		}
 	}
-	var some []skills.Skill
-	for _, s := range discover(workspace) {
-		if allowed == nil || matchesFold(allowed, s.Name) {
-			some = append(some, s)
-		}
+	python := ""
+	envConn := *conn
+	if t.EnvSession != "" {
+		envConn.SessionKey = t.EnvSession
 	}
-	return skills.FormatSkills(some)
-}
-
-func matchesFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
+	if env, err := a.app.Environment(ctx, &envConn); err == nil {
+		python = environment.PythonOf(env)
 	}
-	return false
+	return sm.PromptFor(conn, t.Prompt, t.AllowedSkills, python)
 }
 
 // invalidArguments is the error a model gets for arguments that are not a

@@ -76,6 +76,8 @@ type fixtureOpts struct {
 	// state adds a tool "state" that answers its ToolContext.State's
 	// request_id.
 	state bool
+	// modules are loaded next to the agent module.
+	modules []string
 }
 
 // newFixture builds an App with the agent module and, on a test registry,
@@ -151,7 +153,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if provider == "anthropic" {
 		base = o.url
 	}
-	a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: reg, Modules: []string{"agent"}, Home: f.home, Workspace: f.ws,
+	a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: reg, Modules: append([]string{"agent"}, o.modules...), Home: f.home, Workspace: f.ws,
 		Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -160,5 +161,33 @@ func TestCallerState(t *testing.T) {
 		if b, _ := json.Marshal(e.Payload); strings.Contains(string(b), "req-01") && !strings.Contains(string(b), "request_id=req-01") {
 			t.Errorf("state persisted on the tape: %s", b)
 		}
+	}
+}
+
+// TestSkillHintsInline: $name in a prompt inlines that skill's body in
+// the system prompt's skills list, for the whole turn.
+func TestSkillHintsInline(t *testing.T) {
+	srv := fakemodel.NewOpenAI(t, fakemodel.Replies(t, fakemodel.Reply{Text: "ok"}, fakemodel.Reply{Text: "ok"}))
+	f := newFixture(t, fixtureOpts{url: srv.URL, modules: []string{"skills"}})
+	file := f.path(".agents/skills/deploy/SKILL.md")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("---\nname: deploy\ndescription: Ship it.\n---\nRun make deploy.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, prompt := range []string{"use $deploy now", "deploy without a hint"} {
+		if _, err := f.agent.Run(t.Context(), &agent.Turn{Conn: f.conn, Prompt: prompt}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := srv.Requests()
+	system := func(i int) string { return fakemodel.OpenAIMessages(reqs[i])[0].Content }
+	inlined := "- deploy: Ship it.\n  Location: " + file + "\nRun make deploy.\n</available_skills>"
+	if !strings.Contains(system(0), inlined) {
+		t.Errorf("system prompt of the $deploy turn lacks the body:\n%s", system(0))
+	}
+	if s := system(1); strings.Contains(s, "Run make deploy.") || !strings.Contains(s, "- deploy: Ship it.\n</available_skills>") {
+		t.Errorf("system prompt without a hint:\n%s", s)
 	}
 }
