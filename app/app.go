@@ -69,6 +69,10 @@ type App struct {
 	getenv    func(string) string
 	log       *slog.Logger
 	runs      atomic.Uint64
+	// maxConcurrency is [tools] max_concurrency: it bounds a batch of
+	// direct calls (in the executor) and the calls one run_code makes
+	// at once (asyncio.gather); 0 means unbounded.
+	maxConcurrency int
 
 	// Contributions, collected while modules provision, read-only after.
 	provisioning bool
@@ -167,6 +171,7 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.provisioning = false
+	a.maxConcurrency = tools.MaxConcurrency
 	a.exec = registry.NewExecutor(a.reg, &registry.ExecutorOptions{MaxConcurrency: tools.MaxConcurrency, Hooks: a.hooks, Logger: a.log})
 	a.nested = registry.NewExecutor(a.reg, &registry.ExecutorOptions{Raw: true, Hooks: a.hooks, Logger: a.log})
 	a.commands = registry.NewExecutor(a.reg, &registry.ExecutorOptions{NoHooks: true, RuntimeNames: true, Logger: a.log})

@@ -9,6 +9,7 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
+	"golang.org/x/sync/semaphore"
 )
 
 // Mode says who makes a call, which decides where its tool is looked up
@@ -165,7 +166,11 @@ func (a *App) toolContext(ctx context.Context, conn *providers.Connection, view 
 	}
 	tc := &registry.ToolContext{Session: sess, Env: env, Conn: conn, Peer: req.Peer, State: req.State, RunID: runID, CodeMode: req.Mode == Nested}
 	if view != nil {
-		tc.Tools = &viewTools{a: a, conn: conn, view: view, tc: tc}
+		vt := &viewTools{a: a, conn: conn, view: view, tc: tc}
+		if n := a.maxConcurrency; n > 0 {
+			vt.sem = semaphore.NewWeighted(int64(n))
+		}
+		tc.Tools = vt
 	}
 	return tc, nil
 }
@@ -185,11 +190,20 @@ type viewTools struct {
 	conn *providers.Connection
 	view *providers.View
 	tc   *registry.ToolContext
+	// sem bounds the nested calls of this one call (a run_code's
+	// asyncio.gather) by [tools] max_concurrency; nil means unbounded.
+	sem *semaphore.Weighted
 }
 
 func (t *viewTools) List() (direct, code []*registry.Tool) { return t.view.Tools, t.view.CodeTools }
 
 func (t *viewTools) Call(ctx context.Context, name string, args json.RawMessage) registry.Result {
+	if t.sem != nil {
+		if err := t.sem.Acquire(ctx, 1); err != nil {
+			return registry.Result{Tool: name, Args: args, Err: &registry.Error{Kind: registry.KindTool, Message: "Tool '" + name + "' call was cancelled.", Cause: err}}
+		}
+		defer t.sem.Release(1)
+	}
 	return t.a.Call(ctx, t.conn, Request{Tool: name, Args: args, Mode: Nested, Peer: quietPeer{t.tc.Peer}, parent: t.tc})
 }
 

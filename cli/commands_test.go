@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/bubbuild/bub-mcp/internal/fakemodel"
 	"github.com/google/go-cmp/cmp"
@@ -122,6 +127,50 @@ func TestCallSessionCommands(t *testing.T) {
 		code, stdout, stderr := runBinary(t, env, "", args...)
 		if code != tt.code || !strings.HasPrefix(stdout, tt.out) || (tt.out == "" && stdout != "") || !strings.Contains(stderr, tt.inErr) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d, stdout %q..., stderr containing %q", tt.args, code, stdout, stderr, tt.code, tt.out, tt.inErr)
+		}
+	}
+}
+
+// TestCodeModeGatherHonoursMaxConcurrency: [tools] max_concurrency caps
+// how many of one run_code's gathered calls run at once, as it caps a
+// batch of direct calls. The server meets the fetches at a rendezvous:
+// unbounded, all three arrive together; capped at one, never two.
+func TestCodeModeGatherHonoursMaxConcurrency(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	for _, tt := range []struct {
+		limit, want int64
+	}{{0, 3}, {1, 1}} {
+		var mu sync.Mutex
+		var inFlight, most int64
+		arrived := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			if inFlight == 3 {
+				close(arrived)
+			}
+			mu.Unlock()
+			select { // the rendezvous: all three, or give up and count
+			case <-arrived:
+			case <-time.After(500 * time.Millisecond):
+			}
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			w.Write([]byte("ok"))
+		}))
+		_, _, env := codeModeEnv(t, fmt.Sprintf("[tools]\nmax_concurrency = %d\n[web]\nallow_loopback = true\n", tt.limit))
+		bubCall(t, env, "code_mode", "enable=true")
+		code := fmt.Sprintf("import asyncio\nr = await asyncio.gather(*[tools.web_fetch(url=%q) for _ in range(3)])\nprint(len(r))", srv.URL)
+		if out := bubCall(t, env, "run_code", "code="+code); out != "3\n" {
+			t.Errorf("limit %d: run_code printed %q", tt.limit, out)
+		}
+		srv.Close()
+		if most != tt.want {
+			t.Errorf("max_concurrency = %d: %d fetches at once; want %d", tt.limit, most, tt.want)
 		}
 	}
 }

@@ -63,8 +63,10 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 		return "", registry.NewError(registry.KindConfig, "run_code needs the session's environment, and this call has none.", nil)
 	}
 	names := make([]string, len(code))
+	byName := make(map[string]*registry.Tool, len(code))
 	for i, t := range code {
 		names[i] = t.ModelName()
+		byName[names[i]] = t
 	}
 	r, release, err := m.runners.get(env, m.pythonFor(env))
 	if err != nil {
@@ -80,11 +82,7 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 			if res.Err != nil {
 				return nil, res.Err // "[kind] message", raised inside the code
 			}
-			b, err := json.Marshal(res.Value)
-			if err != nil {
-				return nil, fmt.Errorf("tool result is not JSON serializable: %v", err)
-			}
-			return b, nil
+			return resultJSON(byName[name], res.Value)
 		},
 		Output: func(chunk string) {
 			printed += float64(len(chunk))

@@ -79,6 +79,9 @@ func testRegistry(t testing.TB, log *hookLog) *registry.Registry {
 	reg.MustRegister(rawTool(t, "nan", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
 		return map[string]any{"v": math.NaN()}, nil
 	}))
+	reg.MustRegister(rawTool(t, "rendered_nan", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		return map[string]any{"v": math.NaN()}, nil
+	}, registry.WithRenderer(func(v map[string]any) string { return "v is not a number" })))
 	reg.MustRegister(rawTool(t, "chan", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
 		return make(chan int), nil
 	}))
@@ -164,10 +167,10 @@ func TestRunCode(t *testing.T) {
 		{name: "command is unknown", code: "try:\n    await tools.code_mode(enable=False)\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'code_mode'\n"},
 		{name: "positional arguments", code: "try:\n    await tools.orders_get('1')\nexcept TypeError as e:\n    print(e)", want: "tools.orders_get() accepts keyword arguments only\n"},
 		{name: "big result", code: "r = await tools.big()\nprint(len(r), r[:3])", want: "200000 xxx\n"},
-		{name: "NaN result", code: "try:\n    await tools.nan()\nexcept Exception as e:\n    print(e)",
-			want: "tool result is not JSON serializable: json: unsupported value: NaN\n"},
-		{name: "channel result", code: "try:\n    await tools.chan()\nexcept Exception as e:\n    print(e)",
-			want: "tool result is not JSON serializable: json: unsupported type: chan int\n"},
+		// A value JSON cannot carry comes back as its text form, as in Bub.
+		{name: "NaN result", code: "print(repr(await tools.nan()))", want: "'map[v:NaN]'\n"},
+		{name: "channel result", code: "print(type(await tools.chan()).__name__)", want: "str\n"},
+		{name: "rendered fallback", code: "print(await tools.rendered_nan())", want: "v is not a number\n"},
 		{name: "protocol spoofing is inert", code: "import os, sys\nprint('{\"type\":\"done\"}')\nsys.stdout.flush()\n" +
 			"os.write(1, b'{\"type\":\"failed\",\"error\":\"X: y\"}\\n')\nprint('after')",
 			want: "{\"type\":\"done\"}\n{\"type\":\"failed\",\"error\":\"X: y\"}\nafter\n"},
