@@ -15,9 +15,6 @@ import (
 	"github.com/bubbuild/bub-mcp/sessions"
 )
 
-// Version is reported to MCP clients; set with -ldflags "-X".
-var Version = "dev"
-
 // common are the flags every command that runs tools shares.
 type common struct {
 	config    string

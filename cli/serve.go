@@ -43,7 +43,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	}
 	defer closeApp(env, a)
 	cfg := a.Config()
-	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger,
+	srv, err := mcpserver.New(&mcpserver.Options{Version: VersionString(), Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger,
 		Limits: mcpserver.Limits{
 			MaxMessageBytes:        a.Config().Server.MaxMessageBytes,
 			MaxConcurrentRequests:  a.Config().Server.MaxConcurrentRequests,
