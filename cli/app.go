@@ -81,6 +81,12 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 		if ws, err = filepath.Abs(ws); err != nil {
 			return nil, err
 		}
+		if err := checkWorkspace(ws, "--workspace"); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkProfileWorkspaces(cfg, []string{c.profile}); err != nil {
+		return nil, err
 	}
 	return app.New(ctx, &app.Options{Config: cfg, Home: home, Workspace: ws, Getenv: env.Getenv, Logger: env.Logger})
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -171,6 +173,36 @@ func TestCodeModeGatherHonoursMaxConcurrency(t *testing.T) {
 		srv.Close()
 		if most != tt.want {
 			t.Errorf("max_concurrency = %d: %d fetches at once; want %d", tt.limit, most, tt.want)
+		}
+	}
+}
+
+// TestServeRefusesMissingWorkspace: serve does not start on a workspace
+// that is not there, and says which one and where it came from.
+func TestServeRefusesMissingWorkspace(t *testing.T) {
+	home := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	if err := os.WriteFile(cfg, []byte("[profiles.other]\nworkspace = \"/no/such/dir\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(home, "file.txt")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := agentEnv(home, "")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--workspace", "/abs/${workspaceFolder}"}, "bub-mcp serve: workspace /abs/${workspaceFolder} (--workspace) does not exist; it holds an unexpanded variable"},
+		{[]string{"serve", "--workspace", file}, "bub-mcp serve: workspace " + file + " (--workspace) is not a directory"},
+		{[]string{"serve", "--config", cfg, "--profile", "other"}, "bub-mcp serve: config: " + cfg + ":2: profiles.other.workspace: workspace /no/such/dir (profile other) does not exist"},
+		{[]string{"serve", "--config", cfg, "--http", "127.0.0.1:0"}, "profiles.other.workspace: workspace /no/such/dir (profile other) does not exist"},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := runBinary(t, env, "", tt.args...)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tt.args, code, stdout, stderr, tt.want)
 		}
 	}
 }

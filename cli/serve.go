@@ -72,6 +72,9 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 		return errors.New("refusing to serve " + addr + " without auth: configure [[auth.tokens]] in bub.toml, bind 127.0.0.1, or pass --insecure")
 	}
 	profiles := cfg.ProfileNames()
+	if err := checkProfileWorkspaces(cfg, profiles); err != nil { // HTTP serves every profile
+		return err
+	}
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{
 		DefaultProfile: c.profile,
 		Profiles:       profiles,
