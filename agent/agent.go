@@ -202,13 +202,28 @@ func (a *Agent) ModelFor(conn *providers.Connection) string {
 	return a.opts.Settings.Model
 }
 
-// Client builds the model client for "provider:model".
+// Client builds the model client for "provider:model". A hosted provider
+// without a key is refused here, before any request, with the variables
+// that would supply one.
 func (a *Agent) Client(spec string) (model.Client, error) {
 	cfg, err := a.opts.Settings.ModelConfig(spec)
 	if err != nil {
 		return nil, err
 	}
+	if err := a.opts.Settings.checkKey(cfg); err != nil {
+		return nil, err
+	}
 	return a.opts.NewClient(cfg)
+}
+
+// checkModel reports whether spec names a model a client can be built
+// for, keys aside: ,model may name one whose key arrives later.
+func (a *Agent) checkModel(spec string) error {
+	cfg, err := a.opts.Settings.ModelConfig(spec)
+	if err == nil {
+		_, err = a.opts.NewClient(cfg)
+	}
+	return err
 }
 
 // Run runs one turn: it calls the model until a reply has no tool calls,

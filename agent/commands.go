@@ -256,7 +256,7 @@ func (a *Agent) setModel(conn *providers.Connection, c *command.Command) (string
 	if _, _, err := model.Split(spec); err != nil {
 		return "", err
 	}
-	if _, err := a.Client(spec); err != nil {
+	if err := a.checkModel(spec); err != nil {
 		return "", err
 	}
 	if err := sess.SetModel(spec); err != nil {

@@ -192,5 +192,15 @@ func (s Settings) ModelConfig(spec string) (model.Config, error) {
 	return cfg, nil
 }
 
+// checkKey refuses, before any request, a call to a hosted provider
+// without a key, naming the variables that would supply it.
+func (s Settings) checkKey(cfg model.Config) error {
+	if cfg.APIKey != "" || !model.NeedsKey(cfg.Provider, cfg.APIBase) {
+		return nil
+	}
+	p := envName(cfg.Provider)
+	return fmt.Errorf("no API key for %s: set BUB_%s_API_KEY (or BUB_API_KEY, or %s_API_KEY), or name the variable holding it with [agent] api_key_env", cfg.Provider, p, p)
+}
+
 // ErrNoModel is returned when a turn needs a model and none is configured.
 var ErrNoModel = errors.New("no model configured: set BUB_MODEL=provider:model (e.g. openrouter:openrouter/free, openai:gpt-4o-mini, anthropic:claude-sonnet-4-5, ollama:qwen3) and its key (BUB_API_KEY or BUB_<PROVIDER>_API_KEY), or [agent] model in bub.toml; comma commands work without one")

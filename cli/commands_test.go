@@ -206,3 +206,24 @@ func TestServeRefusesMissingWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingKeyNamesTheVariable: a hosted model without a key fails at
+// once, naming the variables to set, before any request.
+func TestMissingKeyNamesTheVariable(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	for _, tt := range []struct{ model, want string }{
+		{"openrouter:openrouter/free", "no API key for openrouter: set BUB_OPENROUTER_API_KEY (or BUB_API_KEY, or OPENROUTER_API_KEY)"},
+		{"anthropic:claude-sonnet-4-5", "no API key for anthropic: set BUB_ANTHROPIC_API_KEY (or BUB_API_KEY, or ANTHROPIC_API_KEY)"},
+	} {
+		var env []string
+		for _, kv := range agentEnv(home, "") {
+			if !strings.Contains(kv, "_API_KEY=") {
+				env = append(env, kv)
+			}
+		}
+		code, _, stderr := runBinary(t, append(env, "BUB_MODEL="+tt.model), "", "agent", "--workspace", ws, "-p", "hello")
+		if code != 1 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%s without a key: exit %d, stderr %q; want exit 1 and %q", tt.model, code, stderr, tt.want)
+		}
+	}
+}

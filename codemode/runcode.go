@@ -43,6 +43,11 @@ func notEnabled() *registry.Error {
 }
 
 func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCodeIn) (string, error) {
+	if !m.available {
+		// Say what is missing rather than "not enabled": the switch may be
+		// on, and the fix is an interpreter.
+		return "", registry.NewError(registry.KindConfig, fmt.Sprintf("Python was not found (%q is not on PATH): install Python 3, or set [codemode] python in bub.toml to the interpreter's path.", m.Python), nil)
+	}
 	var code []*registry.Tool
 	if tc != nil && tc.Tools != nil {
 		_, code = tc.Tools.List()

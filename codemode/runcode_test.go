@@ -346,8 +346,9 @@ func TestPythonMissing(t *testing.T) {
 		t.Errorf("code mode did not fall back to direct tools: %v", names(v.Tools))
 	}
 	res := command(a, conn, "run_code", args(t, map[string]any{"code": "print(1)"}))
-	if res.Err == nil || res.Err.Kind != registry.KindInvalidInput {
-		t.Errorf("run_code = %q, %v; want invalid_input", res.Text, res.Err)
+	want := `[config] Python was not found ("no-such-python-3" is not on PATH): install Python 3, or set [codemode] python in bub.toml to the interpreter's path.`
+	if res.Err == nil || res.Err.Error() != want {
+		t.Errorf("run_code = %q, %v; want %s", res.Text, res.Err, want)
 	}
 }
 

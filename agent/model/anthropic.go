@@ -18,6 +18,9 @@ type anthropicClient struct {
 func newAnthropic(cfg Config) *anthropicClient {
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
+		// WithoutEnvironmentDefaults drops the production base URL too;
+		// without it every request fails with "base url is not set".
+		option.WithEnvironmentProduction(),
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0), // the agent loop retries whole streams
 		option.WithMiddleware(statusMiddleware(Anthropic)),
