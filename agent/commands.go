@@ -66,10 +66,15 @@ func (a *Agent) Command(ctx context.Context, conn *providers.Connection, line st
 // CommandState is Command with the caller's request-scoped state, which
 // the command's tool sees as ToolContext.State (never persisted).
 func (a *Agent) CommandState(ctx context.Context, conn *providers.Connection, line string, state map[string]any) (string, error) {
+	return a.runCommand(ctx, conn, line, state, nil)
+}
+
+// runCommand is CommandState whose tool reports progress to peer.
+func (a *Agent) runCommand(ctx context.Context, conn *providers.Connection, line string, state map[string]any, peer registry.Peer) (string, error) {
 	start := time.Now()
 	line = strings.TrimSpace(line)
 	name := ""
-	out, err := a.command(ctx, conn, line, state, &name)
+	out, err := a.command(ctx, conn, line, state, peer, &name)
 	status := "ok"
 	text := out
 	if err != nil && !errors.Is(err, ErrQuit) {
@@ -85,7 +90,7 @@ func (a *Agent) CommandState(ctx context.Context, conn *providers.Connection, li
 	return out, err
 }
 
-func (a *Agent) command(ctx context.Context, conn *providers.Connection, line string, state map[string]any, name *string) (string, error) {
+func (a *Agent) command(ctx context.Context, conn *providers.Connection, line string, state map[string]any, peer registry.Peer, name *string) (string, error) {
 	words, err := command.Split(line)
 	if err != nil {
 		return "", err
@@ -134,7 +139,7 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 		if err != nil {
 			return "", fmt.Errorf("unknown command %q (and no bash tool to run it)", words[0])
 		}
-		return result(a.app.Call(ctx, conn, app.Request{Tool: bash.Name, Args: mustJSON(map[string]any{"command": line}), Mode: app.Command, State: state}))
+		return result(a.app.Call(ctx, conn, app.Request{Tool: bash.Name, Args: mustJSON(map[string]any{"command": line}), Mode: app.Command, State: state, Peer: peer}))
 	}
 	c, err := command.FromWords(words[0], words[1:])
 	if err != nil {
@@ -144,7 +149,7 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 	if err != nil {
 		return "", err
 	}
-	return result(a.app.Call(ctx, conn, app.Request{Tool: tool.Name, Args: args, Mode: app.Command, State: state}))
+	return result(a.app.Call(ctx, conn, app.Request{Tool: tool.Name, Args: args, Mode: app.Command, State: state, Peer: peer}))
 }
 
 // SessionCommands are the builtin commands that are no tool: they act on

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/bubbuild/bub-mcp/agent"
 	"github.com/bubbuild/bub-mcp/agent/model"
@@ -94,12 +96,49 @@ func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string
 		}
 		return nil
 	}
-	return a.REPL(ctx, &conn, agent.REPLOptions{In: env.Stdin, Out: env.Stdout, Sink: sink, Interactive: interactive, State: state})
+	opts := agent.REPLOptions{In: env.Stdin, Out: env.Stdout, Sink: sink, Interactive: interactive, State: state}
+	if interactive {
+		in, inOK := env.Stdin.(*os.File)
+		out, outOK := env.Stdout.(*os.File)
+		if inOK && outOK {
+			if ed, ok := agent.NewLineEditor(in, out); ok {
+				opts.Editor = ed
+				defer ed.Close()
+			}
+		}
+		if tr, ok := sink.(*agent.TerminalRenderer); ok && isTerminal(env.Stderr) {
+			tr.Live = true
+		}
+		// Ctrl-C cancels the running turn, not the REPL: the REPL takes
+		// SIGINT itself and ends only on SIGTERM or SIGHUP (or Ctrl-D).
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(context.WithoutCancel(ctx), syscall.SIGTERM, syscall.SIGHUP)
+		defer stop()
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt)
+		defer signal.Stop(sigs)
+		intr := make(chan struct{}, 1)
+		go func() {
+			for {
+				select {
+				case <-sigs:
+					select {
+					case intr <- struct{}{}:
+					default:
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		opts.Interrupt = intr
+	}
+	return a.REPL(ctx, &conn, opts)
 }
 
 // isTerminal reports whether r is a character device (a terminal), so
 // stdin holds a human rather than a prompt.
-func isTerminal(r io.Reader) bool {
+func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false
