@@ -29,7 +29,10 @@ build:
 run: build
 	./$(BIN) serve $(RUN_ARGS)
 
-test: fmt-check vet lint unit e2e
+# Every check, each step run even after a failure; the last line is
+# `N passed, M failed` over all of them (scripts/test.sh).
+test:
+	@bash scripts/test.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*')); \
