@@ -99,7 +99,7 @@ func quieted(env *Env, min slog.Level) *Env {
 		return env
 	}
 	q := *env
-	q.Logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: min}))
+	q.Logger = slog.New(logHandler(env, min))
 	return &q
 }
 

@@ -167,5 +167,15 @@ func newLogger(env *Env) *slog.Logger {
 	if v := env.Getenv("BUB_VERBOSE"); v != "" && v != "0" && v != "false" {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	return slog.New(logHandler(env, level))
+}
+
+// logHandler writes records to stderr as text, or as JSON lines with
+// BUB_LOG_FORMAT=json (containers, log collectors).
+func logHandler(env *Env, level slog.Level) slog.Handler {
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(strings.TrimSpace(env.Getenv("BUB_LOG_FORMAT")), "json") {
+		return slog.NewJSONHandler(env.Stderr, opts)
+	}
+	return slog.NewTextHandler(env.Stderr, opts)
 }
