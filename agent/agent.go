@@ -19,8 +19,10 @@ import (
 	"fmt"
 	"github.com/bubbuild/bub-mcp/internal/textmatch"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +30,7 @@ import (
 	"github.com/bubbuild/bub-mcp/agent/model"
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
@@ -65,15 +68,20 @@ type Options struct {
 	Backoff time.Duration
 	// Logger; nil means the App's.
 	Logger *slog.Logger
+	// LLMHooks observe and steer the model calls (Bub's before_llm_call
+	// and after_llm_call), next to those of modules implementing
+	// LLMHooker; the last registered runs first.
+	LLMHooks []LLMHooks
 }
 
 // Agent runs turns against an App. It is safe for concurrent use; turns
 // of one session should not overlap (their steps would interleave on the
 // tape).
 type Agent struct {
-	app  *app.App
-	opts Options
-	log  *slog.Logger
+	app      *app.App
+	opts     Options
+	log      *slog.Logger
+	llmHooks []LLMHooks // in running order
 }
 
 // New returns an Agent over a, whose View, sessions and Call its turns
@@ -102,7 +110,7 @@ func New(a *app.App, opts *Options) *Agent {
 	if o.Logger == nil {
 		o.Logger = a.Logger()
 	}
-	return &Agent{app: a, opts: o, log: o.Logger}
+	return &Agent{app: a, opts: o, log: o.Logger, llmHooks: collectLLMHooks(a, o.LLMHooks)}
 }
 
 // toolConcurrency reads [tools] max_concurrency, which bounds a step's
@@ -121,6 +129,9 @@ func toolConcurrency(c *config.Config) int {
 // App returns the App the agent runs calls through.
 func (a *Agent) App() *app.App { return a.app }
 
+// CommandPrefix returns what starts a comma command ("," by default).
+func (a *Agent) CommandPrefix() string { return a.opts.Settings.CommandPrefix }
+
 // Settings returns the agent's model settings.
 func (a *Agent) Settings() Settings { return a.opts.Settings }
 
@@ -134,6 +145,9 @@ type Turn struct {
 	Prompt string
 	// Model overrides the session's model ("provider:model").
 	Model string
+	// ReasoningEffort overrides the session's ,reasoning_effort; empty
+	// means the session's, else the provider's default.
+	ReasoningEffort string
 	// AllowedTools restricts the tools to these runtime or model names;
 	// nil means every tool of the View.
 	AllowedTools []string
@@ -148,6 +162,11 @@ type Turn struct {
 	// EnvSession names the session whose Environment the tools use;
 	// empty means the turn's own. Subagents use their parent's.
 	EnvSession string
+	// State is the caller's request-scoped state (Bub's state=..., e.g. a
+	// request_id): the turn's tools see a copy as ToolContext.State. It is
+	// never persisted; keys the agent sets itself (StateModel,
+	// allowed_skills) win over the caller's.
+	State map[string]any
 }
 
 // Result is what a turn produced.
@@ -183,13 +202,28 @@ func (a *Agent) ModelFor(conn *providers.Connection) string {
 	return a.opts.Settings.Model
 }
 
-// Client builds the model client for "provider:model".
+// Client builds the model client for "provider:model". A hosted provider
+// without a key is refused here, before any request, with the variables
+// that would supply one.
 func (a *Agent) Client(spec string) (model.Client, error) {
 	cfg, err := a.opts.Settings.ModelConfig(spec)
 	if err != nil {
 		return nil, err
 	}
+	if err := a.opts.Settings.checkKey(cfg); err != nil {
+		return nil, err
+	}
 	return a.opts.NewClient(cfg)
+}
+
+// checkModel reports whether spec names a model a client can be built
+// for, keys aside: ,model may name one whose key arrives later.
+func (a *Agent) checkModel(spec string) error {
+	cfg, err := a.opts.Settings.ModelConfig(spec)
+	if err == nil {
+		_, err = a.opts.NewClient(cfg)
+	}
+	return err
 }
 
 // Run runs one turn: it calls the model until a reply has no tool calls,
@@ -250,6 +284,10 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 		return res, ErrNoModel
 	}
 	res.Model = spec
+	effort := t.ReasoningEffort
+	if effort == "" {
+		effort = sess.Settings().ReasoningEffort
+	}
 	client, err := a.Client(spec)
 	if err != nil {
 		return res, fmt.Errorf("agent: %w", err)
@@ -259,14 +297,18 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 	if err != nil {
 		return res, err
 	}
-	system := a.systemPrompt(&conn, view, t.AllowedSkills)
+	system := a.systemPrompt(ctx, &conn, view, t)
 	specs := make([]model.Tool, len(tools))
 	for i, tl := range tools {
 		specs[i] = model.Tool{Name: tl.ModelName(), Description: tl.Description, Parameters: tl.InputSchema}
 	}
 	// The turn's tools share state: subagent reads the model, the skill
 	// tool the allowed skills.
-	state := map[string]any{StateModel: spec}
+	state := maps.Clone(t.State)
+	if state == nil {
+		state = map[string]any{}
+	}
+	state[StateModel] = spec
 	if t.AllowedSkills != nil {
 		lower := make([]string, len(t.AllowedSkills))
 		for i, s := range t.AllowedSkills {
@@ -289,8 +331,7 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 		user := model.Message{Role: "user", Content: prompt}
 		msgs := append([]model.Message{{Role: "system", Content: system}}, Messages(tape.ContextEntries())...)
 		msgs = append(msgs, user)
-		req := &model.Request{Model: modelID(spec), Messages: msgs, Tools: specs, MaxTokens: a.opts.Settings.MaxTokens}
-		reply, err := a.complete(ctx, client, req, step, sink)
+		reply, err := a.callModel(ctx, &llmCall{runID: runID, spec: spec, client: client, msgs: msgs, specs: specs, effort: effort, step: step}, sink)
 		// endStep records the step's loop.step event; errText is set for
 		// the statuses that carry an error.
 		endStep := func(status, errText string) {
@@ -415,6 +456,52 @@ func (a *Agent) handoff(tape *sessions.Tape, cause error) {
 	a.event(tape, sessions.EventHandoff, map[string]any{"name": name, "state": state})
 }
 
+// llmCall is one model call of a step, before the LLM hooks.
+type llmCall struct {
+	runID, spec, effort string
+	client              model.Client
+	msgs                []model.Message
+	specs               []model.Tool
+	step                int
+}
+
+// callModel runs the before_llm_call hooks, then the model (unless a hook
+// finished the step: its text is the reply), then the after_llm_call
+// hooks.
+func (a *Agent) callModel(ctx context.Context, c *llmCall, sink Sink) (*model.Reply, error) {
+	if len(a.llmHooks) == 0 {
+		req := &model.Request{Model: modelID(c.spec), Messages: c.msgs, Tools: c.specs, MaxTokens: a.opts.Settings.MaxTokens, ReasoningEffort: c.effort}
+		return a.complete(ctx, c.client, req, c.step, sink)
+	}
+	hreq := &LLMCallRequest{RunID: c.runID, Model: c.spec, Messages: c.msgs, MaxTokens: a.opts.Settings.MaxTokens}
+	for _, s := range c.specs {
+		hreq.ToolNames = append(hreq.ToolNames, s.Name)
+	}
+	if text, done := a.beforeLLM(ctx, hreq); done {
+		if text != "" {
+			sink.Emit(Event{Kind: EventText, Step: c.step, Delta: text})
+		}
+		return &model.Reply{Text: text, StopReason: "hook"}, nil
+	}
+	client := c.client
+	if hreq.Model != c.spec {
+		var err error
+		if client, err = a.Client(hreq.Model); err != nil {
+			return nil, fmt.Errorf("agent: before_llm_call hook chose model %q: %w", hreq.Model, err)
+		}
+	}
+	var specs []model.Tool
+	for _, s := range c.specs {
+		if slices.Contains(hreq.ToolNames, s.Name) {
+			specs = append(specs, s)
+		}
+	}
+	req := &model.Request{Model: modelID(hreq.Model), Messages: hreq.Messages, Tools: specs, MaxTokens: hreq.MaxTokens, ReasoningEffort: c.effort}
+	reply, err := a.complete(ctx, client, req, c.step, sink)
+	a.afterLLM(ctx, hreq, reply, err)
+	return reply, err
+}
+
 // complete calls the model, streaming deltas to sink, retrying network
 // failures, timeouts, 429 and 5xx with exponential backoff. Each attempt
 // is bounded by the settings' timeout.
@@ -500,7 +587,7 @@ func matchesAny(names []string, tool string) bool {
 
 // systemPrompt joins the guidance, the workspace's AGENTS.md, the View's
 // instructions (code mode's fragment, providers' prompts) and the skills.
-func (a *Agent) systemPrompt(conn *providers.Connection, view *providers.View, allowedSkills []string) string {
+func (a *Agent) systemPrompt(ctx context.Context, conn *providers.Connection, view *providers.View, t *Turn) string {
 	parts := []string{a.opts.SystemPrompt}
 	if conn.Workspace != "" {
 		parts = append(parts, "Workspace: "+conn.Workspace)
@@ -515,40 +602,36 @@ func (a *Agent) systemPrompt(conn *providers.Connection, view *providers.View, a
 		parts = append(parts, view.Instructions)
 	}
 	if _, ok := view.Lookup("skill"); ok {
-		if sp := a.skillsPrompt(conn.Workspace, allowedSkills); sp != "" {
+		if sp := a.skillsPrompt(ctx, conn, t); sp != "" {
 			parts = append(parts, sp)
 		}
 	}
 	return strings.Join(parts, "\n\n")
 }
 
-// skillsPrompt lists the workspace's skills, those in allowed when it is
-// set. It discovers them through the App's skills module when there is
-// one (as there is wherever the skill tool is), which warns about a legacy
-// directory once rather than every turn.
-func (a *Agent) skillsPrompt(workspace string, allowed []string) string {
-	discover := skills.DiscoverSkills
+// skillsPrompt lists the skills the turn may use (t.AllowedSkills when
+// set), with the bodies of those its prompt names as $name inlined, as
+// Bub's agent does. It discovers them through the App's skills module when
+// there is one (as there is wherever the skill tool is), which warns
+// about a legacy directory once rather than every turn and applies the
+// profile's confinement; $PYTHON names the interpreter of the turn's
+// Environment.
+func (a *Agent) skillsPrompt(ctx context.Context, conn *providers.Connection, t *Turn) string {
+	sm := &skills.Module{}
 	if m, ok := a.app.Module("skills"); ok {
-		if sm, ok := m.(*skills.Module); ok {
-			discover = sm.Discover
+		if found, ok := m.(*skills.Module); ok {
+			sm = found
 		}
 	}
-	var some []skills.Skill
-	for _, s := range discover(workspace) {
-		if allowed == nil || matchesFold(allowed, s.Name) {
-			some = append(some, s)
-		}
+	python := ""
+	envConn := *conn
+	if t.EnvSession != "" {
+		envConn.SessionKey = t.EnvSession
 	}
-	return skills.FormatSkills(some)
-}
-
-func matchesFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
+	if env, err := a.app.Environment(ctx, &envConn); err == nil {
+		python = environment.PythonOf(env)
 	}
-	return false
+	return sm.PromptFor(conn, t.Prompt, t.AllowedSkills, python)
 }
 
 // invalidArguments is the error a model gets for arguments that are not a

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +16,7 @@ import (
 	"github.com/bubbuild/bub-mcp/agent/command"
 	"github.com/bubbuild/bub-mcp/agent/model"
 	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/internal/textmatch"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 )
@@ -20,12 +24,24 @@ import (
 // ErrQuit is returned by Command for ,quit and ,exit.
 var ErrQuit = errors.New("quit")
 
-// HelpText is the answer to ,help.
-const HelpText = `Commands start with ',' at the beginning of a line:
+// Help is the answer to ,help, for commands starting with prefix.
+func Help(prefix string) string {
+	if prefix == "" {
+		prefix = command.DefaultPrefix
+	}
+	return helpPrefix.ReplaceAllString(helpText, "${1}"+strings.ReplaceAll(prefix, "$", "$$"))
+}
+
+// helpPrefix finds the prefixes in helpText: commas that start a word.
+var helpPrefix = regexp.MustCompile(`(^|[\s'])(,)`)
+
+const helpText = `Commands start with ',' at the beginning of a line:
   ,help                               this help
   ,tools                              list the tools; ,TOOL key=value ... runs one
-  ,model [provider:model]             show or set the session's model
+  ,model [provider:model]             show or set the session's model; ,model '' clears it
+  ,reasoning_effort [low|medium|high] show or set how hard the model thinks; '' clears it
   ,code_mode enable=true|false        turn code mode on or off for this session
+  ,history                            what was typed in this REPL
   ,fs.read path=README.md             run a tool directly, without the model
   ,tape.info  ,tape.anchors  ,tape.handoff name=phase-1 summary='done'
   ,bash command='sleep 5' background=true
@@ -36,16 +52,29 @@ Any other ',TEXT' runs TEXT with bash.`
 // Command runs a comma command (line without its prefix) for a resolved
 // connection, as Bub's _run_command does: a builtin (help, tools, model,
 // quit), a registered tool named by its exact runtime name (arguments
-// coerced laxly, no model involved, hooks and spill applied by the App),
+// coerced laxly, no model involved, and neither hooks nor spill: the
+// operator sees the whole output and is not bound by policies meant for
+// the model),
 // or else the whole line as a bash command. Every command is recorded on
 // the session's tape as a "command" event {raw, name, status, elapsed_ms,
 // output, date}. It returns the output, or an error whose text is the
 // output.
 func (a *Agent) Command(ctx context.Context, conn *providers.Connection, line string) (string, error) {
+	return a.CommandState(ctx, conn, line, nil)
+}
+
+// CommandState is Command with the caller's request-scoped state, which
+// the command's tool sees as ToolContext.State (never persisted).
+func (a *Agent) CommandState(ctx context.Context, conn *providers.Connection, line string, state map[string]any) (string, error) {
+	return a.runCommand(ctx, conn, line, state, nil)
+}
+
+// runCommand is CommandState whose tool reports progress to peer.
+func (a *Agent) runCommand(ctx context.Context, conn *providers.Connection, line string, state map[string]any, peer registry.Peer) (string, error) {
 	start := time.Now()
 	line = strings.TrimSpace(line)
 	name := ""
-	out, err := a.command(ctx, conn, line, &name)
+	out, err := a.command(ctx, conn, line, state, peer, &name)
 	status := "ok"
 	text := out
 	if err != nil && !errors.Is(err, ErrQuit) {
@@ -61,7 +90,7 @@ func (a *Agent) Command(ctx context.Context, conn *providers.Connection, line st
 	return out, err
 }
 
-func (a *Agent) command(ctx context.Context, conn *providers.Connection, line string, name *string) (string, error) {
+func (a *Agent) command(ctx context.Context, conn *providers.Connection, line string, state map[string]any, peer registry.Peer, name *string) (string, error) {
 	words, err := command.Split(line)
 	if err != nil {
 		return "", err
@@ -73,7 +102,7 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 	reg := a.app.Registry()
 	switch words[0] {
 	case "help":
-		return HelpText, nil
+		return Help(a.opts.Settings.CommandPrefix), nil
 	case "quit", "exit":
 		return "", ErrQuit
 	case "tools":
@@ -84,6 +113,12 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 			return "", err
 		}
 		return a.setModel(conn, c)
+	case "reasoning_effort":
+		c, err := command.FromWords(words[0], words[1:])
+		if err != nil {
+			return "", err
+		}
+		return a.setReasoningEffort(conn, c)
 	case "code_mode":
 		if _, err := reg.Lookup("code_mode"); err != nil {
 			c, err := command.FromWords(words[0], words[1:])
@@ -95,12 +130,16 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 	}
 	tool, lerr := reg.Lookup(words[0])
 	if lerr != nil || tool.Name != words[0] {
-		// Not a tool's runtime name: the whole line is a shell command.
+		// Not a tool's runtime name: the whole line is a shell command,
+		// unless it looks like a misspelt tool rather than a program.
+		if near := a.nearTools(words[0]); len(near) > 0 {
+			return "", fmt.Errorf("unknown command %q: did you mean %s? (to run it with bash: %sbash command=%s)", words[0], quoteNames(near), a.opts.Settings.CommandPrefix, shellQuote(line))
+		}
 		bash, err := reg.Lookup("bash")
 		if err != nil {
 			return "", fmt.Errorf("unknown command %q (and no bash tool to run it)", words[0])
 		}
-		return result(a.app.Call(ctx, conn, app.Request{Tool: bash.Name, Args: mustJSON(map[string]any{"command": line}), Mode: app.Command}))
+		return result(a.app.Call(ctx, conn, app.Request{Tool: bash.Name, Args: mustJSON(map[string]any{"command": line}), Mode: app.Command, State: state, Peer: peer}))
 	}
 	c, err := command.FromWords(words[0], words[1:])
 	if err != nil {
@@ -110,7 +149,24 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 	if err != nil {
 		return "", err
 	}
-	return result(a.app.Call(ctx, conn, app.Request{Tool: tool.Name, Args: args, Mode: app.Command}))
+	return result(a.app.Call(ctx, conn, app.Request{Tool: tool.Name, Args: args, Mode: app.Command, State: state, Peer: peer}))
+}
+
+// SessionCommands are the builtin commands that are no tool: they act on
+// the session or the REPL. `bub-mcp call` runs them as the REPL does.
+var SessionCommands = []string{"help", "model", "reasoning_effort", "quit", "exit", "tools"}
+
+// CommandWords runs a command already split into words (by a shell, as
+// `bub-mcp call` receives them), as CommandState runs its line.
+func (a *Agent) CommandWords(ctx context.Context, conn *providers.Connection, words []string, state map[string]any) (string, error) {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = w
+		if w == "" || strings.ContainsAny(w, " \t\n'\"\\$`;&|<>()*?[]#~") {
+			q[i] = shellQuote(w)
+		}
+	}
+	return a.CommandState(ctx, conn, strings.Join(q, " "), state)
 }
 
 // result turns a call's outcome into command output: the text, or an error
@@ -166,35 +222,108 @@ func (a *Agent) listTools(ctx context.Context, conn *providers.Connection) strin
 	return strings.TrimRight(b.String(), "\n")
 }
 
-func (a *Agent) setModel(conn *providers.Connection, c *command.Command) (string, error) {
-	spec := ""
+// argument is a session command's one value, positional or keyword;
+// given is false when there is none (",model" shows the model, while
+// ",model ”" clears it).
+func argument(c *command.Command) (v string, given bool) {
 	switch {
 	case len(c.Positional) > 0:
-		spec = c.Positional[0]
+		return c.Positional[0], true
 	case len(c.Keywords) > 0:
-		spec = c.Keywords[0].Value
+		return c.Keywords[0].Value, true
 	}
-	if spec == "" {
+	return "", false
+}
+
+func (a *Agent) setModel(conn *providers.Connection, c *command.Command) (string, error) {
+	spec, given := argument(c)
+	sess, err := a.app.Session(conn)
+	if err != nil {
+		return "", err
+	}
+	spec = strings.TrimSpace(spec)
+	switch {
+	case !given:
 		m := a.ModelFor(conn)
 		if m == "" {
 			return "", ErrNoModel
 		}
 		return "Session model: " + m, nil
+	case spec == "":
+		if err := sess.SetModel(""); err != nil {
+			return "", err
+		}
+		if m := a.opts.Settings.Model; m != "" {
+			return "Session model cleared: turns use " + m + " (applies from the next turn).", nil
+		}
+		return "Session model cleared (applies from the next turn); no default model is configured.", nil
 	}
 	if _, _, err := model.Split(spec); err != nil {
 		return "", err
 	}
-	if _, err := a.Client(spec); err != nil {
-		return "", err
-	}
-	sess, err := a.app.Session(conn)
-	if err != nil {
+	if err := a.checkModel(spec); err != nil {
 		return "", err
 	}
 	if err := sess.SetModel(spec); err != nil {
 		return "", err
 	}
 	return "Session model set to " + spec + " (applies from the next turn).", nil
+}
+
+// setReasoningEffort is ,reasoning_effort: it shows, sets (recorded as a
+// reasoning_effort_switch event, replayed each turn) or, with ”, clears
+// how hard the session's model reasons.
+func (a *Agent) setReasoningEffort(conn *providers.Connection, c *command.Command) (string, error) {
+	v, given := argument(c)
+	sess, err := a.app.Session(conn)
+	if err != nil {
+		return "", err
+	}
+	v = strings.ToLower(strings.TrimSpace(v))
+	switch {
+	case !given:
+		if e := sess.Settings().ReasoningEffort; e != "" {
+			return "Session reasoning effort: " + e, nil
+		}
+		return "Session reasoning effort: the model's default", nil
+	case v == "":
+		if err := sess.SetReasoningEffort(""); err != nil {
+			return "", err
+		}
+		return "Session reasoning effort cleared (applies from the next turn).", nil
+	case !slices.Contains(model.ReasoningEfforts, v):
+		return "", fmt.Errorf("reasoning_effort: %q is not one of %s", v, strings.Join(model.ReasoningEfforts, ", "))
+	}
+	if err := sess.SetReasoningEffort(v); err != nil {
+		return "", err
+	}
+	return "Session reasoning effort set to " + v + " (applies from the next turn).", nil
+}
+
+// nearTools returns the registered tools a command word is probably a
+// misspelling of: close runtime names (Bub's difflib cutoff), when the
+// word is no program on PATH, so ",ls" still runs ls.
+func (a *Agent) nearTools(word string) []string {
+	if _, err := exec.LookPath(word); err == nil {
+		return nil
+	}
+	return textmatch.CloseMatches(word, a.app.Registry().Names(), 3, 0.75)
+}
+
+func quoteNames(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "`" + n + "`"
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// shellQuote quotes s for a command line, as Python's shlex.quote does.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }
 
 // codeMode is ,code_mode for binaries without the code_mode command tool.

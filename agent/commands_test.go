@@ -17,11 +17,18 @@ func TestCommands(t *testing.T) {
 	tests := []struct {
 		line, name, out, err string
 	}{
-		{line: "help", name: "help", out: agent.HelpText},
+		{line: "help", name: "help", out: agent.Help(",")},
 		{line: "fs.write path=c.txt content='a b'", name: "fs.write", out: "wrote: " + f.path("c.txt")},
 		{line: "fs.read c.txt", name: "fs.read", out: "a b"},
 		{line: "echo from-bash", name: "echo", out: "from-bash"},
-		{line: "fs_read path=c.txt", name: "fs_read", err: "[tool] command exited with code 127"}, // model names are not commands: bash runs it
+		{line: "fs_read path=c.txt", name: "fs_read", err: "unknown command \"fs_read\": did you mean `fs.read`? (to run it with bash: ,bash command='fs_read path=c.txt')"}, // model names are not commands
+		{line: "fs.raed path=c.txt", name: "fs.raed", err: "unknown command \"fs.raed\": did you mean `fs.read`?"},
+		{line: "no-such-program-xyz", name: "no-such-program-xyz", err: "[tool] command exited with code 127"}, // no close tool: bash runs it
+		{line: "ls c.txt", name: "ls", out: "c.txt"}, // a program on PATH, however close
+		{line: "reasoning_effort", name: "reasoning_effort", out: "Session reasoning effort: the model's default"},
+		{line: "reasoning_effort high", name: "reasoning_effort", out: "Session reasoning effort set to high (applies from the next turn)."},
+		{line: "reasoning_effort", name: "reasoning_effort", out: "Session reasoning effort: high"},
+		{line: "reasoning_effort huge", name: "reasoning_effort", err: `reasoning_effort: "huge" is not one of none, minimal, low, medium, high, xhigh, max`},
 		{line: "fs.read path=c.txt extra", name: "fs.read", err: "positional argument 'extra' cannot appear after keyword arguments"},
 		{line: "fs.read offset=x path=c.txt", name: "fs.read", err: "[invalid_input] Tool 'fs.read' argument validation failed."},
 		{line: "", name: "", err: "empty command"},
@@ -29,6 +36,9 @@ func TestCommands(t *testing.T) {
 		{line: "model openai:other-model", name: "model", out: "Session model set to openai:other-model (applies from the next turn)."},
 		{line: "model", name: "model", out: "Session model: openai:other-model"},
 		{line: "model nocolon", name: "model", err: `model: "nocolon" is not provider:model`},
+		{line: "model ''", name: "model", out: "Session model cleared: turns use openai:fake-model (applies from the next turn)."},
+		{line: "model", name: "model", out: "Session model: openai:fake-model"},
+		{line: "model model_id=openai:other-model", name: "model", out: "Session model set to openai:other-model (applies from the next turn)."},
 		{line: "code_mode enable=true", name: "code_mode", out: "Session code mode enabled (applies from the next turn)."},
 		{line: "code_mode enable=maybe", name: "code_mode", err: `code_mode: enable must be true or false, got "maybe"`},
 	}

@@ -10,7 +10,8 @@ type EventKind string
 // The events of a turn, in the order they occur. Text and reasoning
 // deltas stream while the model writes; tool_call, tool_result and usage
 // follow each step that called tools; final ends a successful turn and
-// error a failed one.
+// error a failed one. A comma command emits the same: its output as one
+// text event, then final (or error), both naming the command.
 const (
 	EventStep       EventKind = "step"
 	EventText       EventKind = "text"
@@ -22,7 +23,6 @@ const (
 	EventHandoff    EventKind = "handoff"
 	EventError      EventKind = "error"
 	EventFinal      EventKind = "final"
-	EventCommand    EventKind = "command"
 )
 
 // Event is one thing a renderer shows. Its JSON form is what `bub-mcp
@@ -33,7 +33,7 @@ type Event struct {
 	Step int `json:"step,omitempty"`
 	// Delta is a text or reasoning fragment.
 	Delta string `json:"delta,omitempty"`
-	// Text is the final answer (final) or a command's output (command).
+	// Text is the final answer (final), a command's output included.
 	Text      string           `json:"text,omitempty"`
 	ToolCalls []model.ToolCall `json:"tool_calls,omitempty"`
 	Results   []ToolResult     `json:"tool_results,omitempty"`
@@ -44,7 +44,7 @@ type Event struct {
 	Error string `json:"error,omitempty"`
 	// Attempt counts model call attempts (retry).
 	Attempt int `json:"attempt,omitempty"`
-	// Name is a command's name (command).
+	// Name is a command's name (the final or error event of a command).
 	Name string `json:"name,omitempty"`
 }
 

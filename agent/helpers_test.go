@@ -73,6 +73,11 @@ type fixtureOpts struct {
 	// whoami adds a tool that answers its session's id and remembers the
 	// session (f.sessions).
 	whoami bool
+	// state adds a tool "state" that answers its ToolContext.State's
+	// request_id.
+	state bool
+	// modules are loaded next to the agent module.
+	modules []string
 }
 
 // newFixture builds an App with the agent module and, on a test registry,
@@ -135,6 +140,11 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 			return tc.SessionKey(), nil
 		}))
 	}
+	if o.state {
+		reg.MustRegister(registry.MustNewTool("state", "Return the request id.", func(ctx context.Context, tc *registry.ToolContext, in struct{}) (string, error) {
+			return fmt.Sprintf("request_id=%v", tc.State["request_id"]), nil
+		}))
+	}
 	provider := o.provider
 	if provider == "" {
 		provider = "openai"
@@ -143,7 +153,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	if provider == "anthropic" {
 		base = o.url
 	}
-	a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: reg, Modules: []string{"agent"}, Home: f.home, Workspace: f.ws,
+	a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: reg, Modules: append([]string{"agent"}, o.modules...), Home: f.home, Workspace: f.ws,
 		Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

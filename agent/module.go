@@ -33,6 +33,9 @@ func (*Module) BubModule() app.ModuleInfo {
 // the tools and their filter.
 func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	m.app = a
+	if err := checkPrefix(m.CommandPrefix); err != nil {
+		return a.Config().Fail(err.Error(), "agent", "command_prefix")
+	}
 	s, err := LoadSettings(m.Config, a.Getenv)
 	if err != nil {
 		return err

@@ -40,7 +40,7 @@ func TestModuleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := agent.Settings{Model: "ollama:qwen3", APIKey: "k", MaxSteps: 7, MaxTokens: 100, Timeout: 9 * time.Second}
+	want := agent.Settings{Model: "ollama:qwen3", APIKey: "k", MaxSteps: 7, MaxTokens: 100, Timeout: 9 * time.Second, CommandPrefix: ","}
 	if diff := cmp.Diff(want, m.Agent().Settings(), cmpopts.IgnoreFields(agent.Settings{}, "Getenv")); diff != "" {
 		t.Errorf("settings (-want +got):\n%s", diff)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 )
 
 // TerminalRenderer shows a turn to a human: the model's text streams to
@@ -16,15 +17,109 @@ type TerminalRenderer struct {
 	Out, Err io.Writer
 	// Verbose also shows reasoning and token usage.
 	Verbose bool
+	// Live shows, on Err, a status line while a turn or command runs
+	// (what runs, for how long, the last line a tool streamed), redrawn
+	// every second and erased before anything else is written. Set it
+	// only when Err is a terminal.
+	Live bool
 
 	mu      sync.Mutex
 	midLine bool // Out does not end in a newline
+	status  status
+}
+
+// status is the live status line's state.
+type status struct {
+	label, last string
+	start       time.Time
+	shown       bool
+	stop        chan struct{}
+}
+
+// Begin starts the status line of a turn or command (Activity).
+func (r *TerminalRenderer) Begin(label string) {
+	if !r.Live {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status = status{label: label, start: time.Now(), stop: make(chan struct{})}
+	stop := r.status.stop
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				r.mu.Lock()
+				if r.status.stop == stop {
+					r.drawStatus()
+				}
+				r.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// Progress shows the last line of a tool's streamed output (Activity).
+func (r *TerminalRenderer) Progress(message string) {
+	if !r.Live {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.status.stop == nil {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(message, "\r\n"), "\n")
+	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+		r.status.last = last
+	}
+	r.drawStatus()
+}
+
+// End erases the status line (Activity).
+func (r *TerminalRenderer) End() {
+	if !r.Live {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.status.stop != nil {
+		close(r.status.stop)
+	}
+	r.clearStatus()
+	r.status = status{}
+}
+
+// drawStatus writes the status line, unless the model's text is mid-line
+// on the same terminal.
+func (r *TerminalRenderer) drawStatus() {
+	if r.midLine {
+		return
+	}
+	line := fmt.Sprintf("· %s %ds", r.status.label, int(time.Since(r.status.start).Seconds()))
+	if r.status.last != "" {
+		line += " · " + clip(oneLine(r.status.last), 60)
+	}
+	fmt.Fprint(r.Err, "\r\x1b[K"+line+" · Ctrl-C cancels")
+	r.status.shown = true
+}
+
+func (r *TerminalRenderer) clearStatus() {
+	if r.status.shown {
+		fmt.Fprint(r.Err, "\r\x1b[K")
+		r.status.shown = false
+	}
 }
 
 // Emit renders one event.
 func (r *TerminalRenderer) Emit(e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.clearStatus()
 	switch e.Kind {
 	case EventText:
 		fmt.Fprint(r.Out, e.Delta)
@@ -62,13 +157,6 @@ func (r *TerminalRenderer) Emit(e Event) {
 		fmt.Fprintf(r.Err, "error: %s\n", e.Error)
 	case EventFinal:
 		r.endLine()
-	case EventCommand:
-		r.endLine()
-		if e.Error != "" {
-			fmt.Fprintf(r.Err, "error: %s\n", e.Error)
-		} else if e.Text != "" {
-			fmt.Fprintln(r.Out, strings.TrimRight(e.Text, "\n"))
-		}
 	}
 }
 
@@ -113,6 +201,7 @@ func (r *JSONRenderer) Emit(e Event) {
 }
 
 var (
-	_ Sink = (*TerminalRenderer)(nil)
-	_ Sink = (*JSONRenderer)(nil)
+	_ Activity = (*TerminalRenderer)(nil)
+	_ Sink     = (*TerminalRenderer)(nil)
+	_ Sink     = (*JSONRenderer)(nil)
 )

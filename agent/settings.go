@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
+	"github.com/bubbuild/bub-mcp/agent/command"
 	"github.com/bubbuild/bub-mcp/agent/model"
 )
 
@@ -27,6 +29,8 @@ type Config struct {
 	MaxTokens int `toml:"max_tokens"`
 	// TimeoutSeconds bounds each model call attempt.
 	TimeoutSeconds int `toml:"timeout_seconds"`
+	// CommandPrefix starts a comma command (Bub's command_prefix).
+	CommandPrefix string `toml:"command_prefix"`
 }
 
 // Settings are the agent's model settings: the [agent] table of bub.toml
@@ -47,6 +51,9 @@ type Settings struct {
 	// Timeout bounds each model call attempt (BUB_MODEL_TIMEOUT_SECONDS,
 	// default 120 s).
 	Timeout time.Duration
+	// CommandPrefix starts a comma command: BUB_COMMAND_PREFIX, [agent]
+	// command_prefix, default ",". It is never empty and has no spaces.
+	CommandPrefix string
 	// Getenv finds BUB_<PROVIDER>_API_KEY / _API_BASE and the providers'
 	// conventional <PROVIDER>_API_KEY; nil reads nothing.
 	Getenv func(string) string
@@ -66,7 +73,16 @@ func LoadSettings(c Config, getenv func(string) string) (Settings, error) {
 		getenv = func(string) string { return "" }
 	}
 	s := Settings{Model: c.Model, APIBase: c.APIBase, MaxSteps: c.MaxSteps, MaxTokens: c.MaxTokens,
-		Timeout: time.Duration(c.TimeoutSeconds) * time.Second, Getenv: getenv}
+		Timeout: time.Duration(c.TimeoutSeconds) * time.Second, CommandPrefix: c.CommandPrefix, Getenv: getenv}
+	if err := checkPrefix(c.CommandPrefix); err != nil {
+		return Settings{}, fmt.Errorf("agent: [agent] command_prefix: %w", err)
+	}
+	if v := getenv("BUB_COMMAND_PREFIX"); v != "" {
+		if err := checkPrefix(v); err != nil {
+			return Settings{}, fmt.Errorf("agent: BUB_COMMAND_PREFIX=%q: %w", v, err)
+		}
+		s.CommandPrefix = v
+	}
 	if c.APIKeyEnv != "" {
 		s.APIKey = getenv(c.APIKeyEnv)
 	}
@@ -106,7 +122,19 @@ func LoadSettings(c Config, getenv func(string) string) (Settings, error) {
 	return s.withDefaults(), nil
 }
 
+// checkPrefix refuses a command prefix with white space in it, which
+// could never start a line's first word.
+func checkPrefix(p string) error {
+	if strings.IndexFunc(p, unicode.IsSpace) >= 0 {
+		return errors.New("must not contain spaces")
+	}
+	return nil
+}
+
 func (s Settings) withDefaults() Settings {
+	if s.CommandPrefix == "" {
+		s.CommandPrefix = command.DefaultPrefix
+	}
 	if s.MaxSteps <= 0 {
 		s.MaxSteps = DefaultMaxSteps
 	}
@@ -162,6 +190,16 @@ func (s Settings) ModelConfig(spec string) (model.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// checkKey refuses, before any request, a call to a hosted provider
+// without a key, naming the variables that would supply it.
+func (s Settings) checkKey(cfg model.Config) error {
+	if cfg.APIKey != "" || !model.NeedsKey(cfg.Provider, cfg.APIBase) {
+		return nil
+	}
+	p := envName(cfg.Provider)
+	return fmt.Errorf("no API key for %s: set BUB_%s_API_KEY (or BUB_API_KEY, or %s_API_KEY), or name the variable holding it with [agent] api_key_env", cfg.Provider, p, p)
 }
 
 // ErrNoModel is returned when a turn needs a model and none is configured.

@@ -19,7 +19,7 @@ func TestLoadSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := agent.Settings{Model: "ollama:qwen3", APIKey: "from-file-var", MaxSteps: 7, MaxTokens: 100, Timeout: 9 * time.Second}
+	want := agent.Settings{Model: "ollama:qwen3", APIKey: "from-file-var", MaxSteps: 7, MaxTokens: 100, Timeout: 9 * time.Second, CommandPrefix: ","}
 	if diff := cmp.Diff(want, s, cmpopts.IgnoreFields(agent.Settings{}, "Getenv")); diff != "" {
 		t.Errorf("from bub.toml (-want +got):\n%s", diff)
 	}
@@ -44,6 +44,24 @@ func TestLoadSettings(t *testing.T) {
 	env["BUB_MODEL"] = "gpt-4o"
 	if _, err := agent.LoadSettings(file, getenv); err == nil {
 		t.Error("BUB_MODEL without a provider accepted")
+	}
+
+	env["BUB_MODEL"] = ""
+	for _, tt := range []struct {
+		file, env, want string
+		ok              bool
+	}{
+		{"", "", ",", true},
+		{"/", "", "/", true},
+		{"/", "!!", "!!", true},
+		{"a b", "", "", false},
+		{"", "\t;", "", false},
+	} {
+		env["BUB_COMMAND_PREFIX"] = tt.env
+		s, err := agent.LoadSettings(agent.Config{CommandPrefix: tt.file}, getenv)
+		if (err == nil) != tt.ok || s.CommandPrefix != tt.want {
+			t.Errorf("command_prefix %q, BUB_COMMAND_PREFIX %q: prefix %q, error %v; want %q (ok=%v)", tt.file, tt.env, s.CommandPrefix, err, tt.want, tt.ok)
+		}
 	}
 
 	d, err := agent.LoadSettings(agent.Config{}, nil)

@@ -138,7 +138,7 @@ func (m *Module) runSubagent(ctx context.Context, tc *registry.ToolContext, in S
 			out.Errors = append(out.Errors, e.Error)
 		}
 	})
-	res, err := a.Run(ctx, &Turn{Conn: &conn, Prompt: in.Prompt, Model: spec, AllowedTools: allowed, AllowedSkills: in.AllowedSkills, Sink: sink, EnvSession: envSession})
+	res, err := a.Run(ctx, &Turn{Conn: &conn, Prompt: in.Prompt, Model: spec, AllowedTools: allowed, AllowedSkills: in.AllowedSkills, Sink: sink, EnvSession: envSession, State: tc.State})
 	if err == nil && res != nil {
 		out.Output = res.Text
 	} else {
@@ -219,7 +219,7 @@ func (m *Module) runAgent(ctx context.Context, tc *registry.ToolContext, in Agen
 			tc.Progress(ctx, maxSteps, maxSteps, "done")
 		}
 	})
-	res, err := a.Run(ctx, &Turn{Conn: &conn, Prompt: in.Prompt, Model: spec, Sink: sink})
+	res, err := a.Run(ctx, &Turn{Conn: &conn, Prompt: in.Prompt, Model: spec, Sink: sink, State: tc.State})
 	if err != nil {
 		details := map[string]any{"steps": 0}
 		if res != nil {

@@ -68,7 +68,8 @@ type App struct {
 	store     *sessions.Store
 	audit     *audit.Log         // nil when [audit] enabled = false
 	replica   string             // "" on a file store
-	exec      *registry.Executor // direct and command calls: rendered
+	exec      *registry.Executor // direct calls: rendered, hooked
+	commands  *registry.Executor // a human's commands: rendered, no hooks, no spill
 	nested    *registry.Executor // run_code's calls: same hooks, unrendered
 	chain     *providers.Chain
 	home      string
@@ -77,6 +78,10 @@ type App struct {
 	log       *slog.Logger
 	tel       *telemetry.Telemetry
 	runs      atomic.Uint64
+	// maxConcurrency is [tools] max_concurrency: it bounds a batch of
+	// direct calls (in the executor) and the calls one run_code makes
+	// at once (asyncio.gather); 0 means unbounded.
+	maxConcurrency int
 
 	// Contributions, collected while modules provision, read-only after.
 	provisioning bool
@@ -187,8 +192,10 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 		return nil, err
 	}
 	a.provisioning = false
+	a.maxConcurrency = tools.MaxConcurrency
 	a.exec = registry.NewExecutor(a.reg, &registry.ExecutorOptions{MaxConcurrency: tools.MaxConcurrency, Hooks: a.hooks, Logger: a.log})
 	a.nested = registry.NewExecutor(a.reg, &registry.ExecutorOptions{Raw: true, Hooks: a.hooks, Logger: a.log})
+	a.commands = registry.NewExecutor(a.reg, &registry.ExecutorOptions{NoHooks: true, RuntimeNames: true, Logger: a.log})
 	filters := append([]providers.Provider{providers.ScopeProvider(a.scope)}, a.filters...)
 	a.chain = providers.NewChain(a.reg, &providers.ChainOptions{Filters: filters, CodeMode: a.codeMode,
 		Providers: []providers.Provider{a.namedProviders}, Loaded: a.loadedTools})

@@ -355,3 +355,44 @@ func TestProvisionOnlyContributions(t *testing.T) {
 	}()
 	a.RegisterTool(registry.MustNewTool("late", "Too late.", func(ctx context.Context, tc *registry.ToolContext, in struct{}) (string, error) { return "", nil }))
 }
+
+// TestCommandsBypassHooks: a policy hook meant for the model (here one
+// that denies every call) does not bind a human's command, as in Bub;
+// direct calls still go through it.
+func TestCommandsBypassHooks(t *testing.T) {
+	t.Parallel()
+	reg := testRegistry()
+	reg.AddHooks(registry.Hooks{Name: "policy", Before: func(ctx context.Context, call *registry.ToolCall) registry.Decision {
+		return registry.Deny("no tools for models")
+	}})
+	cfg, err := config.Parse("test.toml", "", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: reg, Modules: []string{}, Home: t.TempDir(), Workspace: t.TempDir(),
+		Logger: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	conn := &providers.Connection{Transport: "cli"}
+	if err := a.Resolve(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode    app.Mode
+		wantErr string
+	}{
+		{app.Direct, "[tool] no tools for models"},
+		{app.Command, ""},
+	} {
+		res := a.Call(t.Context(), conn, app.Request{Tool: "big", Args: json.RawMessage(`{"n":2}`), Mode: tc.mode})
+		got := ""
+		if res.Err != nil {
+			got = res.Err.Error()
+		}
+		if got != tc.wantErr {
+			t.Errorf("%v call: error %q; want %q", tc.mode, got, tc.wantErr)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/telemetry"
+	"golang.org/x/sync/semaphore"
 )
 
 // Mode says who makes a call, which decides where its tool is looked up
@@ -26,8 +27,10 @@ const (
 	// parent call's run id, state and environment.
 	Nested
 	// Command is a tool a human named (a comma command, `bub-mcp call`):
-	// any registered tool by runtime or model name, outside any View, with
-	// lax coercion of string arguments, as Bub's commands do.
+	// any registered tool by runtime or model name, outside any View,
+	// without hooks or spill (a
+	// policy meant for the model does not bind the operator, who sees the
+	// whole output), as Bub's commands do.
 	Command
 )
 
@@ -98,7 +101,8 @@ func (a *App) Call(ctx context.Context, conn *providers.Connection, req Request)
 		}
 		return res
 	}
-	c := registry.Call{Tool: tool.Name, Args: req.Args, Decoded: req.Decoded, Context: tc, Lax: req.Mode == Command}
+	// Every caller gets Bub's lax coercion ("1" → 1), models included.
+	c := registry.Call{Tool: tool.Name, Args: req.Args, Decoded: req.Decoded, Context: tc, Lax: true}
 	if req.Mode == Nested {
 		// A child span of the run_code call's, named after the model name
 		// the code used; unknown names were refused above and make none.
@@ -107,7 +111,11 @@ func (a *App) Call(ctx context.Context, conn *providers.Connection, req Request)
 		span.End(nestedOutcome(&res))
 		return res
 	}
-	res := a.exec.CallTool(ctx, tool, c)
+	exec := a.exec
+	if req.Mode == Command {
+		exec = a.commands
+	}
+	res := exec.CallTool(ctx, tool, c)
 	if !req.NoAudit {
 		a.record(conn, &req, tool.ModelName(), tc, start, &res)
 	}
@@ -180,7 +188,11 @@ func (a *App) toolContext(ctx context.Context, conn *providers.Connection, view 
 	}
 	tc := &registry.ToolContext{Session: sess, Env: env, Conn: conn, Peer: req.Peer, State: req.State, RunID: runID, CodeMode: req.Mode == Nested}
 	if view != nil {
-		tc.Tools = &viewTools{a: a, conn: conn, view: view, tc: tc}
+		vt := &viewTools{a: a, conn: conn, view: view, tc: tc}
+		if n := a.maxConcurrency; n > 0 {
+			vt.sem = semaphore.NewWeighted(int64(n))
+		}
+		tc.Tools = vt
 	}
 	return tc, nil
 }
@@ -192,11 +204,20 @@ type viewTools struct {
 	conn *providers.Connection
 	view *providers.View
 	tc   *registry.ToolContext
+	// sem bounds the nested calls of this one call (a run_code's
+	// asyncio.gather) by [tools] max_concurrency; nil means unbounded.
+	sem *semaphore.Weighted
 }
 
 func (t *viewTools) List() (direct, code []*registry.Tool) { return t.view.Tools, t.view.CodeTools }
 
 func (t *viewTools) Call(ctx context.Context, name string, args json.RawMessage) registry.Result {
+	if t.sem != nil {
+		if err := t.sem.Acquire(ctx, 1); err != nil {
+			return registry.Result{Tool: name, Args: args, Err: &registry.Error{Kind: registry.KindTool, Message: "Tool '" + name + "' call was cancelled.", Cause: err}}
+		}
+		defer t.sem.Release(1)
+	}
 	return t.a.Call(ctx, t.conn, Request{Tool: name, Args: args, Mode: Nested, Peer: quietPeer{t.tc.Peer}, parent: t.tc})
 }
 

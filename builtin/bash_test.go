@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -52,6 +53,9 @@ func testBash(t *testing.T, f *fixture) {
 func TestBashFailures(t *testing.T) { eachEnv(t, testBashFailures) }
 
 func testBashFailures(t *testing.T, f *fixture) {
+	if err := os.WriteFile(filepath.Join(f.ws, "file.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		args    map[string]any
@@ -68,7 +72,8 @@ func testBashFailures(t *testing.T, f *fixture) {
 		{"empty command", map[string]any{"command": "  "}, registry.KindInvalidInput, "`command` must not be empty.", nil},
 		{"negative timeout", map[string]any{"command": "true", "timeout_seconds": -1}, registry.KindInvalidInput, "`timeout_seconds` must be >= 1.", nil},
 		{"zero timeout", map[string]any{"command": "true", "timeout_seconds": 0}, registry.KindInvalidInput, "`timeout_seconds` must be >= 1.", nil},
-		{"missing cwd", map[string]any{"command": "true", "cwd": "nope"}, registry.KindNotFound, "cannot start the command: ...", nil},
+		{"missing cwd", map[string]any{"command": "true", "cwd": "nope"}, registry.KindNotFound, "working directory " + f.ws + "/nope does not exist", nil},
+		{"cwd is a file", map[string]any{"command": "true", "cwd": "file.txt"}, registry.KindInvalidInput, "working directory " + f.ws + "/file.txt is not a directory", nil},
 		{"missing command arg", map[string]any{}, registry.KindInvalidInput, "Tool 'bash' argument validation failed.", nil},
 	}
 	for _, tt := range tests {

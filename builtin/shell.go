@@ -5,7 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -221,6 +224,29 @@ func newShellID(replica string) string {
 // start runs command through env's shell in its own process group and
 // registers it. Its output is read into the shell's buffer until the
 // process ends; the process outlives ctx (bash decides when to kill it).
+// missingDir explains a failed start by its working directory, when that
+// is what is missing: exec reports a missing directory as a missing
+// program ("fork/exec /usr/bin/bash: no such file or directory"). It is
+// asked only after a failure, so an environment whose file system differs
+// from the host's (a sandbox) is never refused a directory it has.
+func missingDir(env environment.Environment, cwd string) *registry.Error {
+	if cwd == "" {
+		return nil
+	}
+	dir, err := env.ResolvePath(cwd)
+	if err != nil {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &registry.Error{Kind: registry.KindNotFound, Message: fmt.Sprintf("working directory %s does not exist", dir), Cause: err}
+	case err == nil && !st.IsDir():
+		return &registry.Error{Kind: registry.KindInvalidInput, Message: fmt.Sprintf("working directory %s is not a directory", dir)}
+	}
+	return nil
+}
+
 func (t *shellTable) start(ctx context.Context, env environment.Environment, command, cwd string) (*shell, error) {
 	if err := t.reserve(env); err != nil {
 		return nil, err
@@ -229,6 +255,9 @@ func (t *shellTable) start(ctx context.Context, env environment.Environment, com
 	if err != nil {
 		if errors.Is(err, environment.ErrClosed) {
 			t.dropEnv(env)
+		}
+		if e := missingDir(env, cwd); e != nil {
+			return nil, e
 		}
 		e := envError(err)
 		e.Message = "cannot start the command: " + e.Message

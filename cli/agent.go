@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/bubbuild/bub-mcp/agent"
 	"github.com/bubbuild/bub-mcp/agent/model"
@@ -23,10 +25,11 @@ func init() {
 		prompt string
 		model  string
 		asJSON bool
+		state  stateFlag
 	)
 	register(&Command{
 		Name:  "agent",
-		Usage: "[-p PROMPT] [--session S] [--profile P] [--model provider:model] [--json] [PROMPT]",
+		Usage: "[-p PROMPT] [--session S] [--profile P] [--model provider:model] [--state k=v] [--json] [PROMPT]",
 		Short: "chat with the built-in agent (REPL), or run one prompt (-p, an argument or stdin) and exit",
 		Flags: func(fs *flag.FlagSet) {
 			c.flags(fs)
@@ -34,17 +37,19 @@ func init() {
 			fs.StringVar(&prompt, "p", "", "run this prompt (or ,command) once and exit; status 1 if it fails")
 			fs.StringVar(&model, "model", "", "model as provider:model (default: the session's ,model, else $BUB_MODEL, else [agent] model)")
 			fs.BoolVar(&asJSON, "json", false, "print events as JSON lines instead of text")
+			state = nil // flag.Var has no default to reset it to
+			fs.Var(&state, "state", "request-scoped state key=value the turn's tools see as ToolContext.State, never stored (repeatable)")
 		},
 		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 			if prompt == "" && len(args) > 0 {
 				prompt = strings.Join(args, " ")
 			}
-			return runAgent(ctx, env, &c, prompt, model, asJSON)
+			return runAgent(ctx, env, &c, prompt, model, asJSON, state.Map())
 		},
 	})
 }
 
-func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string, asJSON bool) error {
+func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string, asJSON bool, state map[string]any) error {
 	interactive := isTerminal(env.Stdin)
 	if prompt == "" && !interactive {
 		b, err := io.ReadAll(env.Stdin)
@@ -83,7 +88,7 @@ func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string
 		sink = agent.NewJSONRenderer(env.Stdout)
 	}
 	if prompt != "" {
-		if err := a.Once(ctx, &conn, prompt, sink); err != nil {
+		if err := a.Once(ctx, &agent.Turn{Conn: &conn, Prompt: prompt, Sink: sink, State: state}); err != nil {
 			if errors.Is(err, context.Canceled) {
 				return &ExitError{Code: 130}
 			}
@@ -91,12 +96,49 @@ func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string
 		}
 		return nil
 	}
-	return a.REPL(ctx, &conn, agent.REPLOptions{In: env.Stdin, Out: env.Stdout, Sink: sink, Interactive: interactive})
+	opts := agent.REPLOptions{In: env.Stdin, Out: env.Stdout, Sink: sink, Interactive: interactive, State: state}
+	if interactive {
+		in, inOK := env.Stdin.(*os.File)
+		out, outOK := env.Stdout.(*os.File)
+		if inOK && outOK {
+			if ed, ok := agent.NewLineEditor(in, out); ok {
+				opts.Editor = ed
+				defer ed.Close()
+			}
+		}
+		if tr, ok := sink.(*agent.TerminalRenderer); ok && isTerminal(env.Stderr) {
+			tr.Live = true
+		}
+		// Ctrl-C cancels the running turn, not the REPL: the REPL takes
+		// SIGINT itself and ends only on SIGTERM or SIGHUP (or Ctrl-D).
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(context.WithoutCancel(ctx), syscall.SIGTERM, syscall.SIGHUP)
+		defer stop()
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt)
+		defer signal.Stop(sigs)
+		intr := make(chan struct{}, 1)
+		go func() {
+			for {
+				select {
+				case <-sigs:
+					select {
+					case intr <- struct{}{}:
+					default:
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		opts.Interrupt = intr
+	}
+	return a.REPL(ctx, &conn, opts)
 }
 
 // isTerminal reports whether r is a character device (a terminal), so
 // stdin holds a human rather than a prompt.
-func isTerminal(r io.Reader) bool {
+func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false

@@ -17,9 +17,6 @@ import (
 	"github.com/bubbuild/bub-mcp/telemetry"
 )
 
-// Version is reported to MCP clients; set with -ldflags "-X".
-var Version = "dev"
-
 // common are the flags every command that runs tools shares.
 type common struct {
 	config    string
@@ -86,10 +83,16 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 		if ws, err = filepath.Abs(ws); err != nil {
 			return nil, err
 		}
+		if err := checkWorkspace(ws, "--workspace"); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkProfileWorkspaces(cfg, []string{c.profile}); err != nil {
+		return nil, err
 	}
 	// One Telemetry for the process's App and MCP server: traces go out
 	// over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says so.
-	tel, err := telemetry.New(&telemetry.Options{Getenv: env.Getenv, ServiceVersion: Version, Metrics: cfg.Server.Metrics})
+	tel, err := telemetry.New(&telemetry.Options{Getenv: env.Getenv, ServiceVersion: VersionString(), Metrics: cfg.Server.Metrics})
 	if err != nil {
 		return nil, err
 	}

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 
+	"github.com/bubbuild/bub-mcp/agent"
 	"github.com/bubbuild/bub-mcp/agent/command"
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/providers"
@@ -20,23 +23,26 @@ func init() {
 	var (
 		c      common
 		asJSON bool
+		state  stateFlag
 	)
 	register(&Command{
 		Name:  "call",
-		Usage: "[--session S] [--profile P] [--workspace DIR] [--json] TOOL [key=value ...]",
+		Usage: "[--session S] [--profile P] [--workspace DIR] [--state k=v] [--json] TOOL [key=value ...]",
 		Short: "run one tool by its runtime name, as the comma command ,TOOL key=value ... would",
 		Flags: func(fs *flag.FlagSet) {
 			c.flags(fs)
 			fs.StringVar(&c.session, "session", "", "session whose tape, settings and shells the call uses (default: the profile's)")
 			fs.BoolVar(&asJSON, "json", false, "print the structured result as JSON instead of the rendered text")
+			state = nil // flag.Var has no default to reset it to
+			fs.Var(&state, "state", "request-scoped state key=value the tool sees as ToolContext.State, never stored (repeatable)")
 		},
 		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return runCall(ctx, env, fs, &c, asJSON, args)
+			return runCall(ctx, env, fs, &c, asJSON, state.Map(), args)
 		},
 	})
 }
 
-func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON bool, args []string) error {
+func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON bool, state map[string]any, args []string) error {
 	if len(args) == 1 && strings.ContainsAny(args[0], " \t\n") {
 		// The whole command in one argument: split it as a shell would.
 		words, err := splitWords(args[0])
@@ -44,9 +50,6 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 			return &usageError{err.Error()}
 		}
 		args = words
-	}
-	if len(args) > 0 {
-		args[0] = strings.TrimPrefix(args[0], ",")
 	}
 	if len(args) == 0 || args[0] == "" {
 		return &usageError{"empty command: name a tool (see bub-mcp tools)"}
@@ -63,6 +66,16 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 		return err
 	}
 	defer closeApp(env, a)
+	m, err := agent.FromApp(a)
+	if err != nil {
+		return err
+	}
+	if body, ok := command.Strip(args[0], m.Agent().CommandPrefix()); ok {
+		args[0] = body // ",fs.read" as typed in the REPL
+	}
+	if slices.Contains(agent.SessionCommands, args[0]) {
+		return runSessionCommand(ctx, env, a, m.Agent(), c, state, args)
+	}
 	tool, lerr := a.Registry().Lookup(args[0])
 	if lerr != nil {
 		return printToolError(env, registry.AsError(lerr, registry.KindNotFound))
@@ -75,7 +88,7 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 	if err := a.Resolve(ctx, &conn); err != nil {
 		return err
 	}
-	res := a.Call(ctx, &conn, app.Request{Tool: tool.Name, Args: callArgs, Mode: app.Command})
+	res := a.Call(ctx, &conn, app.Request{Tool: tool.Name, Args: callArgs, Mode: app.Command, State: state})
 	if res.Err != nil {
 		return printToolError(env, res.Err)
 	}
@@ -87,6 +100,25 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 		text += "\n"
 	}
 	_, err = fmt.Fprint(env.Stdout, text)
+	return err
+}
+
+// runSessionCommand runs help, model, reasoning_effort, tools and quit as
+// the agent's REPL does, on the --session's settings.
+func runSessionCommand(ctx context.Context, env *Env, a *app.App, ag *agent.Agent, c *common, state map[string]any, words []string) error {
+	conn := providers.Connection{Transport: "cli", Profile: c.profile, SessionKey: c.session}
+	if err := a.Resolve(ctx, &conn); err != nil {
+		return err
+	}
+	out, err := ag.CommandWords(ctx, &conn, words, state)
+	if errors.Is(err, agent.ErrQuit) {
+		return nil // nothing outlives a call's process: there is nothing to stop
+	}
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err)
+		return &ExitError{Code: 1}
+	}
+	_, err = fmt.Fprintln(env.Stdout, strings.TrimRight(out, "\n"))
 	return err
 }
 

@@ -103,6 +103,9 @@ func Run(ctx context.Context, env *Env, args []string) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "-V" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(env.Stderr, "bub-mcp: unknown command %q\nRun 'bub-mcp help' for usage.\n", args[0])

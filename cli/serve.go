@@ -52,7 +52,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	if err != nil {
 		return err
 	}
-	srv, err := mcpserver.New(&mcpserver.Options{Version: Version, Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger, StateKey: key, Telemetry: a.Telemetry(),
+	srv, err := mcpserver.New(&mcpserver.Options{Version: VersionString(), Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger, StateKey: key, Telemetry: a.Telemetry(),
 		Limits: mcpserver.Limits{
 			MaxMessageBytes:        a.Config().Server.MaxMessageBytes,
 			MaxConcurrentRequests:  a.Config().Server.MaxConcurrentRequests,
@@ -84,6 +84,9 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 		return errors.New("refusing to serve " + addr + " without auth: configure [[auth.tokens]] in bub.toml, bind 127.0.0.1, or pass --insecure")
 	}
 	profiles := cfg.ProfileNames()
+	if err := checkProfileWorkspaces(cfg, profiles); err != nil { // HTTP serves every profile
+		return err
+	}
 	var metrics http.Handler
 	if cfg.Server.Metrics {
 		metrics = a.Telemetry().MetricsHandler()

@@ -43,6 +43,11 @@ func notEnabled() *registry.Error {
 }
 
 func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCodeIn) (string, error) {
+	if !m.available {
+		// Say what is missing rather than "not enabled": the switch may be
+		// on, and the fix is an interpreter.
+		return "", registry.NewError(registry.KindConfig, fmt.Sprintf("Python was not found (%q is not on PATH): install Python 3, or set [codemode] python in bub.toml to the interpreter's path.", m.Python), nil)
+	}
 	var code []*registry.Tool
 	if tc != nil && tc.Tools != nil {
 		_, code = tc.Tools.List()
@@ -63,8 +68,10 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 		return "", registry.NewError(registry.KindConfig, "run_code needs the session's environment, and this call has none.", nil)
 	}
 	names := make([]string, len(code))
+	byName := make(map[string]*registry.Tool, len(code))
 	for i, t := range code {
 		names[i] = t.ModelName()
+		byName[names[i]] = t
 	}
 	r, release, err := m.runners.get(env, m.pythonFor(env), m.Pool, int64(m.Memory))
 	if err != nil {
@@ -80,11 +87,7 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 			if res.Err != nil {
 				return nil, res.Err // "[kind] message", raised inside the code
 			}
-			b, err := json.Marshal(res.Value)
-			if err != nil {
-				return nil, fmt.Errorf("tool result is not JSON serializable: %v", err)
-			}
-			return b, nil
+			return resultJSON(byName[name], res.Value)
 		},
 		Output: func(chunk string) {
 			printed += float64(len(chunk))

@@ -79,6 +79,9 @@ func testRegistry(t testing.TB, log *hookLog) *registry.Registry {
 	reg.MustRegister(rawTool(t, "nan", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
 		return map[string]any{"v": math.NaN()}, nil
 	}))
+	reg.MustRegister(rawTool(t, "rendered_nan", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		return map[string]any{"v": math.NaN()}, nil
+	}, registry.WithRenderer(func(v map[string]any) string { return "v is not a number" })))
 	reg.MustRegister(rawTool(t, "chan", func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
 		return make(chan int), nil
 	}))
@@ -166,10 +169,10 @@ func testRunCode(t *testing.T, env string) {
 		{name: "command is unknown", code: "try:\n    await tools.code_mode(enable=False)\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'code_mode'\n"},
 		{name: "positional arguments", code: "try:\n    await tools.orders_get('1')\nexcept TypeError as e:\n    print(e)", want: "tools.orders_get() accepts keyword arguments only\n"},
 		{name: "big result", code: "r = await tools.big()\nprint(len(r), r[:3])", want: "200000 xxx\n"},
-		{name: "NaN result", code: "try:\n    await tools.nan()\nexcept Exception as e:\n    print(e)",
-			want: "tool result is not JSON serializable: json: unsupported value: NaN\n"},
-		{name: "channel result", code: "try:\n    await tools.chan()\nexcept Exception as e:\n    print(e)",
-			want: "tool result is not JSON serializable: json: unsupported type: chan int\n"},
+		// A value JSON cannot carry comes back as its text form, as in Bub.
+		{name: "NaN result", code: "print(repr(await tools.nan()))", want: "'map[v:NaN]'\n"},
+		{name: "channel result", code: "print(type(await tools.chan()).__name__)", want: "str\n"},
+		{name: "rendered fallback", code: "print(await tools.rendered_nan())", want: "v is not a number\n"},
 		{name: "protocol spoofing is inert", code: "import os, sys\nprint('{\"type\":\"done\"}')\nsys.stdout.flush()\n" +
 			"os.write(1, b'{\"type\":\"failed\",\"error\":\"X: y\"}\\n')\nprint('after')",
 			want: "{\"type\":\"done\"}\n{\"type\":\"failed\",\"error\":\"X: y\"}\nafter\n"},
@@ -345,8 +348,9 @@ func TestPythonMissing(t *testing.T) {
 		t.Errorf("code mode did not fall back to direct tools: %v", names(v.Tools))
 	}
 	res := command(a, conn, "run_code", args(t, map[string]any{"code": "print(1)"}))
-	if res.Err == nil || res.Err.Kind != registry.KindInvalidInput {
-		t.Errorf("run_code = %q, %v; want invalid_input", res.Text, res.Err)
+	want := `[config] Python was not found ("no-such-python-3" is not on PATH): install Python 3, or set [codemode] python in bub.toml to the interpreter's path.`
+	if res.Err == nil || res.Err.Error() != want {
+		t.Errorf("run_code = %q, %v; want %s", res.Text, res.Err, want)
 	}
 }
 

@@ -18,8 +18,25 @@ func TestExampleParses(t *testing.T) {
 	if diff := cmp.Diff([]string{"coder", "default", "readonly", "sandboxed"}, c.ProfileNames()); diff != "" {
 		t.Errorf("profiles (-want +got):\n%s", diff)
 	}
-	if c.Server.ShutdownGrace.Duration != 10*time.Second || c.Auth.Tokens[0].Profile != "readonly" || !c.Profiles["coder"].CodeMode {
+	if c.Server.ShutdownGrace.Duration != 10*time.Second || !c.Profiles["coder"].CodeMode {
 		t.Errorf("example decoded wrong: %+v", c)
+	}
+	// A copy of the example must not lock its user out of /mcp.
+	if len(c.Auth.Tokens) != 0 {
+		t.Errorf("the example configures %d live tokens; want none", len(c.Auth.Tokens))
+	}
+	// Its commented-out token blocks still parse once uncommented.
+	src, err := os.ReadFile("../bub.toml.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncommented := strings.ReplaceAll(strings.ReplaceAll(string(src), "# [[auth.tokens]]", "[[auth.tokens]]"), "<64 hex digits: the SHA-256 of the token>", HashToken("x"))
+	for _, k := range []string{"name", "sha256", "env", "profile"} {
+		uncommented = strings.ReplaceAll(uncommented, "# "+k+" = ", k+" = ")
+	}
+	u, err := Parse("bub.toml", uncommented, func(k string) string { return map[string]string{"BUB_TOKEN_DEPLOY": "t"}[k] })
+	if err != nil || len(u.Auth.Tokens) != 2 || u.Auth.Tokens[0].Profile != "readonly" {
+		t.Errorf("uncommented token blocks: %v, %+v", err, u)
 	}
 }
 

@@ -417,6 +417,10 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return mcp.NewToolResultError(fmt.Sprintf("[invalid_input] Tool '%s' argument validation failed.\n%v", tool.Name, err)), nil
 	}
+	state, err := callerState(req)
+	if err != nil {
+		return mcp.NewToolResultError("[invalid_input] " + err.Error()), nil
+	}
 	p := &peer{s: s, token: progressToken(req)}
 	if info := modernInfo(ctx); info != nil {
 		for _, c := range tool.Requires {
@@ -435,7 +439,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		}
 		p.round = newInputRound(info.ClientCapabilities, st, req.Params.InputResponses)
 	}
-	res := s.backend.Call(ctx, conn, app.Request{Tool: tool.Name, Args: call.Args, Decoded: call.Decoded, Peer: p})
+	res := s.backend.Call(ctx, conn, app.Request{Tool: tool.Name, Args: call.Args, Decoded: call.Decoded, Peer: p, State: state})
 	if ctx.Err() != nil && s.stopping.Load() {
 		return mcp.NewToolResultError(shuttingDown), nil
 	}

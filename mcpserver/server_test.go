@@ -226,7 +226,7 @@ func TestBothProtocolEras(t *testing.T) {
 				t.Errorf("tool error = %+v, %v; want isError with [kind] message", res, err)
 			}
 			res, err = call(t, c, "orders_get", map[string]any{"order_id": 7})
-			if err != nil || !res.IsError || !strings.HasPrefix(text(res), "[invalid_input] Tool 'orders.get' argument validation failed.") {
+			if err != nil || !res.IsError || !strings.HasPrefix(text(res), "[invalid_input] Tool 'orders_get' argument validation failed.") {
 				t.Errorf("validation error = %+v, %v", res, err)
 			}
 			if _, err := call(t, c, "admin_command", nil); err == nil {

@@ -22,8 +22,9 @@ type Call struct {
 	Args json.RawMessage
 	// Context is handed to hooks and the handler; nil means an empty one.
 	Context *ToolContext
-	// Lax coerces strings to the schema's scalar types ("5"→5). Only for
-	// arguments a human typed (comma commands, `bub-mcp call`).
+	// Lax coerces strings to the schema's scalar types ("5"→5, "true"→
+	// true), as Bub's pydantic validation does for every caller: humans
+	// type strings, and models often quote numbers.
 	Lax bool
 	// Decoded is Args already decoded as encoding/json decodes an object
 	// into any, when the caller has it (the MCP layer does): validation
@@ -125,6 +126,14 @@ type ExecutorOptions struct {
 	// registered before the registry's, so they run after them, as Bub's
 	// builtin plugin does.
 	Hooks []Hooks
+	// NoHooks runs no hooks at all, not even the registry's: a human's
+	// comma command bypasses the policy and spill hooks meant for models,
+	// as Bub's commands do.
+	NoHooks bool
+	// RuntimeNames makes argument errors name tools by their runtime names
+	// (fs.read), the ones humans type; by default they use the names the
+	// model calls (fs_read).
+	RuntimeNames bool
 	// Logger receives the per-call timing records; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -138,6 +147,8 @@ type Executor struct {
 	sem   *semaphore.Weighted
 	hooks []Hooks // in execution order: last registered first
 	log   *slog.Logger
+
+	runtimeNames bool
 }
 
 // NewExecutor returns an Executor over reg. Hooks are captured now, so
@@ -147,9 +158,12 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	if opts != nil {
 		o = *opts
 	}
-	hooks := append(append([]Hooks(nil), o.Hooks...), reg.Hooks()...)
-	slices.Reverse(hooks)
-	e := &Executor{reg: reg, raw: o.Raw, hooks: hooks, log: o.Logger}
+	var hooks []Hooks
+	if !o.NoHooks {
+		hooks = append(append(hooks, o.Hooks...), reg.Hooks()...)
+		slices.Reverse(hooks)
+	}
+	e := &Executor{reg: reg, raw: o.Raw, hooks: hooks, log: o.Logger, runtimeNames: o.RuntimeNames}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -216,7 +230,11 @@ func (e *Executor) CallTool(ctx context.Context, t *Tool, c Call) Result {
 	}
 	res.Args = call.Args
 	if !decided {
-		args, verr := t.checkArgs(call.Args, c.Decoded, c.Lax)
+		name := call.Name
+		if e.runtimeNames {
+			name = t.Name
+		}
+		args, verr := t.checkArgs(call.Args, c.Decoded, c.Lax, name)
 		if verr != nil {
 			res.Err = verr
 		} else {

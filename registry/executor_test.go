@@ -48,7 +48,7 @@ func TestValidation(t *testing.T) {
 		want    string
 	}{
 		{"ok with defaults", `{"order_id":"A1","amount":2}`, false, false, "", `{"id":"A1","status":"fast/x"}`},
-		{"missing required", `{"amount":2}`, false, true, "", ""},
+		{"missing required", `{"amount":2}`, false, true, "/order_id", ""},
 		{"wrong type", `{"order_id":"A1","amount":"2"}`, false, true, "/amount", ""},
 		{"lax coerces", `{"order_id":"A1","amount":"2.5","count":"3","verbose":"true"}`, true, false, "", `{"id":"A1","status":"fast/xxx"}`},
 		{"lax keeps bad strings", `{"order_id":"A1","amount":"two"}`, true, true, "/amount", ""},
@@ -59,7 +59,7 @@ func TestValidation(t *testing.T) {
 		{"pattern", `{"order_id":"a1","amount":1}`, false, true, "/order_id", ""},
 		{"max items", `{"order_id":"A1","amount":1,"tags":["a","b","c","d"]}`, false, true, "/tags", ""},
 		{"unknown property", `{"order_id":"A1","amount":1,"bogus":1}`, false, true, "", ""},
-		{"nested required", `{"order_id":"A1","amount":1,"item":{}}`, false, true, "/item", ""},
+		{"nested required", `{"order_id":"A1","amount":1,"item":{}}`, false, true, "/item/sku", ""},
 		{"not an object", `[1,2]`, false, true, "", ""},
 		{"not json", `{"order_id":`, false, true, "", ""},
 	}
@@ -95,7 +95,7 @@ func checkValidation(t *testing.T, args string, wantErr bool, wantLoc, want stri
 		if res.Err == nil {
 			t.Fatalf("Call(%s) succeeded with %q; want invalid_input", args, res.Text)
 		}
-		if res.Err.Kind != KindInvalidInput || res.Err.Message != "Tool 'orders.get' argument validation failed." {
+		if res.Err.Kind != KindInvalidInput || res.Err.Message != "Tool 'orders_get' argument validation failed." {
 			t.Errorf("err = %v; want invalid_input validation message", res.Err)
 		}
 		errs, _ := res.Err.Details["errors"].([]any)
@@ -284,7 +284,7 @@ func TestHooks(t *testing.T) {
 			name:    "validation errors reach after hooks",
 			hooks:   []hookSpec{{name: "builtin"}},
 			args:    `{"message":""}`,
-			wantErr: "[invalid_input] Tool 'test.echo' argument validation failed.",
+			wantErr: "[invalid_input] Tool 'test_echo' argument validation failed.",
 			wantLog: []string{"before builtin", "after builtin err"},
 		},
 	}
@@ -478,7 +478,7 @@ func TestTimingLog(t *testing.T) {
 		`tool.call.start name=test.echo args={ message="` + strings.Repeat("y", 99) + `... }`,
 		"tool.call.success name=test.echo",
 		`tool.call.start name=test.echo args={ message="" }`,
-		"tool.call.error name=test.echo error=[invalid_input] Tool 'test.echo' argument validation failed.",
+		"tool.call.error name=test.echo error=[invalid_input] Tool 'test_echo' argument validation failed.",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("log (-want +got):\n%s", diff)
@@ -507,5 +507,64 @@ func BenchmarkExecutorCallStructured(b *testing.B) {
 		if res := e.Call(ctx, call); res.Err != nil {
 			b.Fatal(res.Err)
 		}
+	}
+}
+
+// TestValidationDetails: one error per bad value, located at the
+// property (a missing one too), naming the tool as the caller knows it;
+// lax coercion turns "1" and "true" into their types for every caller.
+func TestValidationDetails(t *testing.T) {
+	type readIn struct {
+		Path   string `json:"path"`
+		Offset int    `json:"offset,omitempty"`
+		Limit  *int   `json:"limit,omitempty" jsonschema:"nullable"`
+		Bold   bool   `json:"bold,omitempty"`
+	}
+	tool := MustNewTool("fs.read", "Read.", func(ctx context.Context, tc *ToolContext, in readIn) (string, error) {
+		return fmt.Sprintf("%s %d %v %v", in.Path, in.Offset, *in.Limit, in.Bold), nil
+	})
+	type detail struct{ Loc, Msg string }
+	tests := []struct {
+		name, args   string
+		runtimeNames bool
+		wantMsg      string
+		want         []detail
+		wantText     string
+	}{
+		{name: "model call", args: `{"offset":"x","limit":"y"}`, wantMsg: "Tool 'fs_read' argument validation failed.", want: []detail{
+			{"/limit", "got string, want integer or null"},
+			{"/offset", "got string, want integer"},
+			{"/path", "missing property 'path'"},
+		}},
+		{name: "command", args: `{"path":"a","limit":true}`, runtimeNames: true, wantMsg: "Tool 'fs.read' argument validation failed.", want: []detail{
+			{"/limit", "got boolean, want integer or null"},
+		}},
+		{name: "lax", args: `{"path":"a","offset":"1","limit":"2","bold":"true"}`, wantText: "a 1 2 true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newExec(t, &ExecutorOptions{RuntimeNames: tt.runtimeNames}, tool)
+			res := e.Call(context.Background(), Call{Tool: "fs.read", Args: json.RawMessage(tt.args), Lax: true})
+			if tt.wantText != "" {
+				if res.Err != nil || res.Text != tt.wantText {
+					t.Fatalf("Call(%s) = %q, %v; want %q", tt.args, res.Text, res.Err, tt.wantText)
+				}
+				return
+			}
+			if res.Err == nil {
+				t.Fatalf("Call(%s) succeeded; want a validation error", tt.args)
+			}
+			var got []detail
+			for _, x := range res.Err.Details["errors"].([]any) {
+				m := x.(map[string]any)
+				got = append(got, detail{m["loc"].(string), m["msg"].(string)})
+			}
+			if res.Err.Message != tt.wantMsg {
+				t.Errorf("message = %q; want %q", res.Err.Message, tt.wantMsg)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("details (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

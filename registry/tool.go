@@ -228,7 +228,7 @@ func NewRawTool(name, description string, inputSchema json.RawMessage, h Handler
 // compiling it on first use. A schema that does not compile fails the
 // call with a config error that names the tool, since no argument could
 // pass it.
-func (t *Tool) checkArgs(raw json.RawMessage, decoded map[string]any, lax bool) (json.RawMessage, *Error) {
+func (t *Tool) checkArgs(raw json.RawMessage, decoded map[string]any, lax bool, name string) (json.RawMessage, *Error) {
 	lv := t.validator
 	if lv == nil { // a Tool literal that was never registered: nothing to keep it in
 		if err := checkSchemaRoot(t.Name, t.InputSchema); err != nil {
@@ -240,5 +240,5 @@ func (t *Tool) checkArgs(raw json.RawMessage, decoded map[string]any, lax bool) 
 	if err != nil {
 		return nil, &Error{Kind: KindConfig, Message: fmt.Sprintf("Tool '%s' has an input schema that cannot be compiled: %v", t.Name, err), Cause: err}
 	}
-	return v.check(raw, decoded, lax)
+	return v.check(raw, decoded, lax, name)
 }

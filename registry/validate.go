@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
 // validator checks arguments against a tool's input schema. It is compiled
@@ -123,12 +125,13 @@ func normalizeNumbers(v any) any {
 }
 
 // check validates raw arguments and returns the arguments the handler
-// should get: defaults filled in and, with lax set, strings coerced to the
-// declared scalar types ("5"→5, "true"→true). The raw bytes are returned
+// should get (errors name the tool as name): defaults filled in and, with
+// lax set, strings coerced to the declared scalar types ("5"→5,
+// "true"→true). The raw bytes are returned
 // unchanged when nothing had to be added, which is the common case.
 // decoded, when not nil, is raw already decoded (see Call.Decoded); it is
 // copied before anything is added.
-func (v *validator) check(raw json.RawMessage, decoded map[string]any, lax bool) (json.RawMessage, *Error) {
+func (v *validator) check(raw json.RawMessage, decoded map[string]any, lax bool, name string) (json.RawMessage, *Error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
 	}
@@ -136,13 +139,13 @@ func (v *validator) check(raw json.RawMessage, decoded map[string]any, lax bool)
 	if obj == nil {
 		var doc any
 		if err := json.Unmarshal(raw, &doc); err != nil {
-			return nil, v.fail([]any{map[string]any{"loc": "", "msg": "arguments are not valid JSON: " + err.Error()}}, err)
+			return nil, v.fail(name, []any{map[string]any{"loc": "", "msg": "arguments are not valid JSON: " + err.Error()}}, err)
 		}
 		var ok bool
 		if obj, ok = doc.(map[string]any); !ok {
-			return nil, v.fail([]any{map[string]any{"loc": "", "msg": "arguments must be a JSON object"}}, nil)
+			return nil, v.fail(name, []any{map[string]any{"loc": "", "msg": "arguments must be a JSON object"}}, nil)
 		}
-	} else if lax || v.missingDefaults(obj) {
+	} else if (lax && v.coercible(obj)) || v.missingDefaults(obj) {
 		obj = maps.Clone(obj)
 	}
 	changed := false
@@ -163,19 +166,35 @@ func (v *validator) check(raw json.RawMessage, decoded map[string]any, lax bool)
 		}
 	}
 	if err := v.schema.Validate(obj); err != nil {
-		return nil, v.fail(validationDetails(err), err)
+		return nil, v.fail(name, validationDetails(err), err)
 	}
 	if !changed {
 		return raw, nil
 	}
 	b, err := marshalNoEscape(obj)
 	if err != nil {
-		return nil, v.fail([]any{map[string]any{"loc": "", "msg": err.Error()}}, err)
+		return nil, v.fail(name, []any{map[string]any{"loc": "", "msg": err.Error()}}, err)
 	}
 	return b, nil
 }
 
-func (v *validator) fail(errs []any, cause error) *Error { return invalidInput(v.tool, errs, cause) }
+// fail is the validation error of a call; name is the tool's name as the
+// caller knows it.
+func (v *validator) fail(name string, errs []any, cause error) *Error {
+	return invalidInput(name, errs, cause)
+}
+
+// coercible reports whether lax coercion would change a value of obj.
+func (v *validator) coercible(obj map[string]any) bool {
+	for k, val := range obj {
+		if s, ok := val.(string); ok {
+			if _, ok := coerce(s, v.props[k]); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // missingDefaults reports whether check would add a default to obj.
 func (v *validator) missingDefaults(obj map[string]any) bool {
@@ -194,28 +213,97 @@ func invalidInput(tool string, errs []any, cause error) *Error {
 		Details: map[string]any{"errors": errs}, Cause: cause}
 }
 
-// validationDetails flattens the validator's output into [{loc, msg}] pairs,
-// the shape models handle best when correcting a call.
+// validationDetails flattens the validator's output into [{loc, msg}]
+// pairs, the shape models handle best when correcting a call: one pair per
+// bad value (an optional integer given a string is "got string, want
+// integer or null", not three errors about oneOf and its branches), and a
+// missing property located at the property itself.
 func validationDetails(err error) []any {
 	ve, ok := err.(*jsonschema.ValidationError)
 	if !ok {
 		return []any{map[string]any{"loc": "", "msg": err.Error()}}
 	}
-	out := []any{}
+	type group struct {
+		loc     string
+		got     string
+		want    []string
+		msgs    []string
+		choices []string // oneOf/anyOf messages, used when nothing else is said
+	}
+	var groups []*group
+	byLoc := map[string]*group{}
+	at := func(loc string) *group {
+		g := byLoc[loc]
+		if g == nil {
+			g = &group{loc: loc}
+			byLoc[loc] = g
+			groups = append(groups, g)
+		}
+		return g
+	}
 	var walk func(u *jsonschema.OutputUnit)
 	walk = func(u *jsonschema.OutputUnit) {
 		if u.Error != nil && len(u.Errors) == 0 {
-			out = append(out, map[string]any{"loc": u.InstanceLocation, "msg": u.Error.String()})
+			switch k := u.Error.Kind.(type) {
+			case *kind.Required:
+				for _, m := range k.Missing {
+					at(u.InstanceLocation + "/" + pointerEscape(m)).msgs = []string{"missing property '" + m + "'"}
+				}
+			case *kind.Type:
+				g := at(u.InstanceLocation)
+				g.got = k.Got
+				for _, w := range k.Want {
+					if !slices.Contains(g.want, w) {
+						g.want = append(g.want, w)
+					}
+				}
+			case *kind.OneOf, *kind.AnyOf:
+				g := at(u.InstanceLocation)
+				g.choices = append(g.choices, u.Error.String())
+			default:
+				g := at(u.InstanceLocation)
+				if msg := u.Error.String(); !slices.Contains(g.msgs, msg) {
+					g.msgs = append(g.msgs, msg)
+				}
+			}
 		}
 		for i := range u.Errors {
 			walk(&u.Errors[i])
 		}
 	}
 	walk(ve.BasicOutput())
+	// The validator visits properties in map order: sort for stable text.
+	slices.SortStableFunc(groups, func(a, b *group) int { return strings.Compare(a.loc, b.loc) })
+	out := []any{}
+	for _, g := range groups {
+		msgs := g.msgs
+		if len(g.want) > 0 {
+			msgs = append([]string{"got " + g.got + ", want " + orList(g.want)}, msgs...)
+		}
+		if len(msgs) == 0 {
+			msgs = g.choices
+		}
+		if len(msgs) > 0 {
+			out = append(out, map[string]any{"loc": g.loc, "msg": strings.Join(msgs, "; ")})
+		}
+	}
 	if len(out) == 0 {
 		out = append(out, map[string]any{"loc": "", "msg": strings.TrimSpace(ve.Error())})
 	}
 	return out
+}
+
+// pointerEscape escapes a JSON Pointer token (RFC 6901).
+func pointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// orList joins words as "a", "a or b", "a, b or c".
+func orList(w []string) string {
+	if len(w) == 1 {
+		return w[0]
+	}
+	return strings.Join(w[:len(w)-1], ", ") + " or " + w[len(w)-1]
 }
 
 // coerce converts a human-typed string to the first declared type it fits.

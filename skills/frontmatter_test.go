@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,6 +23,9 @@ metadata:
   b: two
 list:
   - x
+flow: {k: [1, 2]}
+anchor: &a shared
+alias: *a
 `
 	got := parseFrontmatter(fm)
 	want := map[string]any{
@@ -31,11 +35,38 @@ list:
 		"dq":          "tab\there",
 		"plain":       "first continued",
 		"empty":       nil,
-		"metadata":    map[string]string{"a": "1", "b": "two"},
-		"list":        []string{},
+		"metadata":    map[string]any{"a": "1", "b": "two"},
+		"list":        []any{"x"},
+		"flow":        map[string]any{"k": []any{1, 2}},
+		"anchor":      "shared",
+		"alias":       "shared",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("parseFrontmatter (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"- a list\n- at the top\n", "just a scalar", "key: [unclosed\n", strings.Repeat("k: v\n", maxFrontmatter/4)} {
+		if got := parseFrontmatter(bad); len(got) != 0 {
+			t.Errorf("parseFrontmatter(%.40q) = %v; want an empty mapping", bad, got)
+		}
+	}
+}
+
+func TestStringMap(t *testing.T) {
+	tests := []struct {
+		in   any
+		want map[string]string
+		ok   bool
+	}{
+		{map[string]any{"a": "1"}, map[string]string{"a": "1"}, true},
+		{map[string]any{"a": 1}, nil, false},
+		{map[string]any{"a": map[string]any{}}, nil, false},
+		{"x", nil, false},
+	}
+	for _, tt := range tests {
+		got, ok := stringMap(tt.in)
+		if ok != tt.ok || !cmp.Equal(got, tt.want) {
+			t.Errorf("stringMap(%v) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
 	}
 }
 
@@ -43,6 +74,7 @@ list:
 func FuzzParseFrontmatter(f *testing.F) {
 	f.Add("name: a\ndescription: >\n  x\n  y\nmetadata:\n  k: v\n")
 	f.Add("x: 'unterminated\n  - y\n:\n\t|")
+	f.Add("a: &a [*a, *a]\n")
 	f.Fuzz(func(t *testing.T, fm string) {
 		parseFrontmatter(fm)
 		splitFrontmatter(fm)

@@ -9,14 +9,17 @@
 package skills
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/bubbuild/bub-mcp/environment"
+	"go.yaml.in/yaml/v4"
 )
 
 // Skill directories, relative to the workspace (project skills) and to the
@@ -50,8 +53,17 @@ type Skill struct {
 // "$$" turned into "$", so a skill can name its own files and the
 // interpreter of the environment it runs in. python is the interpreter to
 // name; empty means environment.DefaultPython. A file that cannot be read
-// has an empty body.
-func (s Skill) Body(python string) string {
+// has an empty body. ${config.a.b} stays as written: Module.Body fills it
+// in from the App's configuration.
+func (s Skill) Body(python string) string { return s.render(python, nil) }
+
+// configRE matches ${config.a.b} (Bub's CONFIG_TEMPLATE_PATTERN).
+var configRE = regexp.MustCompile(`\$\{\s*config\.([a-zA-Z0-9_.-]+)\s*\}`)
+
+// render is Body with a configuration lookup for ${config.a.b}; nil
+// leaves them as written. A setting that is not there stays as written
+// too, so the model sees what is missing.
+func (s Skill) render(python string, config func(path string) (any, bool)) string {
 	data, err := os.ReadFile(s.Location)
 	if err != nil {
 		return ""
@@ -63,7 +75,72 @@ func (s Skill) Body(python string) string {
 	if python == "" {
 		python = environment.DefaultPython
 	}
+	if config != nil {
+		text = configRE.ReplaceAllStringFunc(text, func(m string) string {
+			v, ok := config(configRE.FindStringSubmatch(m)[1])
+			if !ok {
+				return m
+			}
+			return configText(v)
+		})
+	}
 	return substitute(text, map[string]string{"SKILL_DIR": filepath.Dir(s.Location), "PYTHON": python})
+}
+
+// configText renders a configuration value as Bub does: strings as they
+// are, booleans as true/false, numbers in decimal, tables and arrays as
+// YAML.
+func configText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case bool:
+		return strconv.FormatBool(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// hintRE finds the $name hints of a prompt (Bub's HINT_RE).
+var hintRE = regexp.MustCompile(`\$([A-Za-z0-9_.-]+)`)
+
+// Hinted returns the names of the skills among skills that prompt names
+// as $name (case-insensitively), whose bodies the skills prompt inlines.
+func Hinted(prompt string, skills []Skill) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range hintRE.FindAllStringSubmatch(prompt, -1) {
+		for _, s := range skills {
+			if strings.EqualFold(s.Name, m[1]) {
+				out[s.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+// Confined drops the skills whose folder resolves outside workspace (a
+// symlink out of it, the global ~/.agents/skills), for profiles confined
+// to their workspace: their files are out of the tools' reach too.
+func Confined(skills []Skill, workspace string) []Skill {
+	root, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return nil
+	}
+	var out []Skill
+	for _, s := range skills {
+		dir := filepath.Dir(s.Location) // symlinks already resolved
+		if rel, err := filepath.Rel(root, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // DiscoverSkills finds the skills available in workspace: first
@@ -154,12 +231,10 @@ func readSkill(dir string, log *slog.Logger) (Skill, bool) {
 		reason = "description must be 1 to 1024 characters"
 	}
 	s := Skill{Name: name, Description: desc, Location: file}
-	if reason == "" {
-		switch m := meta["metadata"].(type) {
-		case nil:
-		case map[string]string:
+	if reason == "" && meta["metadata"] != nil {
+		if m, ok := stringMap(meta["metadata"]); ok {
 			s.Metadata = m
-		default:
+		} else {
 			reason = "metadata must map strings to strings"
 		}
 	}
@@ -188,7 +263,16 @@ func Prompt(workspace string) string {
 
 // FormatSkills is Prompt for a given list (say, the skills a subagent may
 // use); empty for none.
-func FormatSkills(skills []Skill) string {
+func FormatSkills(skills []Skill) string { return FormatExpanded(skills, nil) }
+
+// FormatExpanded is FormatSkills with the bodies of some skills inlined
+// (by name), each under its line with its location, as Bub renders the
+// skills a prompt names with $name:
+//
+//   - name: description
+//     Location: /path/SKILL.md
+//     <body>
+func FormatExpanded(skills []Skill, bodies map[string]string) string {
 	if len(skills) == 0 {
 		return ""
 	}
@@ -196,6 +280,12 @@ func FormatSkills(skills []Skill) string {
 	b.WriteString("<available_skills>\n")
 	for _, s := range skills {
 		b.WriteString("- " + s.Name + ": " + s.Description + "\n")
+		if body, ok := bodies[s.Name]; ok {
+			b.WriteString("  Location: " + s.Location + "\n")
+			if body != "" {
+				b.WriteString(body + "\n")
+			}
+		}
 	}
 	b.WriteString("</available_skills>")
 	return b.String()

@@ -79,6 +79,9 @@ func (m *Module) run(ctx context.Context, tc *registry.ToolContext, in skillArgs
 		return Result{Error: "skill '" + *in.Name + "' is not allowed in this context"}, nil
 	}
 	skills := m.Discover(workspace)
+	if tc != nil && tc.Conn != nil && m.confined(tc.Conn.Profile) {
+		skills = Confined(skills, workspace)
+	}
 	if in.Name == nil {
 		names := make([]string, len(skills))
 		for i, s := range skills {
@@ -89,7 +92,7 @@ func (m *Module) run(ctx context.Context, tc *registry.ToolContext, in skillArgs
 	want := strings.ToLower(*in.Name)
 	for _, s := range skills {
 		if s.Name == want {
-			return Result{Name: s.Name, Location: s.Location, Content: s.Body(python)}, nil
+			return Result{Name: s.Name, Location: s.Location, Content: m.Body(s, python)}, nil
 		}
 	}
 	return Result{Error: "no such skill"}, nil

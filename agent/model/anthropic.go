@@ -18,6 +18,9 @@ type anthropicClient struct {
 func newAnthropic(cfg Config) *anthropicClient {
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
+		// WithoutEnvironmentDefaults drops the production base URL too;
+		// without it every request fails with "base url is not set".
+		option.WithEnvironmentProduction(),
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0), // the agent loop retries whole streams
 		option.WithMiddleware(statusMiddleware(Anthropic)),
@@ -38,6 +41,14 @@ func newAnthropic(cfg Config) *anthropicClient {
 // and starting with the user.
 func (c *anthropicClient) params(req *Request) anthropic.MessageNewParams {
 	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: req.maxTokens()}
+	switch req.ReasoningEffort {
+	case "":
+	case "none", "minimal":
+		// Anthropic's scale starts at "low": the least there is.
+		p.OutputConfig.Effort = anthropic.OutputConfigEffortLow
+	default:
+		p.OutputConfig.Effort = anthropic.OutputConfigEffort(req.ReasoningEffort)
+	}
 	var msgs []anthropic.MessageParam
 	add := func(role anthropic.MessageParamRole, blocks ...anthropic.ContentBlockParamUnion) {
 		if len(blocks) == 0 {

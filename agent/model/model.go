@@ -19,6 +19,7 @@ import (
 	"iter"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -61,7 +62,15 @@ type Request struct {
 	Tools    []Tool
 	// MaxTokens caps the reply; zero means the client's default (16384).
 	MaxTokens int
+	// ReasoningEffort asks a reasoning model to think more or less (one
+	// of ReasoningEfforts); empty sends nothing, the provider's default.
+	ReasoningEffort string
 }
+
+// ReasoningEfforts are the values ,reasoning_effort accepts: OpenAI's
+// reasoning_effort levels, which Anthropic's output effort shares from
+// "low" up.
+var ReasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
 
 // Usage counts the tokens of one call, in the Chat Completions shape
 // (Anthropic's counts are mapped onto it).
@@ -304,6 +313,32 @@ var baseURLs = map[string]string{
 	"gemini":     "https://generativelanguage.googleapis.com/v1beta/openai",
 	"moonshot":   "https://api.moonshot.ai/v1",
 	"dashscope":  "https://dashscope.aliyuncs.com/compatible-mode/v1",
+}
+
+// NeedsKey reports whether calls to provider at apiBase (empty: its
+// default) need an API key: the hosted providers do, a server on this
+// machine (Ollama, LM Studio, vLLM, llama.cpp, any loopback URL) does not.
+// An unknown provider's own URL is given the benefit of the doubt.
+func NeedsKey(provider, apiBase string) bool {
+	if apiBase == "" {
+		if provider == Anthropic {
+			return true
+		}
+		apiBase = baseURLs[provider]
+	}
+	u, err := url.Parse(apiBase)
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast()) {
+		return false
+	}
+	_, known := baseURLs[provider]
+	return known || provider == Anthropic
 }
 
 // BaseURL returns a known provider's default base URL for the

@@ -44,6 +44,9 @@ func (c *openAIClient) params(req *Request) openai.ChatCompletionNewParams {
 	} else {
 		p.MaxTokens = openai.Int(req.maxTokens())
 	}
+	if req.ReasoningEffort != "" {
+		p.ReasoningEffort = shared.ReasoningEffort(req.ReasoningEffort)
+	}
 	for _, m := range req.Messages {
 		switch m.Role {
 		case "system":
