@@ -62,7 +62,9 @@ func TestConformanceThroughReplicas(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn)
+	// Replicas share the requestState key, or a multi-round-trip call
+	// could not resume on another replica (README, Deploy).
+	env := append(os.Environ(), "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn, "BUB_STATE_KEY=replicas-of-one-service-share-this-key")
 	var backends []string
 	for range 3 {
 		backends = append(backends, startHTTPReplicaBin(t, bin, env))

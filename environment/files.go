@@ -237,11 +237,21 @@ func (e *LocalEnvironment) WriteText(ctx context.Context, p, content string) err
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("environment: create parent directories of %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+	// As os.WriteFile, without copying content to a []byte first (a
+	// large file would be held twice).
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
 		if errors.Is(err, syscall.EISDIR) {
 			return isDirError(path)
 		}
 		return fmt.Errorf("environment: %w", err)
+	}
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("environment: writing %s: %w", path, err)
 	}
 	return nil
 }

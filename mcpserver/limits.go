@@ -1,12 +1,12 @@
 package mcpserver
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"time"
@@ -145,11 +145,11 @@ func bounded(next http.Handler, l Limits, reclaim *reclaimer) http.Handler {
 			tooLarge(w, l.MaxMessageBytes)
 			return
 		}
-		reclaim.note(len(body))
-		r.Body = &readBody{Reader: bytes.NewReader(body), b: body}
+		end := reclaim.begin(len(body))
+		defer end()
+		r.Body = &readBody{b: body}
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
-		reclaim.note(len(body)) // again: the call's own garbage is done now
 	})
 }
 
@@ -162,10 +162,21 @@ func tooLarge(w http.ResponseWriter, limit int64) {
 }
 
 // readBody is a request body bounded has read: the MCP handler looks at
-// the bytes (admit) without reading them again.
+// the bytes (admit) without reading them again. Once read to the end it
+// lets them go: mcp-go keeps its own copy while it handles the request.
 type readBody struct {
-	*bytes.Reader
-	b []byte
+	b   []byte
+	off int
+}
+
+func (r *readBody) Read(p []byte) (int, error) {
+	if r.off >= len(r.b) {
+		r.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.off:])
+	r.off += n
+	return n, nil
 }
 
 func (*readBody) Close() error { return nil }
@@ -200,25 +211,64 @@ const reclaimThreshold = 1 << 20
 // messages.
 const reclaimDelay = 2 * time.Second
 
-// reclaimer gives the memory of large messages back to the OS soon after
-// they are handled. Left to itself the runtime's scavenger keeps what a
-// 12 MB call took (~120 MB of RSS here) for minutes; a server often idles
-// for hours, one per IDE window.
+// reclaimer bounds and gives back the memory of large messages. While
+// one is handled, the runtime's soft memory limit holds the process to
+// what it used before it arrived plus 3 bytes per byte of message and
+// 16 MiB, a pacing target the heap may pass a little (the bound promised
+// is 4 bytes per byte and 32 MiB): decoding a message takes several
+// copies of it (mcp-go reads the body again, keeps the raw arguments and
+// decodes them), and the GC's default pacing would let the heap double on
+// top. After the last one, memory is handed back to the OS: left to
+// itself the scavenger keeps what a 12 MB call took (~120 MB of RSS here)
+// for minutes, and a server often idles for hours, one per IDE window.
 type reclaimer struct {
-	mu    sync.Mutex
-	timer *time.Timer
+	mu       sync.Mutex
+	timer    *time.Timer
+	inflight int64 // bytes of large messages being handled
+	base     int64 // the runtime's memory when the first of them arrived
+	limit    int64 // the limit in force before (GOMEMLIMIT); -1 unread
 }
 
-// note records a message of n bytes.
-func (rc *reclaimer) note(n int) {
+// begin records a message of n bytes being handled; call the returned
+// func when it is done.
+func (rc *reclaimer) begin(n int) (end func()) {
 	if rc == nil || n < reclaimThreshold {
-		return
+		return func() {}
 	}
 	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if rc.timer == nil {
-		rc.timer = time.AfterFunc(reclaimDelay, debug.FreeOSMemory)
-		return
+	if rc.inflight == 0 {
+		rc.base = runtimeMemory() - int64(n) // the message is already read
+		rc.limit = debug.SetMemoryLimit(-1)
 	}
-	rc.timer.Reset(reclaimDelay)
+	rc.inflight += int64(n)
+	rc.setLimit()
+	rc.mu.Unlock()
+	return func() {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		rc.inflight -= int64(n)
+		if rc.inflight > 0 {
+			rc.setLimit()
+			return
+		}
+		debug.SetMemoryLimit(rc.limit)
+		if rc.timer == nil {
+			rc.timer = time.AfterFunc(reclaimDelay, debug.FreeOSMemory)
+			return
+		}
+		rc.timer.Reset(reclaimDelay)
+	}
+}
+
+// setLimit sets the memory limit for the messages in flight; rc.mu held.
+func (rc *reclaimer) setLimit() {
+	debug.SetMemoryLimit(min(rc.limit, rc.base+3*rc.inflight+16<<20))
+}
+
+// runtimeMemory is what the runtime's memory limit counts: all memory it
+// mapped, less what it returned to the OS.
+func runtimeMemory() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
 }

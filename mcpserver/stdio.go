@@ -159,8 +159,7 @@ func (c *stdioConn) read(ctx context.Context, in io.Reader) error {
 			c.s.log.Warn("mcp.stdio.message.too_long", "limit_bytes", c.s.limits.MaxMessageBytes)
 			c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, tooLargeMessage(c.s.limits.MaxMessageBytes)))
 		case len(bytes.TrimSpace(line)) > 0:
-			c.s.reclaim.note(len(line))
-			c.dispatch(ctx, line)
+			c.dispatch(ctx, line, c.s.reclaim.begin(len(line)))
 		}
 		if err != nil {
 			return err
@@ -202,7 +201,15 @@ func (c *stdioConn) parseError() {
 // to their waiter, notifications are handled in order on the read loop,
 // requests each on their own goroutine (tools/call bounded by the worker
 // count) so a slow one never stalls the others.
-func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
+//
+// done is called once the message is handled.
+func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) {
+	async := false
+	defer func() {
+		if !async {
+			done()
+		}
+	}()
 	env, err := parseEnvelope(line)
 	if err != nil {
 		c.parseError()
@@ -249,8 +256,10 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 		return
 	}
 	c.wg.Add(1)
+	async = true
 	c.pool.Go(func() {
 		defer c.wg.Done()
+		defer done()
 		select {
 		case c.sem <- struct{}{}:
 		case <-ctx.Done():
@@ -263,7 +272,6 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte) {
 		if resp != nil {
 			c.writeMessage(resp)
 		}
-		c.s.reclaim.note(len(line))
 	})
 }
 
