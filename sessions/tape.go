@@ -36,6 +36,7 @@ type Tape struct {
 	file    *sharedfile.File // nil for memory and PostgreSQL tapes
 	pg      *pgTape          // nil unless the store is PostgreSQL
 	ident   os.FileInfo      // the file st describes; nil before there is one
+	statAt  time.Time        // when a settings read last looked at the file (refreshAt)
 	st      state
 	mem     []byte // memory tapes: the whole tape
 	failing bool   // the last write failed; log once until one succeeds
@@ -355,8 +356,14 @@ func (t *Tape) refreshLocked(f *os.File, fi os.FileInfo) (torn bool, err error) 
 // also writes what AppendAsync queued, so a reader sees it with its id.
 func (t *Tape) refresh() error { return t.refreshAt(true) }
 
-// refreshAt is refresh; fresh=false lets a PostgreSQL tape answer from a
-// summary up to pgRefreshInterval old (Settings, on every tools/list).
+// fileRefreshInterval is how stale a process's view of a file tape's
+// settings may be: another process's switch shows within it.
+const fileRefreshInterval = 250 * time.Millisecond
+
+// refreshAt is refresh; fresh=false lets a tape answer from a summary up
+// to fileRefreshInterval (files) or pgRefreshInterval (PostgreSQL) old:
+// Settings, asked on every request, then costs a stat(2) at most four
+// times a second instead of once per call (5% of an echo call's CPU).
 func (t *Tape) refreshAt(fresh bool) error {
 	if t.memory() {
 		return nil
@@ -381,6 +388,10 @@ func (t *Tape) refreshAt(fresh bool) error {
 		}
 		return nil
 	}
+	if !fresh && time.Since(t.statAt) < fileRefreshInterval {
+		return nil
+	}
+	t.statAt = time.Now()
 	pst, err := os.Stat(t.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if t.ident != nil { // removed by another process (a reset without archive)
