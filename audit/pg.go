@@ -3,13 +3,12 @@ package audit
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/bubbuild/bub-mcp/internal/pgschema"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -57,32 +56,7 @@ func (p *pgSink) ensureSchema(ctx context.Context) error {
 	if p.migrated {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7242024001)`); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS bub_schema (component text PRIMARY KEY, version int NOT NULL)`); err != nil {
-			return err
-		}
-		var v int
-		err := tx.QueryRow(ctx, `SELECT version FROM bub_schema WHERE component = 'audit'`).Scan(&v)
-		if errors.Is(err, pgx.ErrNoRows) {
-			v = 0
-		} else if err != nil {
-			return err
-		}
-		if v > len(pgMigrations) {
-			return fmt.Errorf("schema version %d is newer than this bub-mcp knows (%d)", v, len(pgMigrations))
-		}
-		for i := v; i < len(pgMigrations); i++ {
-			if _, err := tx.Exec(ctx, pgMigrations[i]); err != nil {
-				return fmt.Errorf("migration %d: %w", i+1, err)
-			}
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO bub_schema (component, version) VALUES ('audit', $1)
-			ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version`, len(pgMigrations))
-		return err
-	})
+	err := pgschema.Migrate(ctx, p.pool, "audit", pgMigrations)
 	if err != nil {
 		return fmt.Errorf("audit: postgres schema: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/pgschema"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -92,32 +93,7 @@ func (p *pgStore) ensureSchema(ctx context.Context) error {
 	if p.migrated {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7242024001)`); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS bub_schema (component text PRIMARY KEY, version int NOT NULL)`); err != nil {
-			return err
-		}
-		var v int
-		err := tx.QueryRow(ctx, `SELECT version FROM bub_schema WHERE component = 'sessions'`).Scan(&v)
-		if errors.Is(err, pgx.ErrNoRows) {
-			v = 0
-		} else if err != nil {
-			return err
-		}
-		if v > len(pgMigrations) {
-			return fmt.Errorf("schema version %d is newer than this bub-mcp knows (%d)", v, len(pgMigrations))
-		}
-		for i := v; i < len(pgMigrations); i++ {
-			if _, err := tx.Exec(ctx, pgMigrations[i]); err != nil {
-				return fmt.Errorf("migration %d: %w", i+1, err)
-			}
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO bub_schema (component, version) VALUES ('sessions', $1)
-			ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version`, len(pgMigrations))
-		return err
-	})
+	err := pgschema.Migrate(ctx, p.pool, "sessions", pgMigrations)
 	if err != nil {
 		return fmt.Errorf("sessions: postgres schema: %w", err)
 	}
