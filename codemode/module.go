@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/codemode/runner"
@@ -67,11 +69,13 @@ type Module struct {
 	// imports done; 0 means DefaultPool, a negative value is refused.
 	Pool int `toml:"pool"`
 
-	python    string // Python resolved to the real executable
-	home      string // absolute $BUB_HOME: stub paths go into prompts
-	log       *slog.Logger
-	available bool // Python was found at Provision
-	runners   runnerSet
+	python func() string // Python resolved to the real executable (asked once)
+	// resolveSoon asks for python in the background after start-up.
+	resolveSoon *time.Timer
+	home        string // absolute $BUB_HOME: stub paths go into prompts
+	log         *slog.Logger
+	available   bool // Python was found at Provision
+	runners     runnerSet
 }
 
 // BubModule registers the module as "codemode", configured by [codemode].
@@ -122,19 +126,27 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		return fmt.Errorf("codemode: %w", err)
 	}
 	m.home, m.log = home, a.Logger()
-	m.python = m.Python
+	m.python = sync.OnceValue(func() string { return m.Python })
 	if _, err := exec.LookPath(m.Python); err != nil {
 		m.log.Warn("codemode.python.missing", "python", m.Python, "error", err,
 			"effect", "run_code is not offered; code mode falls back to direct tools",
 			"fix", "install Python or set [codemode] python in bub.toml")
 	} else {
 		m.available = true
-		if exe, err := environment.ResolvePython(m.Python); err == nil {
-			m.python = exe
-		} else {
-			m.log.Warn("codemode.python.resolve", "python", m.Python, "error", err,
-				"effect", "every run starts through the command as given")
-		}
+		m.python = sync.OnceValue(func() string {
+			exe, err := environment.ResolvePython(m.Python)
+			if err != nil {
+				m.log.Warn("codemode.python.resolve", "python", m.Python, "error", err,
+					"effect", "every run starts through the command as given")
+				return m.Python
+			}
+			return exe
+		})
+		// Asked soon, but not during start-up: through a version
+		// manager's shim (pyenv) the answer costs 40-150 ms of CPU, which
+		// made the first tools/list 3x later on two cores. A run_code
+		// that comes first asks itself.
+		m.resolveSoon = time.AfterFunc(pythonResolveDelay, func() { m.python() })
 	}
 	for _, t := range []*registry.Tool{m.runCodeTool(), codeModeTool()} {
 		if err := a.RegisterTool(t); err != nil {
@@ -166,7 +178,7 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	})
 	stubs := filepath.Join(m.home, "codemode")
 	a.ConfigureEnvironment(func(conn *providers.Connection, o *environment.Options) {
-		o.Python = m.python
+		o.Python = m.python()
 		o.AllowPaths = append(o.AllowPaths, stubs)
 	})
 	return nil
@@ -175,8 +187,15 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 // Cleanup closes every runner, killing the interpreters started ahead;
 // it copes with a module that was never provisioned.
 func (m *Module) Cleanup() error {
+	if m.resolveSoon != nil {
+		m.resolveSoon.Stop()
+	}
 	return m.runners.close()
 }
+
+// pythonResolveDelay is how long after start-up the interpreter is asked
+// where it lives.
+const pythonResolveDelay = 2 * time.Second
 
 // pythonFor is the interpreter to start in env: the one env says it runs
 // code with (a container may know better), else the configured one.
@@ -186,7 +205,7 @@ func (m *Module) pythonFor(env environment.Environment) string {
 			return p
 		}
 	}
-	return m.python
+	return m.python()
 }
 
 var (
