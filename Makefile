@@ -31,8 +31,10 @@ run: build
 	./$(BIN) serve $(RUN_ARGS)
 
 # Every check, each step run even after a failure; the last line is
-# `N passed, M failed` over all of them (scripts/test.sh).
-test:
+# `N passed, M failed` over all of them (scripts/test.sh). What the tests
+# need is set up first: the npm packages and Node 22, PostgreSQL and
+# bubblewrap (each idempotent; with CI=true a missing one fails).
+test: e2e-deps pg-setup test-deps
 	@bash scripts/test.sh
 
 fmt-check:
