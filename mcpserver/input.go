@@ -149,10 +149,12 @@ type inputRound struct {
 // newInputRound collects the answers a request carries: those sealed in
 // st, and the new ones for the questions st says were asked.
 func newInputRound(caps *mcp.ClientCapabilities, st *sealedState, responses mcp.InputResponses) *inputRound {
-	r := &inputRound{caps: caps, answers: map[string]sealedInput{}, seq: map[string]int{}}
+	// Most calls never ask: the maps are made when needed.
+	r := &inputRound{caps: caps}
 	if st == nil {
 		return r
 	}
+	r.answers = make(map[string]sealedInput, len(st.Answers)+len(st.Asked))
 	for k, a := range st.Answers {
 		r.answers[k] = a
 	}
@@ -174,6 +176,9 @@ func newInputRound(caps *mcp.ClientCapabilities, st *sealedState, responses mcp.
 func (r *inputRound) key(kind, given string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.seq == nil {
+		r.seq = map[string]int{}
+	}
 	r.seq[kind]++
 	if given != "" {
 		return given
