@@ -9,9 +9,12 @@
 // 2026-07-28 one.
 //
 // mcp-go's MCPServer.HandleMessage answers every request of every era and
-// transport, so its middleware, hooks and cancellation apply to all.
-// stdio still uses this package's own read loop around it (stdio.go), to
-// be replaced by mcp-go's.
+// transport, so its middleware, hooks and cancellation apply to all. HTTP
+// is mcp-go's StreamableHTTPServer behind bounds (limits.go); stdio is this
+// package's read loop around HandleMessage (stdio.go says why). On the
+// 2026-07-28 wire a tool's questions to the client become multi-round-trip
+// input requests (input.go); requests are traced when telemetry is on
+// (telemetry.go).
 package mcpserver
 
 import (
