@@ -1,8 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,21 +28,7 @@ func agentEnv(home, url string, extra ...string) []string {
 
 func runAgentBinary(t *testing.T, env []string, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"agent"}, args...)...)
-	cmd.Env = env
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		t.Fatal(err)
-	}
-	return code, out.String(), errOut.String()
+	return runBinary(t, env, stdin, append([]string{"agent"}, args...)...)
 }
 
 // TestAgentOneShot drives the real binary, `bub-mcp agent -p`, against

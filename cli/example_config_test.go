@@ -1,13 +1,10 @@
 package cli_test
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -27,30 +24,7 @@ func TestExampleConfigServes(t *testing.T) {
 	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
 	cmd.Dir = t.TempDir()
 	cmd.Env = agentEnv(home, "")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	urlc := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`url=(http://\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urlc <- m[1]
-			}
-		}
-	}()
-	var url string
-	select {
-	case url = <-urlc:
-	case <-time.After(15 * time.Second):
-		t.Fatal("server did not start with the example configuration")
-	}
+	url := serveHTTP(t, cmd)
 	c := httpClient(t, url) // fails on 401
 	res, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
 	if err != nil || len(res.Tools) == 0 {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +31,13 @@ func startHTTP(t *testing.T, grace string) (*exec.Cmd, string, string) {
 	}
 	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg)
+	return cmd, serveHTTP(t, cmd), ws
+}
+
+// serveHTTP starts cmd, a `serve --http` of the built binary, kills it when
+// the test ends, and returns its MCP URL as the server logs it.
+func serveHTTP(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -42,21 +48,20 @@ func startHTTP(t *testing.T, grace string) (*exec.Cmd, string, string) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	urlc := make(chan string, 1)
 	go func() {
-		re := regexp.MustCompile(`url=(http://\S+)`)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			if m := urlRE.FindStringSubmatch(sc.Text()); m != nil {
 				urlc <- m[1]
 			}
 		}
 	}()
 	select {
 	case url := <-urlc:
-		return cmd, url, ws
+		return url
 	case <-time.After(15 * time.Second):
-		t.Fatal("server did not start")
+		t.Fatalf("%s did not start", cmd)
 	}
-	return nil, "", ""
+	return ""
 }
 
 func httpClient(t *testing.T, url string) *client.Client {
