@@ -111,9 +111,8 @@ type Server struct {
 
 	pool *pool // runs detachable HTTP requests
 
-	stopping atomic.Bool // the shutdown grace is over: calls are being cut
-	// cutCtx ends when the grace is over. It cancels calls apart from
-	// their HTTP requests, whose cancellation would stop mcp-go from
+	// cutCtx ends when the shutdown grace is over. It cancels calls apart
+	// from their HTTP requests, whose cancellation would stop mcp-go from
 	// writing the "server shutting down" answer.
 	cutCtx context.Context
 	cut    context.CancelFunc
@@ -443,7 +442,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		p.round = newInputRound(info.ClientCapabilities, st, req.Params.InputResponses)
 	}
 	res := s.backend.Call(ctx, conn, app.Request{Tool: tool.Name, Args: call.Args, Decoded: call.Decoded, Peer: p, State: state})
-	if ctx.Err() != nil && s.stopping.Load() {
+	if ctx.Err() != nil && s.cutCtx.Err() != nil {
 		return mcp.NewToolResultError(shuttingDown), nil
 	}
 	if p.round != nil && len(p.round.pending()) > 0 {
@@ -551,7 +550,6 @@ func (s *Server) waitCalls(ctx context.Context) bool { return s.inflight.wait(ct
 // cutCalls ends the shutdown grace: running calls are cancelled and answer
 // "server shutting down".
 func (s *Server) cutCalls() {
-	s.stopping.Store(true)
 	s.cut()
 }
 
