@@ -124,6 +124,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				return
 			}
 			if r.Method == http.MethodPost {
+				if s.methods.funcs != nil && s.serveMethodHTTP(w, r, &st.request, session) {
+					return
+				}
 				if !session && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodToolsCall) {
 					if body := bodyBytes(r); s.needsAdmission(body, r.Header.Get(mcp.HeaderName)) {
 						if e := s.admit(r.Context(), body, &st.request); e != nil {

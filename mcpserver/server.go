@@ -69,6 +69,14 @@ type Extension struct {
 	// Readable, when set, says per resource URI whether a caller can read
 	// it; resources/list leaves out what the caller cannot read.
 	Readable map[string]func(ctx context.Context, conn *providers.Connection) bool
+	// Resources, when set, are resources listed for the caller alone, at
+	// the end of resources/list (read through a template Setup adds).
+	Resources func(ctx context.Context, conn *providers.Connection) []mcp.Resource
+	// Capabilities are the MCP extensions (capabilities.extensions) the
+	// Extension implements, by identifier, with their settings.
+	Capabilities map[string]any
+	// Methods serve request methods mcp-go does not know, by name.
+	Methods map[string]MethodFunc
 }
 
 // Options configure a Server. Zero values are documented per field.
@@ -125,6 +133,8 @@ type Server struct {
 	instrumented bool // telemetry hooks installed (telemetry.go)
 
 	served served // tools registered with mcp-go (dynamic.go)
+
+	methods methods // request methods Extensions add (methods.go)
 }
 
 type requestKey struct{}
@@ -231,6 +241,13 @@ func New(opts *Options) (*Server, error) {
 			}
 		}
 		res.Resources = kept
+		if res.NextCursor == "" {
+			for _, e := range o.Extensions {
+				if e.Resources != nil {
+					res.Resources = append(res.Resources, e.Resources(ctx, ConnectionFromContext(ctx))...)
+				}
+			}
+		}
 	})
 	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest, res *mcp.SubscriptionsListenResult) {
 		// Workaround: mcp-go v1.2.1 may drop the acknowledgement when the
@@ -266,10 +283,20 @@ func New(opts *Options) (*Server, error) {
 		server.WithHooks(hooks),
 		server.WithToolFilter(s.filter),
 	}
+	capabilities := map[string]any{}
 	for _, e := range o.Extensions {
 		for _, opt := range e.Options {
 			serverOpts = append(serverOpts, extensionOption(hooks, opt))
 		}
+		for id, settings := range e.Capabilities {
+			capabilities[id] = settings
+		}
+	}
+	if len(capabilities) > 0 {
+		serverOpts = append(serverOpts, server.WithExtensions(capabilities))
+	}
+	if err := s.methods.add(o.Extensions, hooks); err != nil {
+		return nil, err
 	}
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
 	s.served.tools = map[string]*registry.Tool{}

@@ -237,15 +237,21 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) {
 		return
 	}
 	rq := &request{caller: c.caller}
-	if env.Method == string(mcp.MethodToolsCall) && c.modern.Load() && c.s.needsAdmission(line, "") {
-		if e := c.s.admit(ctx, line, rq); e != nil {
-			c.writeMessage(*e)
+	serve := func(ctx context.Context) mcp.JSONRPCMessage { return c.handle(ctx, line) }
+	if f := c.s.methods.lookup(env.Method); f != nil {
+		// An extension method (methods.go) echoes its id itself.
+		serve = func(ctx context.Context) mcp.JSONRPCMessage { return c.s.answer(ctx, f, line) }
+	} else {
+		if env.Method == string(mcp.MethodToolsCall) && c.modern.Load() && c.s.needsAdmission(line, "") {
+			if e := c.s.admit(ctx, line, rq); e != nil {
+				c.writeMessage(*e)
+				return
+			}
+		}
+		if big {
+			c.serveBigID(ctx, env, line, rq)
 			return
 		}
-	}
-	if big {
-		c.serveBigID(ctx, env, line, rq)
-		return
 	}
 	// Up to the limit run, as many again wait their turn; beyond that a
 	// request is refused instead of queueing without bound.
@@ -266,7 +272,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) {
 			<-c.queue
 			return
 		}
-		resp := c.handle(withRequest(ctx, rq), line)
+		resp := serve(withRequest(ctx, rq))
 		<-c.sem // free before answering: a client may send its next request at once
 		<-c.queue
 		if resp != nil {

@@ -27,7 +27,7 @@ flow: {k: [1, 2]}
 anchor: &a shared
 alias: *a
 `
-	got := parseFrontmatter(fm)
+	got, _ := parseFrontmatter(fm)
 	want := map[string]any{
 		"name":        "my-skill",
 		"description": "Line one.\nLine two.\n",
@@ -45,7 +45,7 @@ alias: *a
 		t.Errorf("parseFrontmatter (-want +got):\n%s", diff)
 	}
 	for _, bad := range []string{"- a list\n- at the top\n", "just a scalar", "key: [unclosed\n", strings.Repeat("k: v\n", maxFrontmatter/4)} {
-		if got := parseFrontmatter(bad); len(got) != 0 {
+		if got, _ := parseFrontmatter(bad); len(got) != 0 {
 			t.Errorf("parseFrontmatter(%.40q) = %v; want an empty mapping", bad, got)
 		}
 	}

@@ -46,6 +46,9 @@ type Skill struct {
 	Location string
 	// Metadata is the optional string map of the frontmatter's metadata.
 	Metadata map[string]string
+	// Frontmatter is the frontmatter as written (keys as the author cased
+	// them), as JSON values: SEP-2640 hands it to MCP hosts verbatim.
+	Frontmatter map[string]any
 }
 
 // Body returns the skill's instructions: the file without its
@@ -217,7 +220,7 @@ func readSkill(dir string, log *slog.Logger) (Skill, bool) {
 		log.Debug("skills.skip", "path", file, "reason", "no frontmatter")
 		return Skill{}, false
 	}
-	meta := parseFrontmatter(fm)
+	meta, raw := parseFrontmatter(fm)
 	name, _ := meta["name"].(string)
 	desc, _ := meta["description"].(string)
 	name, desc = strings.TrimSpace(name), strings.TrimSpace(desc)
@@ -230,7 +233,7 @@ func readSkill(dir string, log *slog.Logger) (Skill, bool) {
 	case desc == "" || len(desc) > 1024:
 		reason = "description must be 1 to 1024 characters"
 	}
-	s := Skill{Name: name, Description: desc, Location: file}
+	s := Skill{Name: name, Description: desc, Location: file, Frontmatter: raw}
 	if reason == "" && meta["metadata"] != nil {
 		if m, ok := stringMap(meta["metadata"]); ok {
 			s.Metadata = m

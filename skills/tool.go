@@ -53,8 +53,11 @@ func prefixed(p string, ss []string) []string {
 // Tool returns a new skill tool that discovers through m, so its warnings
 // about legacy directories are m's. Provision registers it; tests call it
 // directly.
+// toolName is the skill tool's name.
+const toolName = "skill"
+
 func (m *Module) Tool() *registry.Tool {
-	return registry.MustNewTool("skill",
+	return registry.MustNewTool(toolName,
 		"Load the skill content by name. Return the location and skill content.\n"+
 			"If name is not provided, list all available skills in the current workspace.",
 		m.run,
