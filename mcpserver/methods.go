@@ -40,7 +40,8 @@ func (e *MethodError) Error() string { return e.Message }
 // and only these: every method mcp-go knows still goes through it.
 // TestExtensionMethods fails without it.
 type methods struct {
-	funcs map[string]MethodFunc
+	funcs  map[string]MethodFunc
+	quoted [][]byte // the method names as JSON strings, for mentioned
 
 	// sessions are the 2025-11-25 HTTP sessions mcp-go registered, so an
 	// extension method on that wire is answered only within a session
@@ -60,6 +61,8 @@ func (m *methods) add(exts []Extension, hooks *server.Hooks) error {
 				m.funcs = map[string]MethodFunc{}
 			}
 			m.funcs[name] = f
+			q, _ := json.Marshal(name)
+			m.quoted = append(m.quoted, q)
 		}
 	}
 	if m.funcs == nil {
@@ -72,6 +75,18 @@ func (m *methods) add(exts []Extension, hooks *server.Hooks) error {
 		m.sessions.Delete(s.SessionID())
 	})
 	return nil
+}
+
+// mentioned reports, without decoding it, whether msg may be a request
+// of one of the methods: it holds a method's name in quotes. Most
+// requests are not, and are left to mcp-go without a second decode.
+func (m *methods) mentioned(msg []byte) bool {
+	for _, q := range m.quoted {
+		if bytes.Contains(msg, q) {
+			return true
+		}
+	}
+	return false
 }
 
 // lookup returns the function serving method, or nil.
@@ -158,31 +173,35 @@ func metaVersion(params json.RawMessage) string {
 // HTTP status the 2026-07-28 protocol gives their code.
 func (s *Server) serveMethodHTTP(w http.ResponseWriter, r *http.Request, rq *request, session bool) bool {
 	body := bodyBytes(r)
+	modern := r.Header.Get("Mcp-Protocol-Version") == modernProtocol
+	var method string
+	switch {
+	case modern:
+		method = r.Header.Get(mcp.HeaderMethod)
+		if s.methods.lookup(method) == nil {
+			return false
+		}
+	case session && s.methods.mentioned(body):
+	default:
+		return false
+	}
 	var env struct {
 		Method string `json:"method"`
 	}
-	if len(body) == 0 || json.Unmarshal(body, &env) != nil {
-		return false
+	if json.Unmarshal(body, &env) != nil || (modern && env.Method != method) {
+		return false // mcp-go refuses it, or the header's mismatch
 	}
 	f := s.methods.lookup(env.Method)
 	if f == nil {
 		return false
 	}
 	ctx := withRequest(r.Context(), rq)
-	modern := r.Header.Get("Mcp-Protocol-Version") == modernProtocol
-	switch {
-	case modern:
-		if r.Header.Get(mcp.HeaderMethod) != env.Method {
-			return false
-		}
-	case session:
+	if !modern {
 		sess, ok := s.methods.sessions.Load(r.Header.Get("Mcp-Session-Id"))
 		if !ok {
 			return false
 		}
 		ctx = s.mcp.WithContext(ctx, sess.(server.ClientSession))
-	default:
-		return false
 	}
 	resp := s.answer(ctx, f, body)
 	status := http.StatusOK
