@@ -125,6 +125,16 @@ type ClosedNotifier interface {
 	Closed() <-chan struct{}
 }
 
+// StdinContextWriter is implemented by processes whose stdin writes can
+// be abandoned. A process that does not read its stdin fills the pipe, and
+// a plain WriteStdin then blocks until the process reads or exits;
+// WriteStdinContext gives up when ctx ends instead, and reports how many
+// bytes went in before it did. It is optional so that other
+// environments need not provide it; both of this package's do.
+type StdinContextWriter interface {
+	WriteStdinContext(ctx context.Context, b []byte) (n int, err error)
+}
+
 // PythonInterpreter is implemented by environments that know which Python
 // runs code in them. It is optional so that environments without Python
 // need not pretend.
