@@ -79,7 +79,7 @@ func (m *Module) applyEnv(getenv func(string) string) error {
 // are m's. Provision registers them; tests call it directly.
 func (m *Module) Tools() []*registry.Tool {
 	ts := []*registry.Tool{
-		m.bashTool(), m.bashOutputTool(), m.bashKillTool(),
+		m.bashTool(), m.bashOutputTool(), m.bashKillTool(), m.bashInputTool(),
 		fsReadTool(), fsWriteTool(), fsEditTool(),
 		tapeInfoTool(), tapeSearchTool(), tapeAnchorsTool(), tapeHandoffTool(), tapeResetTool(),
 		m.webFetchTool(),
