@@ -300,6 +300,44 @@ func Run(t *testing.T, newEnv Factory) {
 			t.Errorf("ResolvePath(a/../a/b) = %q, %v; want %q", rp, err, filepath.Join(e.Workspace(), "a", "b"))
 		}
 	})
+	t.Run("OpenFile", func(t *testing.T) {
+		t.Parallel()
+		e, ws := mk(t)
+		o, ok := e.(environment.FileOpener)
+		if !ok {
+			t.Skipf("%T does not implement environment.FileOpener", e)
+		}
+		ctx := t.Context()
+		if err := e.WriteText(ctx, "d/f.txt", "a\x00b"); err != nil {
+			t.Fatal(err)
+		}
+		f, err := o.OpenFile(ctx, "d/f.txt")
+		if err != nil {
+			t.Fatalf("OpenFile: %v", err)
+		}
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil || string(b) != "a\x00b" {
+			t.Errorf("OpenFile content = %q, %v; want the bytes, unchecked", b, err)
+		}
+		if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			path string
+			want string
+		}{{"missing", "no such file"}, {"d", "is a directory"}, {"fifo", "not a regular file"}, {"/", ""}} {
+			f, err := o.OpenFile(ctx, tt.path)
+			if err == nil {
+				f.Close()
+				t.Errorf("OpenFile(%q) = nil error; want one", tt.path)
+				continue
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("OpenFile(%q) = %v; want it to say %q", tt.path, err, tt.want)
+			}
+		}
+	})
 }
 
 // SpawnHolder starts a tree whose last member holds an exclusive flock on
