@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -406,6 +407,9 @@ type fsEditArgs struct {
 	Old   string `json:"old" jsonschema_description:"Exact text to replace; every occurrence from line start on is replaced."`
 	New   string `json:"new" jsonschema_description:"Replacement text."`
 	Start int    `json:"start,omitempty" jsonschema:"default=0" jsonschema_description:"Line (0-based) to start searching from."`
+	// ExpectedReplacements is a pointer so that an explicit 0 is refused
+	// rather than taken for "not given".
+	ExpectedReplacements *int `json:"expected_replacements,omitempty" jsonschema:"minimum=1" jsonschema_description:"If given, edit only when old occurs exactly this many times (from line start on), else fail saying how many times it occurs, or, when it does not, showing the closest text as a diff. Pass 1 to make sure a single, unique place is edited."`
 }
 
 // FSEditResult is fs.edit's structured result.
@@ -417,7 +421,8 @@ type FSEditResult struct {
 
 func fsEditTool() *registry.Tool {
 	return registry.MustNewTool("fs.edit",
-		"Edit a text file by replacing old text with new text. You can specify the line number to start searching for the old text.",
+		"Edit a text file by replacing old text with new text. You can specify the line number to start searching for the old text. "+
+			"Every occurrence is replaced, unless expected_replacements is given: then the edit happens only if old occurs exactly that many times.",
 		runFSEdit,
 		registry.WithPreserve(),
 		registry.WithRenderer(func(r FSEditResult) string { return "edited: " + r.Path }),
@@ -449,11 +454,93 @@ func runFSEdit(ctx context.Context, tc *registry.ToolContext, in fsEditArgs) (FS
 	pos := lineStart(text, in.Start)
 	rest := text[pos:]
 	n := strings.Count(rest, in.Old)
+	if in.ExpectedReplacements != nil {
+		if err := checkReplacements(text, pos, in, path, n); err != nil {
+			return FSEditResult{}, err
+		}
+	}
 	if n == 0 {
-		return FSEditResult{}, fail(registry.KindTool, "'%s' not found in %s from line %d", in.Old, path, in.Start)
+		return FSEditResult{}, notFound(in, path)
 	}
 	if err := env.WriteText(ctx, path, text[:pos]+strings.ReplaceAll(rest, in.Old, in.New)); err != nil {
 		return FSEditResult{}, envError(err)
 	}
 	return FSEditResult{Path: path, Replacements: n}, nil
+}
+
+// notFound is Bub's failure for an old text that does not occur.
+func notFound(in fsEditArgs, path string) *registry.Error {
+	return fail(registry.KindTool, "'%s' not found in %s from line %d", in.Old, path, in.Start)
+}
+
+// maxListed is how many occurrences a count mismatch lists by line.
+const maxListed = 5
+
+// checkReplacements refuses an edit whose old text occurs n times from
+// byte pos of text on, when the caller expected another count. Nothing
+// found shows the closest region as a diff; too many found lists where.
+func checkReplacements(text string, pos int, in fsEditArgs, path string, n int) *registry.Error {
+	want := *in.ExpectedReplacements
+	if want < 1 {
+		return fail(registry.KindInvalidInput, "`expected_replacements` must be >= 1.")
+	}
+	switch {
+	case n == want:
+		return nil
+	case n == 0:
+		e := notFound(in, path)
+		e.Message += " (expected_replacements=" + strconv.Itoa(want) + ")\n" + nearMiss(text, in.Start, in.Old, path)
+		return e
+	}
+	lines := occurrenceLines(text, pos, in.Old, maxListed)
+	where := joinInts(lines)
+	if n > len(lines) {
+		where += fmt.Sprintf(" and %d more", n-len(lines))
+	}
+	hint := fmt.Sprintf("set expected_replacements=%d to replace all %d, or change old", n, n)
+	if want == 1 {
+		hint = fmt.Sprintf("include more of the surrounding text in old so that it occurs once, or set expected_replacements=%d to replace all %d", n, n)
+	}
+	return fail(registry.KindTool, "expected %d %s of old in %s from line %d, found %d: at line%s %s (1-based); %s. The file was not changed.",
+		want, plural(want, "occurrence", "occurrences"), path, in.Start, n, plural(len(lines), "", "s"), where, hint)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// occurrenceLines returns the 1-based lines where the first max
+// non-overlapping occurrences of old from byte pos of text on start.
+func occurrenceLines(text string, pos int, old string, max int) []int {
+	var lines []int
+	line, at := 1, 0 // line is the line number of byte at
+	for len(lines) < max {
+		i := strings.Index(text[pos:], old)
+		if i < 0 {
+			break
+		}
+		i += pos
+		line += lineBreaks(text[at:i])
+		at = i
+		lines = append(lines, line)
+		pos = i + len(old)
+	}
+	return lines
+}
+
+// lineBreaks counts the line terminators in s ("\n", "\r\n", "\r"), as
+// lineEnd splits lines.
+func lineBreaks(s string) int {
+	return strings.Count(s, "\n") + strings.Count(s, "\r") - strings.Count(s, "\r\n")
 }
