@@ -1,9 +1,12 @@
 package builtin
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
@@ -97,5 +100,25 @@ func TestCleanupEndsShells(t *testing.T) {
 	}
 	if err := f.mod.Cleanup(); err != nil {
 		t.Errorf("second Cleanup: %v", err)
+	}
+}
+
+// Provision refuses negative [web] limits, naming the key.
+func TestProvisionRefusesNegativeWebLimits(t *testing.T) {
+	for _, key := range []string{"max_bytes", "max_html_bytes"} {
+		cfg, err := config.Parse("t.toml", "[web]\n"+key+" = -1\n", func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"builtin"},
+			Home: t.TempDir(), Workspace: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }})
+		if err == nil {
+			a.Close()
+			t.Errorf("[web] %s = -1 accepted; want an error", key)
+			continue
+		}
+		if !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "must be >= 0") {
+			t.Errorf("[web] %s = -1: %v; want it to name the key", key, err)
+		}
 	}
 }
