@@ -97,17 +97,3 @@ func testBashInputFailures(t *testing.T, f *fixture) {
 		t.Errorf("second close_stdin = %v; want stdin closed", e)
 	}
 }
-
-func TestBashInputAnnotations(t *testing.T) {
-	for _, tl := range (&Module{}).Tools() {
-		if tl.Name != "bash.input" {
-			continue
-		}
-		a := tl.Annotations
-		if a.ReadOnly || a.Idempotent || !a.Destructive || !a.OpenWorld || !tl.Preserve {
-			t.Errorf("bash.input annotations = %+v, preserve %v; want destructive, open-world, not read-only, not idempotent, preserved", a, tl.Preserve)
-		}
-		return
-	}
-	t.Fatal("no bash.input tool")
-}

@@ -122,3 +122,37 @@ func TestProvisionRefusesNegativeWebLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestAnnotations pins every builtin tool's MCP behaviour hints, which
+// clients use to decide what needs the user's approval.
+func TestAnnotations(t *testing.T) {
+	type hints struct{ ReadOnly, Destructive, Idempotent, OpenWorld, Preserve bool }
+	want := map[string]hints{
+		"bash":         {Destructive: true, OpenWorld: true, Preserve: true},
+		"bash.output":  {ReadOnly: true, Preserve: true},
+		"bash.kill":    {Destructive: true, Idempotent: true, Preserve: true},
+		"bash.input":   {Destructive: true, OpenWorld: true, Preserve: true},
+		"fs.read":      {ReadOnly: true, Idempotent: true, Preserve: true},
+		"fs.write":     {Destructive: true, Idempotent: true, Preserve: true},
+		"fs.edit":      {Destructive: true, Preserve: true},
+		"tape.info":    {ReadOnly: true, Idempotent: true},
+		"tape.search":  {ReadOnly: true, Idempotent: true},
+		"tape.anchors": {ReadOnly: true, Idempotent: true},
+		"tape.handoff": {},
+		"tape.reset":   {Destructive: true},
+		"web.fetch":    {ReadOnly: true, Idempotent: true, OpenWorld: true},
+	}
+	got := map[string]hints{}
+	for _, tl := range (&Module{}).Tools() {
+		a := tl.Annotations
+		if a.Title == "" {
+			t.Errorf("%s has no title", tl.Name)
+		}
+		if _, pinned := want[tl.Name]; pinned { // TestTools lists them all
+			got[tl.Name] = hints{a.ReadOnly, a.Destructive, a.Idempotent, a.OpenWorld, tl.Preserve}
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
+}
