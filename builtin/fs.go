@@ -154,7 +154,7 @@ func readLines(ctx context.Context, r io.Reader, path string, offset, limit int)
 	end := offset + min(limit, math.MaxInt-offset) // no overflow for huge limits
 	ls := newLineScanner(br)
 	res := FSReadResult{Path: path, Offset: offset}
-	var b strings.Builder
+	var b bytes.Buffer // lines go straight in; one over the guard is taken out again
 	for line := 0; ; line++ {
 		if line%4096 == 0 && ctx.Err() != nil {
 			return FSReadResult{}, &registry.Error{Kind: registry.KindTool, Message: "fs.read cancelled", Cause: ctx.Err()}
@@ -167,33 +167,36 @@ func readLines(ctx context.Context, r io.Reader, path string, offset, limit int)
 			break
 		}
 		keep := line >= offset
-		text, cut, ok := ls.next(keep)
+		mark := b.Len()
+		if keep && res.Lines > 0 {
+			b.WriteByte('\n')
+		}
+		start := b.Len()
+		var w *bytes.Buffer
+		if keep {
+			w = &b
+		}
+		cut, ok := ls.next(w)
 		if !ok {
+			b.Truncate(mark)
 			res.EOF = true
 			break
 		}
 		if !keep {
 			continue
 		}
-		if !utf8.ValidString(text) {
+		if !utf8.Valid(b.Bytes()[start:]) {
 			return FSReadResult{}, fail(registry.KindInvalidInput, "%s is a binary file (invalid UTF-8 in line %d), not text", path, line)
 		}
 		if cut > 0 {
-			text += fmt.Sprintf("… [line cut: %d more characters]", cut)
+			fmt.Fprintf(&b, "… [line cut: %d more characters]", cut)
 			res.CutLines++
 		}
-		sep := 0
-		if res.Lines > 0 {
-			sep = 1
-		}
-		if res.Lines > 0 && b.Len()+sep+len(text) > MaxReadBytes {
+		if res.Lines > 0 && b.Len() > MaxReadBytes {
+			b.Truncate(mark)
 			res.Truncated, res.NextOffset = "bytes", line
 			break
 		}
-		if sep > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(text)
 		res.Lines++
 	}
 	if err := ls.err; err != nil {
@@ -260,34 +263,35 @@ func (ls *lineScanner) more() bool {
 	return false
 }
 
-// next returns the next line's first MaxLineChars characters and how
-// many more it has; with keep false it only skips the line. ok is false
-// at the end of the input (or on an error, left in ls.err).
-func (ls *lineScanner) next(keep bool) (text string, cut int, ok bool) {
+// next writes the next line's first MaxLineChars characters to w and
+// returns how many more it has; with w nil it only skips the line. ok is
+// false at the end of the input (or on an error, left in ls.err).
+func (ls *lineScanner) next(w *bytes.Buffer) (cut int, ok bool) {
 	if !ls.more() {
-		return "", 0, false
+		return 0, false
 	}
-	var b strings.Builder
 	chars := 0
 	for {
 		ls.peeked = false
 		tok := ls.sc.Bytes()
-		if keep {
+		if w != nil {
 			if room := MaxLineChars - chars; room > 0 {
 				i := runeOffset(tok, room)
-				b.Write(tok[:i])
-				chars += utf8.RuneCount(tok[:i])
+				w.Write(tok[:i])
+				if i < len(tok) || ls.partial {
+					chars += utf8.RuneCount(tok[:i])
+				}
 				cut += utf8.RuneCount(tok[i:])
 			} else {
 				cut += utf8.RuneCount(tok)
 			}
 		}
 		if !ls.partial {
-			return b.String(), cut, true
+			return cut, true
 		}
 		if !ls.sc.Scan() {
 			ls.err = ls.sc.Err()
-			return b.String(), cut, true
+			return cut, true
 		}
 	}
 }
