@@ -66,7 +66,8 @@ func (m *Module) bashTool() *registry.Tool {
 	return registry.MustNewTool("bash",
 		"Run a shell command. Use background=true to keep it running and fetch output later via bash_output.\n\n"+
 			"Foreground commands that exceed timeout_seconds continue in the background and return a shell ID. "+
-			"Use bash.output to read output or bash.kill to stop them. Background commands do not use timeout_seconds.",
+			"Use bash.output to read output or bash.kill to stop them. Background commands do not use timeout_seconds; "+
+			"their stdin stays open for bash.input (foreground commands read end-of-file).",
 		m.runBash,
 		registry.WithPreserve(),
 		registry.WithRenderer(renderBash),
@@ -91,7 +92,10 @@ func (m *Module) runBash(ctx context.Context, tc *registry.ToolContext, in bashA
 	if in.Cwd != nil {
 		cwd = *in.Cwd
 	}
-	sh, err := m.shells.start(ctx, env, in.Command, cwd)
+	// A background shell keeps its stdin open for bash.input; a
+	// foreground one reads end-of-file, so a command that reads stdin
+	// ends instead of hanging the call.
+	sh, err := m.shells.start(ctx, env, in.Command, cwd, in.Background)
 	if err != nil {
 		return BashResult{}, err
 	}

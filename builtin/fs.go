@@ -6,8 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
-	"os"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -15,14 +16,24 @@ import (
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
-// MaxPageBytes caps the text one paged fs.read of a file too large to read
-// whole may return, and the length of one line in it.
-const MaxPageBytes = 1 << 20
+// fs.read's guards, so one call cannot flood the model's context: a read
+// stops after DefaultReadLines lines (unless limit says otherwise) or
+// MaxReadBytes bytes, whichever comes first, and says how to read on; a
+// line longer than MaxLineChars characters is cut, with a marker.
+const (
+	DefaultReadLines = 2000
+	MaxReadBytes     = 256 << 10
+	MaxLineChars     = 2000
+)
+
+// readChunk is the most of one line held in memory at a time, so a file
+// that is one huge line is streamed, not loaded.
+const readChunk = 64 << 10
 
 type fsReadArgs struct {
 	Path   string `json:"path" jsonschema_description:"File to read; relative paths resolve against the workspace."`
-	Offset int    `json:"offset,omitempty" jsonschema:"default=0" jsonschema_description:"Number of lines to skip."`
-	Limit  *int   `json:"limit,omitempty" jsonschema:"nullable" jsonschema_description:"Most lines to return. Default: to the end of the file."`
+	Offset int    `json:"offset,omitempty" jsonschema:"default=0" jsonschema_description:"Number of lines to skip (0-based: offset=10 starts at the 11th line)."`
+	Limit  *int   `json:"limit,omitempty" jsonschema:"nullable" jsonschema_description:"Most lines to return. Default: 2000. Whatever the limit, a read stops at 256 KiB and cuts lines longer than 2000 characters."`
 }
 
 // FSReadResult is fs.read's structured result.
@@ -36,14 +47,54 @@ type FSReadResult struct {
 	EOF bool `json:"eof"`
 	// Content is the lines joined by "\n" (their terminators removed).
 	Content string `json:"content"`
+	// Truncated says that a guard stopped the read before the file (or
+	// the limit) ended: "lines" (the default page of DefaultReadLines)
+	// or "bytes" (MaxReadBytes); NextOffset is then where to read on.
+	Truncated  string `json:"truncated,omitempty"`
+	NextOffset int    `json:"next_offset,omitempty"`
+	// CutLines counts lines cut at MaxLineChars characters.
+	CutLines int `json:"cut_lines,omitempty"`
+}
+
+// renderFSRead is Bub's text (the lines), plus a note when a guard cut
+// the read, naming the arguments that read the rest.
+func renderFSRead(r FSReadResult) string {
+	var notes []string
+	switch r.Truncated {
+	case "lines":
+		notes = append(notes, fmt.Sprintf("[fs.read: showed %d lines from offset %d, the default page; the file goes on. Read on with offset=%d (limit sets the page size)]",
+			r.Lines, r.Offset, r.NextOffset))
+	case "bytes":
+		notes = append(notes, fmt.Sprintf("[fs.read: showed %d lines from offset %d, stopping at the %d KiB limit; the file goes on. Read on with offset=%d (and a smaller limit)]",
+			r.Lines, r.Offset, MaxReadBytes>>10, r.NextOffset))
+	}
+	if r.CutLines > 0 {
+		notes = append(notes, fmt.Sprintf("[fs.read: %d lines longer than %d characters were cut; see one whole with bash, e.g. sed -n '<line>p' %s | cut -c 1-20000]",
+			r.CutLines, MaxLineChars, shellQuote(r.Path)))
+	}
+	if len(notes) == 0 {
+		return r.Content
+	}
+	return r.Content + "\n\n" + strings.Join(notes, "\n")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func fsReadTool() *registry.Tool {
 	return registry.MustNewTool("fs.read",
-		"Read a text file and return its content. Supports optional pagination with offset and limit.",
+		"Read a text file and return its content. Supports optional pagination with offset and limit. "+
+			"Returns at most 2000 lines (unless limit says otherwise) and 256 KiB per call, and says how to read on.",
 		runFSRead,
 		registry.WithPreserve(),
-		registry.WithRenderer(func(r FSReadResult) string { return r.Content }),
+		registry.WithRenderer(renderFSRead),
 		registry.WithAnnotations(registry.Annotations{Title: "Read a text file", ReadOnly: true, Idempotent: true}))
 }
 
@@ -66,77 +117,197 @@ func runFSRead(ctx context.Context, tc *registry.ToolContext, in fsReadArgs) (FS
 	if err != nil {
 		return FSReadResult{}, envError(err)
 	}
+	if o, ok := env.(environment.FileOpener); ok {
+		// Stream: a page of a huge file costs the page, not the file.
+		f, err := o.OpenFile(ctx, path)
+		if err != nil {
+			return FSReadResult{}, envError(err)
+		}
+		defer f.Close()
+		return readLines(ctx, f, path, in.Offset, limit)
+	}
 	text, err := env.ReadText(ctx, path)
-	switch {
-	case err == nil:
-		content, n, eof := selectLines(text, in.Offset, limit)
-		return FSReadResult{Path: path, Offset: in.Offset, Lines: n, EOF: eof, Content: content}, nil
-	case !errors.Is(err, environment.ErrTooLarge):
-		return FSReadResult{}, envError(err)
-	}
-	// Too large to read whole: page through it, if the caller asked for a
-	// page and the environment is the host.
-	e := envError(err)
-	if limit < 0 {
-		e.Message += fmt.Sprintf("; read it in pages with offset and limit (in lines), e.g. offset=%d limit=1000", in.Offset)
+	if err != nil {
+		e := envError(err)
+		if errors.Is(err, environment.ErrTooLarge) {
+			e.Message += "; this environment cannot page large files, use bash (e.g. sed -n '1,1000p' FILE)"
+		}
 		return FSReadResult{}, e
 	}
-	if _, local := env.(*environment.LocalEnvironment); !local {
-		e.Message += "; this environment cannot page large files, use bash (e.g. sed -n '1,1000p' FILE)"
-		return FSReadResult{}, e
-	}
-	return readPage(ctx, path, in.Offset, limit)
+	return readLines(ctx, strings.NewReader(text), path, in.Offset, limit)
 }
 
-// readPage streams lines [offset, offset+limit) of a host file without
-// reading the rest, refusing binary files and pages over MaxPageBytes.
-func readPage(ctx context.Context, path string, offset, limit int) (FSReadResult, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return FSReadResult{}, fail(registry.KindTool, "open %s: %v", path, err)
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
+// readLines returns lines [offset, offset+limit) of r (limit < 0: the
+// default page), within fs.read's guards. Lines end at "\n", "\r\n" or
+// "\r", as for Python's splitlines. A NUL byte in the first 8 KiB, or
+// invalid UTF-8 in a line returned, refuses the file as binary.
+func readLines(ctx context.Context, r io.Reader, path string, offset, limit int) (FSReadResult, error) {
+	br := bufio.NewReaderSize(r, readChunk)
 	if head, _ := br.Peek(binarySniffLen); nulIndex(head) >= 0 {
-		return FSReadResult{}, fail(registry.KindInvalidInput, "%s is a binary file (NUL byte at offset %d), not text", path, nulIndex(head))
+		return FSReadResult{}, fail(registry.KindInvalidInput,
+			"%s is a binary file (NUL byte at offset %d), not text; fs.read returns text only (inspect it with bash, e.g. file or xxd | head)", path, nulIndex(head))
 	}
-	sc := bufio.NewScanner(br)
-	sc.Buffer(make([]byte, 64<<10), MaxPageBytes)
-	sc.Split(scanLines)
-	r := FSReadResult{Path: path, Offset: offset}
+	paged := limit < 0
+	if paged {
+		limit = DefaultReadLines
+	}
 	end := offset + min(limit, math.MaxInt-offset) // no overflow for huge limits
-	var b strings.Builder
-	line := 0
-	for line < end && sc.Scan() {
+	ls := newLineScanner(br)
+	res := FSReadResult{Path: path, Offset: offset}
+	var b bytes.Buffer // lines go straight in; one over the guard is taken out again
+	for line := 0; ; line++ {
 		if line%4096 == 0 && ctx.Err() != nil {
 			return FSReadResult{}, &registry.Error{Kind: registry.KindTool, Message: "fs.read cancelled", Cause: ctx.Err()}
 		}
-		line++
-		if line <= offset {
-			continue
+		if line >= end {
+			res.EOF = !ls.more()
+			if paged && !res.EOF {
+				res.Truncated, res.NextOffset = "lines", line
+			}
+			break
 		}
-		tok := sc.Bytes()
-		if !utf8.Valid(tok) {
-			return FSReadResult{}, fail(registry.KindInvalidInput, "%s is a binary file (invalid UTF-8 in line %d), not text", path, line-1)
-		}
-		if r.Lines > 0 {
+		keep := line >= offset
+		mark := b.Len()
+		if keep && res.Lines > 0 {
 			b.WriteByte('\n')
 		}
-		b.Write(tok)
-		r.Lines++
-		if b.Len() > MaxPageBytes {
-			return FSReadResult{}, fail(registry.KindInvalidInput, "lines %d-%d of %s are more than %d bytes; ask for fewer lines", offset, line-1, path, MaxPageBytes)
+		start := b.Len()
+		var w *bytes.Buffer
+		if keep {
+			w = &b
 		}
+		cut, ok := ls.next(w)
+		if !ok {
+			b.Truncate(mark)
+			res.EOF = true
+			break
+		}
+		if !keep {
+			continue
+		}
+		if !utf8.Valid(b.Bytes()[start:]) {
+			return FSReadResult{}, fail(registry.KindInvalidInput, "%s is a binary file (invalid UTF-8 in line %d), not text", path, line)
+		}
+		if cut > 0 {
+			fmt.Fprintf(&b, "… [line cut: %d more characters]", cut)
+			res.CutLines++
+		}
+		if res.Lines > 0 && b.Len() > MaxReadBytes {
+			b.Truncate(mark)
+			res.Truncated, res.NextOffset = "bytes", line
+			break
+		}
+		res.Lines++
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return FSReadResult{}, fail(registry.KindInvalidInput, "line %d of %s is longer than %d bytes; it cannot be read with fs.read", line, path, MaxPageBytes)
-		}
+	if err := ls.err; err != nil {
 		return FSReadResult{}, fail(registry.KindTool, "read %s: %v", path, err)
 	}
-	r.EOF = line < end || !sc.Scan()
-	r.Content = b.String()
-	return r, nil
+	res.Content = b.String()
+	return res, nil
+}
+
+// lineScanner reads lines of at most MaxLineChars characters from a
+// stream, holding no more than readChunk bytes of a longer line.
+type lineScanner struct {
+	sc *bufio.Scanner
+	// partial is set by split when the token it returned is a piece of a
+	// line longer than readChunk, not a whole line.
+	partial bool
+	// peeked holds a token that more read ahead, for next.
+	peeked bool
+	err    error
+}
+
+func newLineScanner(r io.Reader) *lineScanner {
+	ls := &lineScanner{}
+	ls.sc = bufio.NewScanner(r)
+	ls.sc.Buffer(make([]byte, 0, readChunk), 2*readChunk)
+	ls.sc.Split(ls.split)
+	return ls
+}
+
+// split is scanLines, except that a line longer than readChunk comes in
+// pieces (cut at a rune boundary), each marked partial.
+func (ls *lineScanner) split(data []byte, atEOF bool) (int, []byte, error) {
+	ls.partial = false
+	adv, tok, err := scanLines(data, atEOF)
+	if adv > 0 || tok != nil || err != nil || atEOF || len(data) < readChunk {
+		return adv, tok, err
+	}
+	cut := len(data)
+	for j := len(data) - 1; j >= 0 && j >= len(data)-utf8.UTFMax; j-- {
+		if utf8.RuneStart(data[j]) {
+			if !utf8.FullRune(data[j:]) {
+				cut = j
+			}
+			break
+		}
+	}
+	if cut == len(data) && data[cut-1] == '\r' {
+		cut-- // the '\r' may start a "\r\n": leave it to the next call
+	}
+	ls.partial = true
+	return cut, data[:cut], nil
+}
+
+// more reports whether another line follows, reading ahead if needed.
+func (ls *lineScanner) more() bool {
+	if ls.peeked {
+		return true
+	}
+	if ls.sc.Scan() {
+		ls.peeked = true
+		return true
+	}
+	ls.err = ls.sc.Err()
+	return false
+}
+
+// next writes the next line's first MaxLineChars characters to w and
+// returns how many more it has; with w nil it only skips the line. ok is
+// false at the end of the input (or on an error, left in ls.err).
+func (ls *lineScanner) next(w *bytes.Buffer) (cut int, ok bool) {
+	if !ls.more() {
+		return 0, false
+	}
+	chars := 0
+	for {
+		ls.peeked = false
+		tok := ls.sc.Bytes()
+		if w != nil {
+			if room := MaxLineChars - chars; room > 0 {
+				i := runeOffset(tok, room)
+				w.Write(tok[:i])
+				if i < len(tok) || ls.partial {
+					chars += utf8.RuneCount(tok[:i])
+				}
+				cut += utf8.RuneCount(tok[i:])
+			} else {
+				cut += utf8.RuneCount(tok)
+			}
+		}
+		if !ls.partial {
+			return cut, true
+		}
+		if !ls.sc.Scan() {
+			ls.err = ls.sc.Err()
+			return cut, true
+		}
+	}
+}
+
+// runeOffset returns the byte offset of the n-th rune of b, or len(b)
+// when b has fewer runes.
+func runeOffset(b []byte, n int) int {
+	if n >= len(b) {
+		return len(b) // at most one byte per rune
+	}
+	i := 0
+	for ; n > 0 && i < len(b); n-- {
+		_, size := utf8.DecodeRune(b[i:])
+		i += size
+	}
+	return i
 }
 
 // scanLines splits lines at "\n", "\r\n" and "\r", as Python's
@@ -183,32 +354,6 @@ func lineEnd(s string, i int, cr bool) (end, next int) {
 		return end, end + 2
 	}
 	return end, end + 1
-}
-
-// selectLines returns lines [offset, offset+limit) of text joined by "\n"
-// (limit < 0: to the end), how many there are and whether they reach the
-// end of text. Lines end at "\n", "\r\n" or "\r", as for Python's
-// splitlines. LF-only text is returned as a substring, without copying.
-func selectLines(text string, offset, limit int) (string, int, bool) {
-	cr := strings.IndexByte(text, '\r') >= 0
-	i := skipLines(text, offset, cr)
-	start, last, n := i, i, 0
-	var b strings.Builder
-	for i < len(text) && (limit < 0 || n < limit) {
-		end, next := lineEnd(text, i, cr)
-		if cr {
-			if n > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(text[i:end])
-		}
-		last, i = end, next
-		n++
-	}
-	if cr {
-		return b.String(), n, i >= len(text)
-	}
-	return text[start:last], n, i >= len(text)
 }
 
 // lineStart returns the byte offset where line n (0-based) of text starts,
@@ -266,6 +411,9 @@ type fsEditArgs struct {
 	Old   string `json:"old" jsonschema_description:"Exact text to replace; every occurrence from line start on is replaced."`
 	New   string `json:"new" jsonschema_description:"Replacement text."`
 	Start int    `json:"start,omitempty" jsonschema:"default=0" jsonschema_description:"Line (0-based) to start searching from."`
+	// ExpectedReplacements is a pointer so that an explicit 0 is refused
+	// rather than taken for "not given".
+	ExpectedReplacements *int `json:"expected_replacements,omitempty" jsonschema:"minimum=1" jsonschema_description:"If given, edit only when old occurs exactly this many times (from line start on), else fail saying how many times it occurs, or, when it does not, showing the closest text as a diff. Pass 1 to make sure a single, unique place is edited."`
 }
 
 // FSEditResult is fs.edit's structured result.
@@ -277,7 +425,8 @@ type FSEditResult struct {
 
 func fsEditTool() *registry.Tool {
 	return registry.MustNewTool("fs.edit",
-		"Edit a text file by replacing old text with new text. You can specify the line number to start searching for the old text.",
+		"Edit a text file by replacing old text with new text. You can specify the line number to start searching for the old text. "+
+			"Every occurrence is replaced, unless expected_replacements is given: then the edit happens only if old occurs exactly that many times.",
 		runFSEdit,
 		registry.WithPreserve(),
 		registry.WithRenderer(func(r FSEditResult) string { return "edited: " + r.Path }),
@@ -309,11 +458,93 @@ func runFSEdit(ctx context.Context, tc *registry.ToolContext, in fsEditArgs) (FS
 	pos := lineStart(text, in.Start)
 	rest := text[pos:]
 	n := strings.Count(rest, in.Old)
+	if in.ExpectedReplacements != nil {
+		if err := checkReplacements(text, pos, in, path, n); err != nil {
+			return FSEditResult{}, err
+		}
+	}
 	if n == 0 {
-		return FSEditResult{}, fail(registry.KindTool, "'%s' not found in %s from line %d", in.Old, path, in.Start)
+		return FSEditResult{}, notFound(in, path)
 	}
 	if err := env.WriteText(ctx, path, text[:pos]+strings.ReplaceAll(rest, in.Old, in.New)); err != nil {
 		return FSEditResult{}, envError(err)
 	}
 	return FSEditResult{Path: path, Replacements: n}, nil
+}
+
+// notFound is Bub's failure for an old text that does not occur.
+func notFound(in fsEditArgs, path string) *registry.Error {
+	return fail(registry.KindTool, "'%s' not found in %s from line %d", in.Old, path, in.Start)
+}
+
+// maxListed is how many occurrences a count mismatch lists by line.
+const maxListed = 5
+
+// checkReplacements refuses an edit whose old text occurs n times from
+// byte pos of text on, when the caller expected another count. Nothing
+// found shows the closest region as a diff; too many found lists where.
+func checkReplacements(text string, pos int, in fsEditArgs, path string, n int) *registry.Error {
+	want := *in.ExpectedReplacements
+	if want < 1 {
+		return fail(registry.KindInvalidInput, "`expected_replacements` must be >= 1.")
+	}
+	switch {
+	case n == want:
+		return nil
+	case n == 0:
+		e := notFound(in, path)
+		e.Message += " (expected_replacements=" + strconv.Itoa(want) + ")\n" + nearMiss(text, in.Start, in.Old, path)
+		return e
+	}
+	lines := occurrenceLines(text, pos, in.Old, maxListed)
+	where := joinInts(lines)
+	if n > len(lines) {
+		where += fmt.Sprintf(" and %d more", n-len(lines))
+	}
+	hint := fmt.Sprintf("set expected_replacements=%d to replace all %d, or change old", n, n)
+	if want == 1 {
+		hint = fmt.Sprintf("include more of the surrounding text in old so that it occurs once, or set expected_replacements=%d to replace all %d", n, n)
+	}
+	return fail(registry.KindTool, "expected %d %s of old in %s from line %d, found %d: at line%s %s (1-based); %s. The file was not changed.",
+		want, plural(want, "occurrence", "occurrences"), path, in.Start, n, plural(len(lines), "", "s"), where, hint)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// occurrenceLines returns the 1-based lines where the first max
+// non-overlapping occurrences of old from byte pos of text on start.
+func occurrenceLines(text string, pos int, old string, max int) []int {
+	var lines []int
+	line, at := 1, 0 // line is the line number of byte at
+	for len(lines) < max {
+		i := strings.Index(text[pos:], old)
+		if i < 0 {
+			break
+		}
+		i += pos
+		line += lineBreaks(text[at:i])
+		at = i
+		lines = append(lines, line)
+		pos = i + len(old)
+	}
+	return lines
+}
+
+// lineBreaks counts the line terminators in s ("\n", "\r\n", "\r"), as
+// lineEnd splits lines.
+func lineBreaks(s string) int {
+	return strings.Count(s, "\n") + strings.Count(s, "\r") - strings.Count(s, "\r\n")
 }

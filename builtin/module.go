@@ -31,6 +31,10 @@ type Module struct {
 	// refused. Zero means DefaultWebMaxBytes; a negative value is refused
 	// by Provision.
 	MaxBytes int64 `toml:"max_bytes"`
+	// MaxHTMLBytes caps how much of an HTML page web.fetch converts to
+	// Markdown; the rest is left out with a note. Zero means
+	// DefaultMaxHTMLBytes; a negative value is refused by Provision.
+	MaxHTMLBytes int64 `toml:"max_html_bytes"`
 
 	shells shellTable
 
@@ -49,6 +53,9 @@ func (*Module) BubModule() app.ModuleInfo {
 func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	if m.MaxBytes < 0 {
 		return a.Config().Fail("must be >= 0", "web", "max_bytes")
+	}
+	if m.MaxHTMLBytes < 0 {
+		return a.Config().Fail("must be >= 0", "web", "max_html_bytes")
 	}
 	if err := m.applyEnv(a.Getenv); err != nil {
 		return err
@@ -79,7 +86,7 @@ func (m *Module) applyEnv(getenv func(string) string) error {
 // are m's. Provision registers them; tests call it directly.
 func (m *Module) Tools() []*registry.Tool {
 	ts := []*registry.Tool{
-		m.bashTool(), m.bashOutputTool(), m.bashKillTool(),
+		m.bashTool(), m.bashOutputTool(), m.bashKillTool(), m.bashInputTool(),
 		fsReadTool(), fsWriteTool(), fsEditTool(),
 		tapeInfoTool(), tapeSearchTool(), tapeAnchorsTool(), tapeHandoffTool(), tapeResetTool(),
 		m.webFetchTool(),

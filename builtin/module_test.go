@@ -1,9 +1,12 @@
 package builtin
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
@@ -16,7 +19,7 @@ func TestTools(t *testing.T) {
 			t.Errorf("%s is preserved but has an output schema", tl.Name)
 		}
 	}
-	want := []string{"bash", "bash.output", "bash.kill", "fs.read", "fs.write", "fs.edit",
+	want := []string{"bash", "bash.output", "bash.kill", "bash.input", "fs.read", "fs.write", "fs.edit",
 		"tape.info", "tape.search", "tape.anchors", "tape.handoff", "tape.reset", "web.fetch"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("Tools() (-want +got):\n%s", diff)
@@ -97,5 +100,59 @@ func TestCleanupEndsShells(t *testing.T) {
 	}
 	if err := f.mod.Cleanup(); err != nil {
 		t.Errorf("second Cleanup: %v", err)
+	}
+}
+
+// Provision refuses negative [web] limits, naming the key.
+func TestProvisionRefusesNegativeWebLimits(t *testing.T) {
+	for _, key := range []string{"max_bytes", "max_html_bytes"} {
+		cfg, err := config.Parse("t.toml", "[web]\n"+key+" = -1\n", func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"builtin"},
+			Home: t.TempDir(), Workspace: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }})
+		if err == nil {
+			a.Close()
+			t.Errorf("[web] %s = -1 accepted; want an error", key)
+			continue
+		}
+		if !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "must be >= 0") {
+			t.Errorf("[web] %s = -1: %v; want it to name the key", key, err)
+		}
+	}
+}
+
+// TestAnnotations pins every builtin tool's MCP behaviour hints, which
+// clients use to decide what needs the user's approval.
+func TestAnnotations(t *testing.T) {
+	type hints struct{ ReadOnly, Destructive, Idempotent, OpenWorld, Preserve bool }
+	want := map[string]hints{
+		"bash":         {Destructive: true, OpenWorld: true, Preserve: true},
+		"bash.output":  {ReadOnly: true, Preserve: true},
+		"bash.kill":    {Destructive: true, Idempotent: true, Preserve: true},
+		"bash.input":   {Destructive: true, OpenWorld: true, Preserve: true},
+		"fs.read":      {ReadOnly: true, Idempotent: true, Preserve: true},
+		"fs.write":     {Destructive: true, Idempotent: true, Preserve: true},
+		"fs.edit":      {Destructive: true, Preserve: true},
+		"tape.info":    {ReadOnly: true, Idempotent: true},
+		"tape.search":  {ReadOnly: true, Idempotent: true},
+		"tape.anchors": {ReadOnly: true, Idempotent: true},
+		"tape.handoff": {},
+		"tape.reset":   {Destructive: true},
+		"web.fetch":    {ReadOnly: true, Idempotent: true, OpenWorld: true},
+	}
+	got := map[string]hints{}
+	for _, tl := range (&Module{}).Tools() {
+		a := tl.Annotations
+		if a.Title == "" {
+			t.Errorf("%s has no title", tl.Name)
+		}
+		if _, pinned := want[tl.Name]; pinned { // TestTools lists them all
+			got[tl.Name] = hints{a.ReadOnly, a.Destructive, a.Idempotent, a.OpenWorld, tl.Preserve}
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
 	}
 }

@@ -36,6 +36,10 @@ type shell struct {
 	// detached is set once no bash call waits for the shell any more
 	// (background=true, or a foreground call that timed out).
 	detached atomic.Bool
+	// stdin says the shell was started with its stdin open (background
+	// shells, for bash.input); stdinClosed that bash.input closed it.
+	stdin       bool
+	stdinClosed atomic.Bool
 }
 
 // finished reports whether the shell's process exited and its output
@@ -247,11 +251,13 @@ func missingDir(env environment.Environment, cwd string) *registry.Error {
 	return nil
 }
 
-func (t *shellTable) start(ctx context.Context, env environment.Environment, command, cwd string) (*shell, error) {
+// start's keepStdin leaves the shell's stdin open for bash.input;
+// otherwise it is at end-of-file from the start, as in Bub.
+func (t *shellTable) start(ctx context.Context, env environment.Environment, command, cwd string, keepStdin bool) (*shell, error) {
 	if err := t.reserve(env); err != nil {
 		return nil, err
 	}
-	proc, err := env.Spawn(context.WithoutCancel(ctx), environment.Spec{Command: command, Dir: cwd})
+	proc, err := env.Spawn(context.WithoutCancel(ctx), environment.Spec{Command: command, Dir: cwd, KeepStdin: keepStdin})
 	if err != nil {
 		if errors.Is(err, environment.ErrClosed) {
 			t.dropEnv(env)
@@ -263,7 +269,7 @@ func (t *shellTable) start(ctx context.Context, env environment.Environment, com
 		e.Message = "cannot start the command: " + e.Message
 		return nil, e
 	}
-	s := &shell{proc: proc, out: newOutputBuffer(DefaultOutputCap), done: make(chan struct{})}
+	s := &shell{proc: proc, out: newOutputBuffer(DefaultOutputCap), done: make(chan struct{}), stdin: keepStdin}
 	if err := t.add(env, s); err != nil {
 		_ = proc.Signal(true)
 		return nil, err

@@ -40,12 +40,16 @@ type WebFetchResult struct {
 	URL         string `json:"url"`
 	Status      int    `json:"status"`
 	ContentType string `json:"content_type"`
-	Content     string `json:"content"`
+	// Content is the body as text; an HTML page comes as Markdown, and
+	// ConvertedFrom then names the media type it was converted from.
+	Content       string `json:"content"`
+	ConvertedFrom string `json:"converted_from,omitempty"`
 }
 
 func (m *Module) webFetchTool() *registry.Tool {
 	return registry.MustNewTool("web.fetch",
-		"Fetch(GET) the content of a web page, returning markdown if possible.",
+		"Fetch(GET) the content of a web page, returning markdown if possible: "+
+			"an HTML page is converted to Markdown (links made absolute); markdown and plain text come as served.",
 		m.runWebFetch,
 		registry.WithRenderer(func(r WebFetchResult) string { return r.Content }),
 		registry.WithAnnotations(registry.Annotations{Title: "Fetch a web page", ReadOnly: true, Idempotent: true, OpenWorld: true}))
@@ -103,7 +107,19 @@ func (m *Module) runWebFetch(ctx context.Context, tc *registry.ToolContext, in w
 	if isBinary(mediaType, body) {
 		return WebFetchResult{}, fail(registry.KindTool, "%s returned binary content (%s, %d bytes); web.fetch returns text only", final, orUnknown(mediaType), len(body))
 	}
-	return WebFetchResult{URL: final, Status: resp.StatusCode, ContentType: mediaType, Content: decodeBody(body, charset)}, nil
+	r := WebFetchResult{URL: final, Status: resp.StatusCode, ContentType: mediaType, Content: decodeBody(body, charset)}
+	asServed := mediaType
+	if asServed == "" { // no Content-Type: sniff, as browsers do
+		asServed, _, _ = mime.ParseMediaType(http.DetectContentType(body))
+	}
+	if isHTML(asServed) {
+		md, err := htmlToMarkdown(ctx, final, r.Content, m.maxHTMLBytes())
+		if err != nil {
+			return WebFetchResult{}, fail(registry.KindTool, "%s returned HTML that could not be turned into Markdown: %v", final, err)
+		}
+		r.Content, r.ConvertedFrom = md, asServed
+	}
+	return r, nil
 }
 
 func orUnknown(s string) string {

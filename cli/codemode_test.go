@@ -133,6 +133,14 @@ func TestCodeModeOverStdio(t *testing.T) {
 	if err != nil || stub != string(file) || !strings.Contains(stub, "async def tape_info(") {
 		t.Errorf("resource (%d chars) and stub file %s (%d chars, %v) differ or lack tape_info", len(stub), path, len(file), err)
 	}
+	// The stub of the real builtin tools is valid Python, with web.fetch's
+	// whole result type.
+	if out, err := exec.Command("python3", "-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())", path).CombinedOutput(); err != nil {
+		t.Errorf("the stub does not parse as Python: %v\n%s", err, out)
+	}
+	if !strings.Contains(stub, "converted_from") {
+		t.Errorf("the stub lacks web.fetch's converted_from")
+	}
 	read, err := callTool(t.Context(), s.c, "fs_read", map[string]any{"path": path}, nil)
 	if err != nil || read.IsError || !strings.Contains(resultText(read), "async def tape_info(") {
 		t.Errorf("fs_read of the stub in a confined profile: %v %v", resultText(read), err)

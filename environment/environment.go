@@ -125,6 +125,28 @@ type ClosedNotifier interface {
 	Closed() <-chan struct{}
 }
 
+// FileOpener is implemented by environments that can stream a file, so a
+// tool can read part of a file that is too large for ReadText (a page of a
+// long log) without loading all of it. It is optional so that other
+// environments need not provide it; both of this package's do.
+type FileOpener interface {
+	// OpenFile opens a regular file for reading, after ReadText's checks
+	// on the path: resolution, confinement, directories and other
+	// non-regular files (a FIFO would block) are refused with the same
+	// errors. Neither size nor content is checked. The caller closes it.
+	OpenFile(ctx context.Context, path string) (io.ReadCloser, error)
+}
+
+// StdinContextWriter is implemented by processes whose stdin writes can
+// be abandoned. A process that does not read its stdin fills the pipe, and
+// a plain WriteStdin then blocks until the process reads or exits;
+// WriteStdinContext gives up when ctx ends instead, and reports how many
+// bytes went in before it did. It is optional so that other
+// environments need not provide it; both of this package's do.
+type StdinContextWriter interface {
+	WriteStdinContext(ctx context.Context, b []byte) (n int, err error)
+}
+
 // PythonInterpreter is implemented by environments that know which Python
 // runs code in them. It is optional so that environments without Python
 // need not pretend.

@@ -177,6 +177,40 @@ func (e *LocalEnvironment) ReadText(ctx context.Context, p string) (string, erro
 	return readText(f, path, e.maxRead)
 }
 
+// OpenFile opens a regular file for reading. See FileOpener.
+func (e *LocalEnvironment) OpenFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
+	path, err := e.ResolvePath(p)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(path) // before Open, as in ReadText: a FIFO would block
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	if err := checkRegular(path, fi); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	return f, nil
+}
+
+// checkRegular refuses what is not a regular file.
+func checkRegular(path string, fi os.FileInfo) error {
+	if fi.IsDir() {
+		return isDirError(path)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("environment: %s is not a regular file", path)
+	}
+	return nil
+}
+
 // readText reads the open file f (named path in errors) as UTF-8 text of
 // at most maxRead bytes (no limit when maxRead <= 0), with
 // LocalEnvironment.ReadText's checks.

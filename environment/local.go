@@ -410,4 +410,5 @@ var (
 	_ Environment       = (*LocalEnvironment)(nil)
 	_ PythonInterpreter = (*LocalEnvironment)(nil)
 	_ ClosedNotifier    = (*LocalEnvironment)(nil)
+	_ FileOpener        = (*LocalEnvironment)(nil)
 )

@@ -1,6 +1,7 @@
 package environment
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,9 +19,12 @@ import (
 // *os.File, so exec starts no copying goroutines and Wait returns as soon
 // as the process exits; the output pipes are then the caller's to read.
 type localProcess struct {
-	cmd       *exec.Cmd
-	pid       int
-	stdin     *os.File // write end; nil unless Spec.KeepStdin
+	cmd   *exec.Cmd
+	pid   int
+	stdin *os.File // write end; nil unless Spec.KeepStdin
+	// stdinTurn holds one token, taken by each stdin write: a write
+	// abandoned by its ctx sets a deadline that must not cut another.
+	stdinTurn chan struct{}
 	stdout    *stream
 	stderr    *stream
 	waitDelay time.Duration
@@ -94,6 +98,7 @@ func startProcess(cmd *exec.Cmd, l launch, waitDelay time.Duration) (*localProce
 		cmd:       cmd,
 		pid:       cmd.Process.Pid,
 		stdin:     inW,
+		stdinTurn: make(chan struct{}, 1),
 		stdout:    newStream(outR),
 		stderr:    newStream(errR),
 		waitDelay: waitDelay,
@@ -178,19 +183,48 @@ func (p *localProcess) Wait() (int, error) {
 }
 
 func (p *localProcess) WriteStdin(b []byte) error {
+	_, err := p.WriteStdinContext(context.Background(), b)
+	return err
+}
+
+// WriteStdinContext writes b to stdin, giving up when ctx ends: the
+// pipe's write end is pollable (os.Pipe), so a past deadline wakes a write
+// blocked on a full pipe.
+func (p *localProcess) WriteStdinContext(ctx context.Context, b []byte) (int, error) {
 	if p.stdin == nil {
-		return &wrapError{"environment: stdin is closed (spawn with Spec.KeepStdin to write to it)", ErrStdinClosed}
+		return 0, &wrapError{"environment: stdin is closed (spawn with Spec.KeepStdin to write to it)", ErrStdinClosed}
 	}
-	if _, err := p.stdin.Write(b); err != nil {
+	select {
+	case p.stdinTurn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("environment: write stdin: %w", ctx.Err())
+	}
+	defer func() { <-p.stdinTurn }()
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("environment: write stdin: %w", err)
+	}
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = p.stdin.SetWriteDeadline(time.Unix(1, 0))
+		close(fired)
+	})
+	n, err := p.stdin.Write(b)
+	if !stop() {
+		<-fired
+		_ = p.stdin.SetWriteDeadline(time.Time{})
+	}
+	if err != nil {
 		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
+			return n, fmt.Errorf("environment: write stdin: process %d stopped reading it after %d of %d bytes: %w", p.pid, n, len(b), ctx.Err())
 		case errors.Is(err, os.ErrClosed):
-			return ErrStdinClosed
+			return n, ErrStdinClosed
 		case errors.Is(err, syscall.EPIPE):
-			return fmt.Errorf("environment: write stdin: process %d no longer reads it: %w", p.pid, err)
+			return n, fmt.Errorf("environment: write stdin: process %d no longer reads it: %w", p.pid, err)
 		}
-		return fmt.Errorf("environment: write stdin: %w", err)
+		return n, fmt.Errorf("environment: write stdin: %w", err)
 	}
-	return nil
+	return n, nil
 }
 
 func (p *localProcess) CloseStdin() error {
@@ -344,4 +378,7 @@ func (s *stream) end() {
 	})
 }
 
-var _ Process = (*localProcess)(nil)
+var (
+	_ Process            = (*localProcess)(nil)
+	_ StdinContextWriter = (*localProcess)(nil)
+)

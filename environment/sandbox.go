@@ -573,4 +573,5 @@ var (
 	_ Environment       = (*SandboxEnvironment)(nil)
 	_ PythonInterpreter = (*SandboxEnvironment)(nil)
 	_ ClosedNotifier    = (*SandboxEnvironment)(nil)
+	_ FileOpener        = (*SandboxEnvironment)(nil)
 )

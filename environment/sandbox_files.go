@@ -119,6 +119,35 @@ func (s *SandboxEnvironment) ReadText(ctx context.Context, p string) (string, er
 	return readText(f, path, s.maxRead)
 }
 
+// OpenFile opens a regular file beneath its mounted root for reading. See
+// FileOpener.
+func (s *SandboxEnvironment) OpenFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
+	r, path, rel, err := s.openRoot(p, false)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0) // O_NONBLOCK: as in ReadText
+	if err != nil {
+		if e := escapeError(p, err); e != nil {
+			return nil, e
+		}
+		return nil, fileError(path, err)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = checkRegular(path, fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // WriteText writes content beneath a writable mounted root, creating
 // parent directories; an existing file keeps its permissions.
 func (s *SandboxEnvironment) WriteText(ctx context.Context, p, content string) error {

@@ -152,6 +152,47 @@ func Run(t *testing.T, newEnv Factory) {
 		if got := Collect(t, p); got.Stdout != "ping\n" || got.Code != 0 {
 			t.Errorf("cat = %+v; want ping", got)
 		}
+		if err := p.WriteStdin([]byte("late")); !errors.Is(err, environment.ErrStdinClosed) {
+			t.Errorf("WriteStdin after CloseStdin = %v; want ErrStdinClosed", err)
+		}
+		p, err = e.Spawn(t.Context(), environment.Spec{Argv: []string{"cat"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.WriteStdin([]byte("x")); !errors.Is(err, environment.ErrStdinClosed) {
+			t.Errorf("WriteStdin without KeepStdin = %v; want ErrStdinClosed", err)
+		}
+		Collect(t, p)
+	})
+	t.Run("StdinWriteGivesUp", func(t *testing.T) {
+		t.Parallel()
+		e, _ := mk(t)
+		p, err := e.Spawn(t.Context(), environment.Spec{Command: "sleep 1000", KeepStdin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Signal(true)
+		w, ok := p.(environment.StdinContextWriter)
+		if !ok {
+			t.Skipf("%T does not implement environment.StdinContextWriter", p)
+		}
+		// Far more than a pipe holds, to a process that never reads: the
+		// write must end with the context, not with the process.
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		big := make([]byte, 4<<20)
+		n, err := w.WriteStdinContext(ctx, big)
+		if !errors.Is(err, context.DeadlineExceeded) || n >= len(big) {
+			t.Errorf("WriteStdinContext to a process that does not read = %d, %v; want fewer bytes and DeadlineExceeded", n, err)
+		}
+		// The abandoned write leaves stdin usable.
+		if n, err := w.WriteStdinContext(t.Context(), nil); n != 0 || err != nil {
+			t.Errorf("WriteStdinContext after an abandoned write = %d, %v; want 0, nil", n, err)
+		}
+		if err := p.Signal(true); err != nil {
+			t.Fatal(err)
+		}
+		Wait(t, p)
 	})
 	for _, kill := range []bool{true, false} {
 		name := "SignalTERMKillsTree"
@@ -257,6 +298,44 @@ func Run(t *testing.T, newEnv Factory) {
 		rp, err := e.ResolvePath("a/../a/b")
 		if err != nil || rp != filepath.Join(e.Workspace(), "a", "b") {
 			t.Errorf("ResolvePath(a/../a/b) = %q, %v; want %q", rp, err, filepath.Join(e.Workspace(), "a", "b"))
+		}
+	})
+	t.Run("OpenFile", func(t *testing.T) {
+		t.Parallel()
+		e, ws := mk(t)
+		o, ok := e.(environment.FileOpener)
+		if !ok {
+			t.Skipf("%T does not implement environment.FileOpener", e)
+		}
+		ctx := t.Context()
+		if err := e.WriteText(ctx, "d/f.txt", "a\x00b"); err != nil {
+			t.Fatal(err)
+		}
+		f, err := o.OpenFile(ctx, "d/f.txt")
+		if err != nil {
+			t.Fatalf("OpenFile: %v", err)
+		}
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil || string(b) != "a\x00b" {
+			t.Errorf("OpenFile content = %q, %v; want the bytes, unchecked", b, err)
+		}
+		if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			path string
+			want string
+		}{{"missing", "no such file"}, {"d", "is a directory"}, {"fifo", "not a regular file"}, {"/", ""}} {
+			f, err := o.OpenFile(ctx, tt.path)
+			if err == nil {
+				f.Close()
+				t.Errorf("OpenFile(%q) = nil error; want one", tt.path)
+				continue
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("OpenFile(%q) = %v; want it to say %q", tt.path, err, tt.want)
+			}
 		}
 	})
 }
