@@ -66,17 +66,47 @@ func cpuTime(tb testing.TB, pid int) time.Duration {
 // BenchmarkUpstreamCall compares, in one run and with the same client, a
 // tools/call of server-everything's echo made directly with the same call
 // made through bub-mcp (stdio, default setup: views, validation, audit
-// tape) mounting server-everything as an upstream. Calls alternate, so
-// both see the same machine. Reported: each path's latency, their ratio,
-// and bub-mcp's own CPU per call.
+// tape) mounting server-everything as an upstream, and through plainmcp
+// -proxy, a proxy of nothing but mcp-go's server and client as shipped:
+// the floor under bub-mcp's figure. Each round calls every path once, so
+// all see the same machine. Reported per path: latency, ratio to direct,
+// and the proxy process's own CPU per call (bub-cpu-µs/call for bub-mcp).
+//
+// BENCH_CPUPROFILE=<file> writes the bub-mcp process's CPU profile there
+// (when the benchmark ends). BENCH_BUB_BIN=<binary> measures that bub-mcp
+// instead of this tree's; BENCH_BASE_BIN=<binary> adds it as a "base"
+// path, so a candidate and its baseline are compared in the same rounds.
 func BenchmarkUpstreamCall(b *testing.B) {
 	cmd, args := npmServer(b, "server-everything", "stdio")
 	home := b.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "bub.toml"), []byte(stdioTable("everything", cmd, args, "")), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	direct := startStdio(b, cmd, args, nil)
-	via := startStdio(b, bubBinary(b), []string{"serve", "--workspace", home}, []string{"BUB_HOME=" + home, "BUB_LOG_LEVEL=warn"})
+	type path struct {
+		name, tool string // name "" is the direct path
+		p          *stdioProcess
+		t          time.Duration
+		cpu0       time.Duration
+	}
+	bub := func(bin, profile string) *stdioProcess {
+		env := []string{"BUB_HOME=" + home, "BUB_LOG_LEVEL=warn"}
+		if profile != "" {
+			env = append(env, "BUB_CPUPROFILE="+profile)
+		}
+		return startStdio(b, bin, []string{"serve", "--workspace", home}, env)
+	}
+	bin := os.Getenv("BENCH_BUB_BIN")
+	if bin == "" {
+		bin = bubBinary(b)
+	}
+	paths := []*path{
+		{tool: "echo", p: startStdio(b, cmd, args, nil)},
+		{name: "via", tool: "everything_echo", p: bub(bin, os.Getenv("BENCH_CPUPROFILE"))},
+	}
+	if base := os.Getenv("BENCH_BASE_BIN"); base != "" {
+		paths = append(paths, &path{name: "base", tool: "everything_echo", p: bub(base, "")})
+	}
+	paths = append(paths, &path{name: "plain", tool: "echo", p: startStdio(b, plainBinary(b), append([]string{"-proxy", cmd}, args...), nil)})
 	call := func(c *client.Client, name string) {
 		req := mcp.CallToolRequest{}
 		req.Params.Name, req.Params.Arguments = name, map[string]any{"message": "hi"}
@@ -85,27 +115,35 @@ func BenchmarkUpstreamCall(b *testing.B) {
 			b.Fatalf("%s: %v %v", name, res, err)
 		}
 	}
-	for range 50 { // warm both paths (JIT, schema compilation)
-		call(direct.c, "echo")
-		call(via.c, "everything_echo")
+	for range 50 { // warm every path (JIT, schema compilation)
+		for _, p := range paths {
+			call(p.p.c, p.tool)
+		}
 	}
-	var tDirect, tVia time.Duration
-	cpu0 := cpuTime(b, via.pid)
+	for _, p := range paths {
+		p.cpu0 = cpuTime(b, p.p.pid)
+	}
 	n := 0
 	for b.Loop() {
-		t0 := time.Now()
-		call(direct.c, "echo")
-		t1 := time.Now()
-		call(via.c, "everything_echo")
-		tDirect += t1.Sub(t0)
-		tVia += time.Since(t1)
+		for _, p := range paths {
+			t0 := time.Now()
+			call(p.p.c, p.tool)
+			p.t += time.Since(t0)
+		}
 		n++
 	}
-	cpu := cpuTime(b, via.pid) - cpu0
-	b.ReportMetric(float64(tDirect.Microseconds())/float64(n), "direct-µs/call")
-	b.ReportMetric(float64(tVia.Microseconds())/float64(n), "via-bub-µs/call")
-	b.ReportMetric(float64(tVia)/float64(tDirect), "via/direct")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "bub-cpu-µs/call")
+	direct := paths[0]
+	b.ReportMetric(float64(direct.t.Microseconds())/float64(n), "direct-µs/call")
+	for _, p := range paths[1:] {
+		cpu := cpuTime(b, p.p.pid) - p.cpu0
+		cpuName := p.name + "-cpu-µs/call"
+		if p.name == "via" {
+			p.name, cpuName = "via-bub", "bub-cpu-µs/call"
+		}
+		b.ReportMetric(float64(p.t.Microseconds())/float64(n), p.name+"-µs/call")
+		b.ReportMetric(float64(p.t)/float64(direct.t), strings.TrimSuffix(p.name, "-bub")+"/direct")
+		b.ReportMetric(float64(cpu.Microseconds())/float64(n), cpuName)
+	}
 }
 
 // TestToolsListSizes measures the tools/list a client gets with
