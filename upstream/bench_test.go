@@ -76,7 +76,18 @@ func cpuTime(tb testing.TB, pid int) time.Duration {
 // (when the benchmark ends). BENCH_BUB_BIN=<binary> measures that bub-mcp
 // instead of this tree's; BENCH_BASE_BIN=<binary> adds it as a "base"
 // path, so a candidate and its baseline are compared in the same rounds.
-func BenchmarkUpstreamCall(b *testing.B) {
+func BenchmarkUpstreamCall(b *testing.B) { benchUpstreamCall(b, "hi") }
+
+// BenchmarkUpstreamCallLarge is BenchmarkUpstreamCall with a 64 KiB
+// message, so a 64 KiB result: the per-byte costs (decoding, validation,
+// rendering, encoding) instead of the per-call ones. bub-mcp, in its
+// default setup, spills the result to the session and answers with the
+// spill's head and reference.
+func BenchmarkUpstreamCallLarge(b *testing.B) {
+	benchUpstreamCall(b, strings.Repeat("0123456789abcdef", 4096))
+}
+
+func benchUpstreamCall(b *testing.B, message string) {
 	cmd, args := npmServer(b, "server-everything", "stdio")
 	home := b.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "bub.toml"), []byte(stdioTable("everything", cmd, args, "")), 0o600); err != nil {
@@ -109,7 +120,7 @@ func BenchmarkUpstreamCall(b *testing.B) {
 	paths = append(paths, &path{name: "plain", tool: "echo", p: startStdio(b, plainBinary(b), append([]string{"-proxy", cmd}, args...), nil)})
 	call := func(c *client.Client, name string) {
 		req := mcp.CallToolRequest{}
-		req.Params.Name, req.Params.Arguments = name, map[string]any{"message": "hi"}
+		req.Params.Name, req.Params.Arguments = name, map[string]any{"message": message}
 		res, err := c.CallTool(context.Background(), req)
 		if err != nil || res.IsError {
 			b.Fatalf("%s: %v %v", name, res, err)
