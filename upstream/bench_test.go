@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -194,5 +195,22 @@ func TestToolsListSizes(t *testing.T) {
 	}
 	if deferred*5 > direct || code*5 > direct {
 		t.Errorf("deferred (%d B) or code mode (%d B) above 20%% of direct (%d B)", deferred, code, direct)
+	}
+}
+
+// TestPlainProxy checks the benchmark's floor: plainmcp -proxy serves its
+// upstream's tools (here another plainmcp's echo) and forwards the calls.
+func TestPlainProxy(t *testing.T) {
+	bin := plainBinary(t)
+	p := startStdio(t, bin, []string{"-proxy", bin}, nil)
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = "echo", map[string]any{"message": "through"}
+	res, err := p.c.CallTool(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("Echo: through")}}
+	if diff := cmp.Diff(want, res); diff != "" {
+		t.Errorf("echo through plainmcp -proxy (-want +got):\n%s", diff)
 	}
 }
