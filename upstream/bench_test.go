@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -66,46 +67,95 @@ func cpuTime(tb testing.TB, pid int) time.Duration {
 // BenchmarkUpstreamCall compares, in one run and with the same client, a
 // tools/call of server-everything's echo made directly with the same call
 // made through bub-mcp (stdio, default setup: views, validation, audit
-// tape) mounting server-everything as an upstream. Calls alternate, so
-// both see the same machine. Reported: each path's latency, their ratio,
-// and bub-mcp's own CPU per call.
-func BenchmarkUpstreamCall(b *testing.B) {
+// tape) mounting server-everything as an upstream, and through plainmcp
+// -proxy, a proxy of nothing but mcp-go's server and client as shipped:
+// the floor under bub-mcp's figure. Each round calls every path once, so
+// all see the same machine. Reported per path: latency, ratio to direct,
+// and the proxy process's own CPU per call (bub-cpu-µs/call for bub-mcp).
+//
+// BENCH_CPUPROFILE=<file> writes the bub-mcp process's CPU profile there
+// (when the benchmark ends). BENCH_BUB_BIN=<binary> measures that bub-mcp
+// instead of this tree's; BENCH_BASE_BIN=<binary> adds it as a "base"
+// path, so a candidate and its baseline are compared in the same rounds.
+func BenchmarkUpstreamCall(b *testing.B) { benchUpstreamCall(b, "hi") }
+
+// BenchmarkUpstreamCallLarge is BenchmarkUpstreamCall with a 64 KiB
+// message, so a 64 KiB result: the per-byte costs (decoding, validation,
+// rendering, encoding) instead of the per-call ones. bub-mcp, in its
+// default setup, spills the result to the session and answers with the
+// spill's head and reference.
+func BenchmarkUpstreamCallLarge(b *testing.B) {
+	benchUpstreamCall(b, strings.Repeat("0123456789abcdef", 4096))
+}
+
+func benchUpstreamCall(b *testing.B, message string) {
 	cmd, args := npmServer(b, "server-everything", "stdio")
 	home := b.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "bub.toml"), []byte(stdioTable("everything", cmd, args, "")), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	direct := startStdio(b, cmd, args, nil)
-	via := startStdio(b, bubBinary(b), []string{"serve", "--workspace", home}, []string{"BUB_HOME=" + home, "BUB_LOG_LEVEL=warn"})
+	type path struct {
+		name, tool string // name "" is the direct path
+		p          *stdioProcess
+		t          time.Duration
+		cpu0       time.Duration
+	}
+	bub := func(bin, profile string) *stdioProcess {
+		env := []string{"BUB_HOME=" + home, "BUB_LOG_LEVEL=warn"}
+		if profile != "" {
+			env = append(env, "BUB_CPUPROFILE="+profile)
+		}
+		return startStdio(b, bin, []string{"serve", "--workspace", home}, env)
+	}
+	bin := os.Getenv("BENCH_BUB_BIN")
+	if bin == "" {
+		bin = bubBinary(b)
+	}
+	paths := []*path{
+		{tool: "echo", p: startStdio(b, cmd, args, nil)},
+		{name: "via", tool: "everything_echo", p: bub(bin, os.Getenv("BENCH_CPUPROFILE"))},
+	}
+	if base := os.Getenv("BENCH_BASE_BIN"); base != "" {
+		paths = append(paths, &path{name: "base", tool: "everything_echo", p: bub(base, "")})
+	}
+	paths = append(paths, &path{name: "plain", tool: "echo", p: startStdio(b, plainBinary(b), append([]string{"-proxy", cmd}, args...), nil)})
 	call := func(c *client.Client, name string) {
 		req := mcp.CallToolRequest{}
-		req.Params.Name, req.Params.Arguments = name, map[string]any{"message": "hi"}
+		req.Params.Name, req.Params.Arguments = name, map[string]any{"message": message}
 		res, err := c.CallTool(context.Background(), req)
 		if err != nil || res.IsError {
 			b.Fatalf("%s: %v %v", name, res, err)
 		}
 	}
-	for range 50 { // warm both paths (JIT, schema compilation)
-		call(direct.c, "echo")
-		call(via.c, "everything_echo")
+	for range 50 { // warm every path (JIT, schema compilation)
+		for _, p := range paths {
+			call(p.p.c, p.tool)
+		}
 	}
-	var tDirect, tVia time.Duration
-	cpu0 := cpuTime(b, via.pid)
+	for _, p := range paths {
+		p.cpu0 = cpuTime(b, p.p.pid)
+	}
 	n := 0
 	for b.Loop() {
-		t0 := time.Now()
-		call(direct.c, "echo")
-		t1 := time.Now()
-		call(via.c, "everything_echo")
-		tDirect += t1.Sub(t0)
-		tVia += time.Since(t1)
+		for _, p := range paths {
+			t0 := time.Now()
+			call(p.p.c, p.tool)
+			p.t += time.Since(t0)
+		}
 		n++
 	}
-	cpu := cpuTime(b, via.pid) - cpu0
-	b.ReportMetric(float64(tDirect.Microseconds())/float64(n), "direct-µs/call")
-	b.ReportMetric(float64(tVia.Microseconds())/float64(n), "via-bub-µs/call")
-	b.ReportMetric(float64(tVia)/float64(tDirect), "via/direct")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "bub-cpu-µs/call")
+	direct := paths[0]
+	b.ReportMetric(float64(direct.t.Microseconds())/float64(n), "direct-µs/call")
+	for _, p := range paths[1:] {
+		cpu := cpuTime(b, p.p.pid) - p.cpu0
+		cpuName := p.name + "-cpu-µs/call"
+		if p.name == "via" {
+			p.name, cpuName = "via-bub", "bub-cpu-µs/call"
+		}
+		b.ReportMetric(float64(p.t.Microseconds())/float64(n), p.name+"-µs/call")
+		b.ReportMetric(float64(p.t)/float64(direct.t), strings.TrimSuffix(p.name, "-bub")+"/direct")
+		b.ReportMetric(float64(cpu.Microseconds())/float64(n), cpuName)
+	}
 }
 
 // TestToolsListSizes measures the tools/list a client gets with
@@ -145,5 +195,22 @@ func TestToolsListSizes(t *testing.T) {
 	}
 	if deferred*5 > direct || code*5 > direct {
 		t.Errorf("deferred (%d B) or code mode (%d B) above 20%% of direct (%d B)", deferred, code, direct)
+	}
+}
+
+// TestPlainProxy checks the benchmark's floor: plainmcp -proxy serves its
+// upstream's tools (here another plainmcp's echo) and forwards the calls.
+func TestPlainProxy(t *testing.T) {
+	bin := plainBinary(t)
+	p := startStdio(t, bin, []string{"-proxy", bin}, nil)
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = "echo", map[string]any{"message": "through"}
+	res, err := p.c.CallTool(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("Echo: through")}}
+	if diff := cmp.Diff(want, res); diff != "" {
+		t.Errorf("echo through plainmcp -proxy (-want +got):\n%s", diff)
 	}
 }

@@ -31,10 +31,10 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	params := map[string]any{"name": tool, "arguments": args}
+	params := &callParams{Name: tool, Arguments: args}
 	if tc != nil && tc.Peer != nil {
 		f.token = "bub-" + strconv.FormatInt(f.seq, 10)
-		params["_meta"] = map[string]any{"progressToken": f.token}
+		params.Meta = &callMeta{ProgressToken: f.token}
 	}
 	u.calls.Store(f.seq, f)
 	defer u.calls.Delete(f.seq)
@@ -51,7 +51,7 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 		if resp.Error != nil {
 			err = resp.Error.AsError()
 		} else {
-			res, err = mcp.ParseCallToolResult(&resp.Result)
+			res, err = parseResult(resp.Result)
 		}
 	}
 	if err != nil {
@@ -70,9 +70,46 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 		return nil, &registry.Error{Kind: registry.KindTool, Message: fmt.Sprintf("upstream %s: tool '%s': %v", u.cfg.name, tool, err), Cause: err}
 	}
 	if res.IsError {
-		return nil, &registry.Error{Kind: registry.KindTool, Message: errorText(res), Cause: &toolError{res}}
+		te := newToolError(res)
+		return nil, &registry.Error{Kind: registry.KindTool, Message: te.text, Cause: te}
 	}
-	return &Result{r: res}, nil
+	return newResult(res), nil
+}
+
+// callParams are a tools/call request's params, typed: the arguments go
+// on as the caller sent them.
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      *callMeta       `json:"_meta,omitempty"`
+}
+
+type callMeta struct {
+	ProgressToken string `json:"progressToken"`
+}
+
+// parseResult decodes a tools/call result, with mcp.ParseCallToolResult's
+// rule (content is required unless the result asks for more input) but
+// one decoding instead of two: the bytes were validated with the response
+// that carried them, and only a result without content parts needs the
+// second look, to tell an empty list from a missing one.
+func parseResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+	if len(raw) == 0 {
+		return nil, errors.New("response is nil")
+	}
+	res := &mcp.CallToolResult{}
+	if err := res.UnmarshalJSON(raw); err != nil {
+		return nil, fmt.Errorf("failed to unmarshal response: %w", err)
+	}
+	if res.Content == nil && res.ResultType != mcp.ResultTypeInputRequired {
+		var probe struct {
+			Content json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(raw, &probe); err != nil || probe.Content == nil {
+			return nil, errors.New("content is missing")
+		}
+	}
+	return res, nil
 }
 
 // pid is a stdio session's process id (and process group), 0 otherwise.
@@ -142,6 +179,12 @@ func (u *upstream) lostDuring(s *session, err error) bool {
 // most start_timeout for one that is (re)starting.
 func (u *upstream) session(ctx context.Context) (*session, error) {
 	u.start()
+	u.mu.Lock()
+	s, closed := u.cur, u.closed
+	u.mu.Unlock()
+	if !closed && s != nil && s.alive() { // the usual case, without a timer
+		return s, nil
+	}
 	timer := time.NewTimer(u.cfg.StartTimeout.Duration)
 	defer timer.Stop()
 	for {

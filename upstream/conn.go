@@ -547,7 +547,7 @@ func (u *upstream) tool(name string, d definition) (*registry.Tool, error) {
 	t.Deferred = u.cfg.Defer
 	t.Renderer = func(v any) (string, error) {
 		if r, ok := v.(*Result); ok {
-			return renderResult(r.r), nil
+			return r.text, nil
 		}
 		return registry.Render(nil, v)
 	}

@@ -119,8 +119,11 @@ func annotations(a mcp.ToolAnnotation, title string) registry.Annotations {
 // models read its text (Render), and code in run_code gets its
 // structuredContent, else its only text, else its content list (JSON).
 type Result struct {
-	r *mcp.CallToolResult
+	r    *mcp.CallToolResult
+	text string // renderResult(r), made once: the executor renders, MCPResult compares
 }
+
+func newResult(r *mcp.CallToolResult) *Result { return &Result{r: r, text: renderResult(r)} }
 
 // MCP returns the upstream's result.
 func (r *Result) MCP() *mcp.CallToolResult { return r.r }
@@ -129,7 +132,7 @@ func (r *Result) MCP() *mcp.CallToolResult { return r.r }
 // hook replaced its text (spill), when the text goes instead, with the
 // structured content kept.
 func (r *Result) MCPResult(text string) *mcp.CallToolResult {
-	if text == renderResult(r.r) {
+	if text == r.text {
 		return r.r
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, StructuredContent: r.r.StructuredContent}
@@ -218,14 +221,19 @@ func resourceText(r mcp.ResourceContents) string {
 
 // toolError is an upstream's isError result, as the cause of the call's
 // tool error: transports that know it send the result as it came.
-type toolError struct{ r *mcp.CallToolResult }
+type toolError struct {
+	r    *mcp.CallToolResult
+	text string // errorText(r), made once
+}
 
-func (e *toolError) Error() string { return errorText(e.r) }
+func newToolError(r *mcp.CallToolResult) *toolError { return &toolError{r: r, text: errorText(r)} }
+
+func (e *toolError) Error() string { return e.text }
 
 // MCPResult is the upstream's result, unless a hook replaced the error's
 // message (spill), when that message goes instead.
 func (e *toolError) MCPResult(text string) *mcp.CallToolResult {
-	if text == errorText(e.r) {
+	if text == e.text {
 		return e.r
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, IsError: true}

@@ -5,6 +5,12 @@
 // streamable HTTP at /mcp on the -http address; like `bub-mcp serve`, it
 // logs `url=http://HOST:PORT/mcp` on stderr once it listens, so an address
 // with port 0 works.
+//
+// With -proxy, the arguments after the flags are an upstream stdio MCP
+// server's command line, and plainmcp serves that server's tools under
+// their own names, each call forwarded with mcp-go's client: the floor for
+// bub-mcp's upstream benchmark, a proxy with nothing but mcp-go as
+// shipped on both sides.
 package main
 
 import (
@@ -20,6 +26,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -47,6 +55,7 @@ func newServer() *server.MCPServer {
 
 func main() {
 	addr := flag.String("http", "", "serve streamable HTTP at /mcp on ADDR (e.g. 127.0.0.1:0) instead of stdio")
+	proxy := flag.Bool("proxy", false, "serve the tools of the stdio MCP server whose command line follows the flags")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -58,7 +67,17 @@ func main() {
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
 	}
-	if err := run(ctx, log, *addr); err != nil {
+	s := newServer()
+	if *proxy {
+		var err error
+		if s, err = proxyServer(ctx, flag.Args()); err != nil {
+			log.Error("plainmcp", "error", err)
+			pprof.StopCPUProfile()
+			stop()
+			os.Exit(1)
+		}
+	}
+	if err := run(ctx, log, s, *addr); err != nil {
 		log.Error("plainmcp", "error", err)
 		pprof.StopCPUProfile()
 		stop()
@@ -66,8 +85,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, addr string) error {
-	s := newServer()
+func run(ctx context.Context, log *slog.Logger, s *server.MCPServer, addr string) error {
 	if addr == "" {
 		log.Info("mcp.stdio.start")
 		err := server.NewStdioServer(s).Listen(ctx, os.Stdin, os.Stdout)
@@ -96,4 +114,38 @@ func run(ctx context.Context, log *slog.Logger, addr string) error {
 	}
 	streamable.CloseSessions(context.Background())
 	return srv.Shutdown(context.Background())
+}
+
+// proxyServer starts the upstream, lists its tools and serves each one,
+// forwarding calls with the mcp-go client, as mcp-go's examples would.
+func proxyServer(ctx context.Context, command []string) (*server.MCPServer, error) {
+	if len(command) == 0 {
+		return nil, errors.New("-proxy needs the upstream's command line after the flags")
+	}
+	tr := transport.NewStdio(command[0], os.Environ(), command[1:]...)
+	if err := tr.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start %s: %w", command[0], err)
+	}
+	// The protocol bub-mcp speaks to its upstreams.
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	if err := c.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start %s: %w", command[0], err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	init.Params.ClientInfo = mcp.Implementation{Name: "plainmcp-proxy", Version: "dev"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		return nil, fmt.Errorf("initialize %s: %w", command[0], err)
+	}
+	list, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("tools/list of %s: %w", command[0], err)
+	}
+	s := server.NewMCPServer("plainmcp-proxy", "dev")
+	for _, t := range list.Tools {
+		s.AddTool(t, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return c.CallTool(ctx, req)
+		})
+	}
+	return s, nil
 }
