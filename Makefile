@@ -1,7 +1,7 @@
 # bub-mcp: `make run` starts the server with zero configuration; `make test`
 # runs every check CI runs. Only Go is needed; the end-to-end suites install
-# their own Node packages (see e2e/setup.sh) and the sandbox tests
-# bubblewrap (see scripts/test-deps.sh).
+# their own Node packages (see e2e/setup.sh), the sandbox and fs.grep tests
+# bubblewrap and ripgrep (see scripts/test-deps.sh).
 
 GO          ?= go
 BIN         ?= bin/bub-mcp
