@@ -51,7 +51,7 @@ type FSGlobResult struct {
 
 func fsGlobTool() *registry.Tool {
 	return registry.MustNewTool("fs.glob",
-		"Find files by name with a glob pattern, under a directory (default: the workspace); most recently modified first unless sort=path. Honours .gitignore files as fs.grep does, skips hidden files unless hidden=true and never lists .git or follows symlinks. Past limit (default 100) a note says how many more there are.",
+		"Find files by name with a glob pattern, under a directory (default: the workspace); most recently modified first unless sort=path. Honours .gitignore files as fs.grep does, skips hidden files unless hidden=true and never lists .git or follows symlinks; directories named in the pattern's fixed start (build/*.js, .github/**) are entered even when ignored or hidden, as a path is. Past limit (default 100) a note says how many more there are.",
 		runFSGlob,
 		registry.WithPreserve(),
 		registry.WithRenderer(renderGlob),

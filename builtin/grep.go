@@ -286,7 +286,9 @@ type grepCollector struct {
 func newGrepCollector(q *grepQuery) *grepCollector { return &grepCollector{q: q} }
 
 // addFile records a file (path relative to the scope's base) and its
-// lines; a file without a matching line is dropped.
+// lines; a file without a matching line is dropped. No file can show
+// more than limit matching lines, so only those (and their context) are
+// kept.
 func (c *grepCollector) addFile(rel string, lines []rawLine) {
 	n := 0
 	for _, l := range lines {
@@ -300,8 +302,21 @@ func (c *grepCollector) addFile(rel string, lines []rawLine) {
 	c.total += n
 	f := GrepFile{Path: rel, Count: n}
 	if c.q.mode == GrepContent {
+		kept, last := 0, 0
 		for _, l := range lines {
+			if l.match {
+				if kept == c.q.limit {
+					break
+				}
+				kept++
+				last = l.n
+			}
 			f.Lines = append(f.Lines, GrepLine{Line: l.n, Text: clipLine(l.text), Match: l.match})
+		}
+		// Context past the last kept match's after-context leads to a
+		// match left out.
+		for len(f.Lines) > 0 && !f.Lines[len(f.Lines)-1].Match && f.Lines[len(f.Lines)-1].Line > last+c.q.after {
+			f.Lines = f.Lines[:len(f.Lines)-1]
 		}
 	}
 	c.files = append(c.files, f)
@@ -363,7 +378,7 @@ func (c *grepCollector) result(sc *searchScope) FSGrepResult {
 		}
 		var shown []GrepLine
 		matches, lastMatch := 0, 0
-		for i, l := range f.Lines {
+		for _, l := range f.Lines {
 			if !l.Match {
 				size += len(f.Path) + len(l.Text) + 8
 				shown = append(shown, l)
@@ -371,7 +386,6 @@ func (c *grepCollector) result(sc *searchScope) FSGrepResult {
 			}
 			line := len(f.Path) + len(l.Text) + 8
 			if entries >= c.q.limit || size+line > MaxSearchOutputBytes {
-				r.Omitted += countMatches(f.Lines[i:])
 				// The context lines since the last match shown that are
 				// not its after-context lead to this left-out one.
 				for len(shown) > 0 && !shown[len(shown)-1].Match && shown[len(shown)-1].Line > lastMatch+c.q.after {
@@ -385,6 +399,7 @@ func (c *grepCollector) result(sc *searchScope) FSGrepResult {
 			lastMatch = l.Line
 			shown = append(shown, l)
 		}
+		r.Omitted += f.Count - matches
 		if matches == 0 {
 			continue
 		}
@@ -397,6 +412,14 @@ func (c *grepCollector) result(sc *searchScope) FSGrepResult {
 		r.Omitted += c.foldedFiles
 	}
 	return r
+}
+
+// plural writes n and noun, with an "s" unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 func countMatches(lines []GrepLine) int {
@@ -443,7 +466,8 @@ func renderGrep(r FSGrepResult) string {
 		if r.Mode == GrepContent {
 			what = "matching lines"
 		}
-		fmt.Fprintf(&b, "[truncated: %d more %s not shown (%d matching lines in %d files in all); narrow path, glob or pattern, or raise limit]\n", r.Omitted, what, r.TotalMatches, r.TotalFiles)
+		fmt.Fprintf(&b, "[truncated: %d more %s not shown (%s in %s in all); narrow path, glob or pattern, or raise limit]\n",
+			r.Omitted, what, plural(r.TotalMatches, "matching line"), plural(r.TotalFiles, "file"))
 	}
 	for _, w := range r.Warnings {
 		fmt.Fprintf(&b, "[warning: %s]\n", w)

@@ -30,7 +30,9 @@ const maxRipgrepLine = 2*MaxSearchFileBytes + 64<<10
 // applied afterwards by the Go filter, which also decides hidden files and
 // globs, so that ripgrep can only find more than the walker, never less.
 func ripgrepArgs(q *grepQuery) []string {
-	args := []string{"--json", "--no-config", "--sort", "path",
+	// No --sort: it would make rg single-threaded, and the collector
+	// orders what it gets anyway.
+	args := []string{"--json", "--no-config",
 		"--no-require-git", "--no-ignore-parent", "--no-ignore-global", "--no-ignore-exclude", "--no-ignore-dot",
 		"--max-filesize", strconv.Itoa(MaxSearchFileBytes), "-g", "!.git"}
 	if q.in.Hidden {

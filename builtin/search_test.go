@@ -127,6 +127,8 @@ func TestGrepEngines(t *testing.T) {
 			"a.go\nb.txt\ncrlf.txt\n[truncated: 7 more files not shown (12 matching lines in 10 files in all); narrow path, glob or pattern, or raise limit]"},
 		{"limit in content mode", map[string]any{"pattern": "hello", "path": "sub", "output_mode": "content", "limit": 2, "after": 1},
 			"sub/c.go:1:hello from sub\nsub/c.go-2-line2\n--\nsub/c.go:4:hello end\nsub/c.go-5-line5\n[truncated: 3 more matching lines not shown (5 matching lines in 3 files in all); narrow path, glob or pattern, or raise limit]"},
+		{"limit within a file", map[string]any{"pattern": "hello", "path": "sub", "glob": "*.go", "output_mode": "content", "limit": 1, "context": 1},
+			"sub/c.go:1:hello from sub\nsub/c.go-2-line2\n[truncated: 2 more matching lines not shown (3 matching lines in 1 file in all); narrow path, glob or pattern, or raise limit]"},
 		{"no match", map[string]any{"pattern": "zzz+"},
 			"No matches for \"zzz+\" in WS"},
 	}
@@ -456,6 +458,8 @@ func TestGlob(t *testing.T) {
 			{"ignored files left out", map[string]any{"pattern": "**/*.log", "sort": "path"}, "keep.log\nsub/x.log"},
 			{"under a directory", map[string]any{"pattern": "*", "path": "sub", "sort": "path"}, "sub/c.go\nsub/rootonly.txt\nsub/x.log"},
 			{"fixed prefix", map[string]any{"pattern": "docs/**/*.md"}, "docs/a/b/c.md"},
+			{"named ignored directory", map[string]any{"pattern": "build/*.txt"}, "build/out.txt"},
+			{"named hidden directory", map[string]any{"pattern": ".hidden/*"}, ".hidden/h.txt"},
 			{"missing prefix", map[string]any{"pattern": "nope/**"}, "No files match \"nope/**\" in WS"},
 			{"hidden", map[string]any{"pattern": "**/.*", "hidden": true, "sort": "path"}, ".env\n.gitignore\nsub/.gitignore"},
 			{"limit", map[string]any{"pattern": "**/*.txt", "sort": "path", "limit": 2},
