@@ -60,7 +60,7 @@ unit: e2e-deps pg-setup test-deps
 pg-setup:
 	bash internal/pgtest/setup.sh
 
-# bubblewrap for the sandbox tests (installed with apt when root).
+# bubblewrap for the sandbox tests, ripgrep for fs.grep's (installed with apt when root).
 test-deps:
 	@bash scripts/test-deps.sh
 
