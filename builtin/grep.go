@@ -3,6 +3,7 @@ package builtin
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -191,7 +192,19 @@ func runFSGrep(ctx context.Context, tc *registry.ToolContext, in fsGrepArgs, rg 
 // grepWalk searches with the Go walker through the environment's tree.
 func grepWalk(ctx context.Context, sc *searchScope, q *grepQuery, col *grepCollector, warn *warnings) error {
 	tr, ok := sc.env.(environment.TreeReader)
-	if !ok {
+	switch {
+	case !ok && sc.isFile:
+		// One file needs no listing: ReadText refuses binary files.
+		text, err := sc.env.ReadText(ctx, sc.root)
+		switch {
+		case errors.Is(err, environment.ErrBinary):
+			return nil
+		case err != nil:
+			return envError(err)
+		}
+		col.addFile(sc.rel, searchLines([]byte(text), q))
+		return nil
+	case !ok:
 		return fail(registry.KindConfig, "fs.grep: this environment cannot list directories and has no ripgrep (%s) on its PATH; install ripgrep there", DefaultRipgrep)
 	}
 	tree, err := tr.OpenTree(sc.base)

@@ -130,6 +130,13 @@ func grepRipgrep(ctx context.Context, sc *searchScope, q *grepQuery, rg string, 
 	case code == 2:
 		msg := strings.TrimSpace(stderr)
 		if col.empty() {
+			// An rg too old for a flag, or a search that found nothing
+			// but errors: the walker, where there is one, says more.
+			if _, ok := sc.env.(environment.TreeReader); ok {
+				first, _, _ := strings.Cut(msg, "\n")
+				warn.add("ripgrep failed (%s); searched with the Go walker instead", first)
+				return false, nil
+			}
 			return false, fail(registry.KindTool, "ripgrep failed: %s", msg)
 		}
 		for line := range strings.SplitSeq(msg, "\n") {

@@ -85,53 +85,56 @@ var searchTree = map[string]string{
 	"notes/unicode.txt": "naïve hello café\n",
 }
 
+// grepCases run on searchTree; WS in want is the workspace.
+var grepCases = []struct {
+	name string
+	args map[string]any
+	want string
+}{
+	{"files by default", map[string]any{"pattern": "hello"},
+		"a.go\nb.txt\ncrlf.txt\ndocs/a/b/c.md\ndocs.txt\nkeep.log\nnotes/unicode.txt\nsub/c.go\nsub/rootonly.txt\nsub/x.log"},
+	{"count ignoring case", map[string]any{"pattern": "HELLO", "ignore_case": true, "output_mode": "count"},
+		"a.go:2\nb.txt:2\ncrlf.txt:1\ndocs/a/b/c.md:1\ndocs.txt:1\nkeep.log:1\nnotes/unicode.txt:1\nsub/c.go:3\nsub/rootonly.txt:1\nsub/x.log:1"},
+	{"content with context", map[string]any{"pattern": "^hello", "path": "sub", "glob": "*.go", "output_mode": "content", "context": 1},
+		"sub/c.go:1:hello from sub\nsub/c.go-2-line2\nsub/c.go-3-line3\nsub/c.go:4:hello end\nsub/c.go-5-line5\n--\nsub/c.go-7-line7\nsub/c.go:8:hello last"},
+	{"after context only", map[string]any{"pattern": "hello (from|end)", "path": "sub/", "output_mode": "content", "after": 1},
+		"sub/c.go:1:hello from sub\nsub/c.go-2-line2\n--\nsub/c.go:4:hello end\nsub/c.go-5-line5"},
+	{"context across files", map[string]any{"pattern": "again|there", "output_mode": "content", "before": 1},
+		"b.txt:1:Hello there\nb.txt-2-nothing\nb.txt:3:hello again"},
+	{"glob by name", map[string]any{"pattern": "hello", "glob": "*.{go,md}"},
+		"a.go\ndocs/a/b/c.md\nsub/c.go"},
+	{"glob by path", map[string]any{"pattern": "hello", "glob": "sub/*.log"},
+		"sub/x.log"},
+	{"negated glob", map[string]any{"pattern": "hello", "glob": "!*.txt"},
+		"a.go\ndocs/a/b/c.md\nkeep.log\nsub/c.go\nsub/x.log"},
+	{"glob does not re-include ignored files", map[string]any{"pattern": "hello", "glob": "*.log"},
+		"keep.log\nsub/x.log"},
+	{"hidden files, never .git", map[string]any{"pattern": "hello", "hidden": true, "glob": "!*.{go,md,log}"},
+		".env\n.hidden/h.txt\nb.txt\ncrlf.txt\ndocs.txt\nnotes/unicode.txt\nsub/rootonly.txt"},
+	{"parent .gitignore applies below path", map[string]any{"pattern": "hello", "path": "sub", "output_mode": "count"},
+		"sub/c.go:3\nsub/rootonly.txt:1\nsub/x.log:1"},
+	{"hidden directory searched when named", map[string]any{"pattern": "hello", "path": ".hidden"},
+		".hidden/h.txt"},
+	{"literal", map[string]any{"pattern": "Hello()", "literal": true, "output_mode": "content"},
+		"a.go:3:func Hello() {}"},
+	{"end of line before CR", map[string]any{"pattern": "crlf$", "output_mode": "content"},
+		"No matches for \"crlf$\" in WS"},
+	{"line text without CR", map[string]any{"pattern": "crlf", "output_mode": "content"},
+		"crlf.txt:1:hello crlf"},
+	{"non-ASCII text", map[string]any{"pattern": "caf\u00e9$", "output_mode": "content"},
+		"notes/unicode.txt:1:naïve hello café"},
+	{"limit", map[string]any{"pattern": "hello", "limit": 3},
+		"a.go\nb.txt\ncrlf.txt\n[truncated: 7 more files not shown (12 matching lines in 10 files in all); narrow path, glob or pattern, or raise limit]"},
+	{"limit in content mode", map[string]any{"pattern": "hello", "path": "sub", "output_mode": "content", "limit": 2, "after": 1},
+		"sub/c.go:1:hello from sub\nsub/c.go-2-line2\n--\nsub/c.go:4:hello end\nsub/c.go-5-line5\n[truncated: 3 more matching lines not shown (5 matching lines in 3 files in all); narrow path, glob or pattern, or raise limit]"},
+	{"limit within a file", map[string]any{"pattern": "hello", "path": "sub", "glob": "*.go", "output_mode": "content", "limit": 1, "context": 1},
+		"sub/c.go:1:hello from sub\nsub/c.go-2-line2\n[truncated: 2 more matching lines not shown (3 matching lines in 1 file in all); narrow path, glob or pattern, or raise limit]"},
+	{"no match", map[string]any{"pattern": "zzz+"},
+		"No matches for \"zzz+\" in WS"},
+}
+
 func TestGrepEngines(t *testing.T) {
-	tests := []struct {
-		name string
-		args map[string]any
-		want string
-	}{
-		{"files by default", map[string]any{"pattern": "hello"},
-			"a.go\nb.txt\ncrlf.txt\ndocs/a/b/c.md\ndocs.txt\nkeep.log\nnotes/unicode.txt\nsub/c.go\nsub/rootonly.txt\nsub/x.log"},
-		{"count ignoring case", map[string]any{"pattern": "HELLO", "ignore_case": true, "output_mode": "count"},
-			"a.go:2\nb.txt:2\ncrlf.txt:1\ndocs/a/b/c.md:1\ndocs.txt:1\nkeep.log:1\nnotes/unicode.txt:1\nsub/c.go:3\nsub/rootonly.txt:1\nsub/x.log:1"},
-		{"content with context", map[string]any{"pattern": "^hello", "path": "sub", "glob": "*.go", "output_mode": "content", "context": 1},
-			"sub/c.go:1:hello from sub\nsub/c.go-2-line2\nsub/c.go-3-line3\nsub/c.go:4:hello end\nsub/c.go-5-line5\n--\nsub/c.go-7-line7\nsub/c.go:8:hello last"},
-		{"after context only", map[string]any{"pattern": "hello (from|end)", "path": "sub/", "output_mode": "content", "after": 1},
-			"sub/c.go:1:hello from sub\nsub/c.go-2-line2\n--\nsub/c.go:4:hello end\nsub/c.go-5-line5"},
-		{"context across files", map[string]any{"pattern": "again|there", "output_mode": "content", "before": 1},
-			"b.txt:1:Hello there\nb.txt-2-nothing\nb.txt:3:hello again"},
-		{"glob by name", map[string]any{"pattern": "hello", "glob": "*.{go,md}"},
-			"a.go\ndocs/a/b/c.md\nsub/c.go"},
-		{"glob by path", map[string]any{"pattern": "hello", "glob": "sub/*.log"},
-			"sub/x.log"},
-		{"negated glob", map[string]any{"pattern": "hello", "glob": "!*.txt"},
-			"a.go\ndocs/a/b/c.md\nkeep.log\nsub/c.go\nsub/x.log"},
-		{"glob does not re-include ignored files", map[string]any{"pattern": "hello", "glob": "*.log"},
-			"keep.log\nsub/x.log"},
-		{"hidden files, never .git", map[string]any{"pattern": "hello", "hidden": true, "glob": "!*.{go,md,log}"},
-			".env\n.hidden/h.txt\nb.txt\ncrlf.txt\ndocs.txt\nnotes/unicode.txt\nsub/rootonly.txt"},
-		{"parent .gitignore applies below path", map[string]any{"pattern": "hello", "path": "sub", "output_mode": "count"},
-			"sub/c.go:3\nsub/rootonly.txt:1\nsub/x.log:1"},
-		{"hidden directory searched when named", map[string]any{"pattern": "hello", "path": ".hidden"},
-			".hidden/h.txt"},
-		{"literal", map[string]any{"pattern": "Hello()", "literal": true, "output_mode": "content"},
-			"a.go:3:func Hello() {}"},
-		{"end of line before CR", map[string]any{"pattern": "crlf$", "output_mode": "content"},
-			"No matches for \"crlf$\" in WS"},
-		{"line text without CR", map[string]any{"pattern": "crlf", "output_mode": "content"},
-			"crlf.txt:1:hello crlf"},
-		{"non-ASCII text", map[string]any{"pattern": "caf\u00e9$", "output_mode": "content"},
-			"notes/unicode.txt:1:naïve hello café"},
-		{"limit", map[string]any{"pattern": "hello", "limit": 3},
-			"a.go\nb.txt\ncrlf.txt\n[truncated: 7 more files not shown (12 matching lines in 10 files in all); narrow path, glob or pattern, or raise limit]"},
-		{"limit in content mode", map[string]any{"pattern": "hello", "path": "sub", "output_mode": "content", "limit": 2, "after": 1},
-			"sub/c.go:1:hello from sub\nsub/c.go-2-line2\n--\nsub/c.go:4:hello end\nsub/c.go-5-line5\n[truncated: 3 more matching lines not shown (5 matching lines in 3 files in all); narrow path, glob or pattern, or raise limit]"},
-		{"limit within a file", map[string]any{"pattern": "hello", "path": "sub", "glob": "*.go", "output_mode": "content", "limit": 1, "context": 1},
-			"sub/c.go:1:hello from sub\nsub/c.go-2-line2\n[truncated: 2 more matching lines not shown (3 matching lines in 1 file in all); narrow path, glob or pattern, or raise limit]"},
-		{"no match", map[string]any{"pattern": "zzz+"},
-			"No matches for \"zzz+\" in WS"},
-	}
+	tests := grepCases
 	eachEnv(t, func(t *testing.T, f *fixture) {
 		f.writeTree(searchTree)
 		for _, e := range engines {
@@ -157,6 +160,43 @@ func TestGrepEngines(t *testing.T) {
 			})
 		}
 	})
+}
+
+// spawnOnly is an environment that can only do what the Environment
+// contract says: no TreeReader, so fs.grep must use ripgrep through
+// Spawn and read .gitignore files with ReadText.
+type spawnOnly struct{ environment.Environment }
+
+// TestGrepSpawnOnlyEnvironment: on an environment without a tree, fs.grep
+// gives the walker's results through ripgrep alone, searches one file
+// with ReadText, and fs.glob says it cannot list.
+func TestGrepSpawnOnlyEnvironment(t *testing.T) {
+	requireRipgrep(t)
+	env, err := environment.NewLocal(&environment.LocalOptions{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newEnvFixture(t, &Module{}, spawnOnly{env})
+	f.writeTree(searchTree)
+	for _, tt := range grepCases {
+		res := f.grepWith(DefaultRipgrep, tt.args)
+		if res.Err != nil {
+			t.Errorf("%s: %v", tt.name, res.Err)
+			continue
+		}
+		if diff := cmp.Diff(strings.ReplaceAll(tt.want, "WS", f.ws), res.Text); diff != "" {
+			t.Errorf("%s: fs.grep(%v) (-want +got):\n%s", tt.name, tt.args, diff)
+		}
+	}
+	if got := f.ok("fs.grep", map[string]any{"pattern": "hello", "path": "x.log", "output_mode": "content"}); got != "x.log:1:hello ignored log" {
+		t.Errorf("one file = %q", got)
+	}
+	if e := f.fails("fs.glob", map[string]any{"pattern": "*"}); e.Kind != registry.KindConfig || !strings.Contains(e.Message, "cannot list directories") {
+		t.Errorf("fs.glob = %v %q; want a config error", e.Kind, e.Message)
+	}
+	if e := f.grepWith("", map[string]any{"pattern": "x"}); e.Err == nil || !strings.Contains(e.Err.Message, "install ripgrep there") {
+		t.Errorf("walker-only fs.grep = %+v; want it to ask for ripgrep", e)
+	}
 }
 
 // TestGrepIgnoreRules runs each .gitignore rule through both engines: a
@@ -491,6 +531,32 @@ func TestSearchAnnotations(t *testing.T) {
 		}
 		if !tl.Preserve {
 			t.Errorf("%s is not preserved like the other fs tools", tl.Name)
+		}
+	}
+}
+
+// TestGrepRipgrepFailsFallsBack: an rg that fails without output (too old
+// for a flag, say) leaves the search to the walker, with a warning; one
+// missing from PATH leaves it silently.
+func TestGrepRipgrepFailsFallsBack(t *testing.T) {
+	f := newFixture(t, nil)
+	f.write("a.txt", "hello\n")
+	broken := filepath.Join(t.TempDir(), "rg-old")
+	if err := os.WriteFile(broken, []byte("#!/bin/sh\necho 'rg: unrecognized flag --no-ignore-dot' >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		rg, want string
+	}{
+		{broken, "a.txt\n[warning: ripgrep failed (rg: unrecognized flag --no-ignore-dot); searched with the Go walker instead]"},
+		{"no-such-rg-here", "a.txt"},
+	} {
+		res := f.grepWith(tt.rg, map[string]any{"pattern": "hello"})
+		if res.Err != nil {
+			t.Fatalf("%s: %v", tt.rg, res.Err)
+		}
+		if diff := cmp.Diff(tt.want, res.Text); diff != "" || res.Value.(FSGrepResult).Engine != "walker" {
+			t.Errorf("rg %s: engine %s (-want +got):\n%s", tt.rg, res.Value.(FSGrepResult).Engine, diff)
 		}
 	}
 }
