@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,7 +106,10 @@ func fsGrepTool(rg string) *registry.Tool {
 
 // grepQuery is a checked fs.grep call.
 type grepQuery struct {
-	re            *regexp.Regexp
+	re *regexp.Regexp
+	// whole, when set, finds in a whole file every line re would match
+	// (and maybe more): a file it does not match is skipped unsplit.
+	whole         *regexp.Regexp
 	in            fsGrepArgs
 	glob          *fileGlob
 	mode          string
@@ -118,6 +123,7 @@ func checkGrep(in fsGrepArgs) (*grepQuery, error) {
 	if q.re, err = compilePattern(in.Pattern, in.Literal, in.IgnoreCase); err != nil {
 		return nil, err
 	}
+	q.whole = wholeFileFilter(q.re)
 	switch q.mode {
 	case "":
 		q.mode = GrepFiles
@@ -212,35 +218,58 @@ func grepWalk(ctx context.Context, sc *searchScope, q *grepQuery, col *grepColle
 		return envError(err)
 	}
 	defer tree.Close()
-	ig := treeIgnores(tree)
-	o := walkOptions{hidden: q.in.Hidden}
-	return walkFiles(ctx, tree, sc, ig, o, warn, func(rel string, d fs.DirEntry) bool {
+	err = walkFiles(ctx, tree, sc, treeIgnores(tree), walkOptions{hidden: q.in.Hidden}, warn, func(rel string, d fs.DirEntry) bool {
 		if !sc.isFile && !q.glob.match(sc.underRoot(rel)) {
 			return true
 		}
-		info, err := d.Info()
-		if err != nil {
-			warn.add("cannot stat %s: %v", sc.display(rel), err)
-			return true
-		}
-		if info.Size() > MaxSearchFileBytes {
-			return true
-		}
-		data, err := fs.ReadFile(tree, rel)
+		data, err := readSearchable(tree, rel)
 		if err != nil {
 			warn.add("cannot read %s: %v", sc.display(rel), err)
 			return true
 		}
-		if len(data) > MaxSearchFileBytes || bytes.IndexByte(data, 0) >= 0 {
-			return true
+		if data != nil {
+			col.addFile(rel, searchLines(data, q))
 		}
-		col.addFile(rel, searchLines(data, q))
 		return ctx.Err() == nil
 	})
+	if err == nil && ctx.Err() != nil {
+		err = &registry.Error{Kind: registry.KindTemporary, Message: "fs.grep cancelled", Cause: ctx.Err()}
+	}
+	return err
+}
+
+// readSearchable reads a regular file of the tree that fs.grep searches:
+// nil, without an error, for one over MaxSearchFileBytes, binary (a NUL
+// byte), or not a regular file.
+func readSearchable(tree environment.Tree, rel string) ([]byte, error) {
+	f, err := tree.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > MaxSearchFileBytes {
+		return nil, nil
+	}
+	data := make([]byte, 0, fi.Size()+1)
+	buf := bytes.NewBuffer(data)
+	if _, err := buf.ReadFrom(io.LimitReader(f, MaxSearchFileBytes+1)); err != nil {
+		return nil, err
+	}
+	if buf.Len() > MaxSearchFileBytes || bytes.IndexByte(buf.Bytes(), 0) >= 0 {
+		return nil, nil
+	}
+	return buf.Bytes(), nil
 }
 
 // searchLines returns the lines of data that match q and their context.
 func searchLines(data []byte, q *grepQuery) []rawLine {
+	if q.whole != nil && !q.whole.Match(data) {
+		return nil
+	}
 	var lines [][]byte
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
@@ -276,6 +305,35 @@ func searchLines(data []byte, q *grepQuery) []rawLine {
 		shownTo = max(shownTo, i, min(i+q.after, len(lines)-1))
 	}
 	return out
+}
+
+// wholeFileFilter returns re in multi-line mode, where "^" and "$" match
+// at line boundaries, so that one scan of a whole file tells whether any
+// of its lines can match; nil when re anchors at the start or end of the
+// text ((?-m), \A, \z), which in a whole file means something else.
+func wholeFileFilter(re *regexp.Regexp) *regexp.Regexp {
+	src := "(?m)" + re.String()
+	parsed, err := syntax.Parse(src, syntax.Perl)
+	if err != nil || anchorsText(parsed) {
+		return nil
+	}
+	whole, err := regexp.Compile(src)
+	if err != nil {
+		return nil
+	}
+	return whole
+}
+
+func anchorsText(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpBeginText || re.Op == syntax.OpEndText {
+		return true
+	}
+	for _, s := range re.Sub {
+		if anchorsText(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // rawLine is a line found by either engine, before clipping.

@@ -1,12 +1,14 @@
 package builtin
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -297,6 +299,18 @@ func sorted(paths []string) []string {
 	return out
 }
 
+// TestGrepCancelled: a cancelled call fails, with no partial result.
+func TestGrepCancelled(t *testing.T) {
+	f := newFixture(t, nil)
+	f.write("a.txt", "hello\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	res := f.callCtx(ctx, "fs.grep", map[string]any{"pattern": "hello"})
+	if res.Err == nil || !strings.Contains(res.Err.Message, "cancelled") || res.Value != nil {
+		t.Errorf("cancelled fs.grep = %v, %v; want it cancelled, without a result", res.Err, res.Value)
+	}
+}
+
 func TestGrepRefusals(t *testing.T) {
 	f := newFixture(t, nil)
 	f.write("a.txt", "x\n")
@@ -326,11 +340,15 @@ func TestGrepRefusals(t *testing.T) {
 }
 
 // TestGrepSingleFile: a file named as path is searched even when ignored
-// or hidden; a binary one finds nothing.
+// or hidden; a binary one or a FIFO (which must not block) finds nothing.
 func TestGrepSingleFile(t *testing.T) {
 	f := newFixture(t, nil)
 	f.writeTree(searchTree)
+	if err := syscall.Mkfifo(filepath.Join(f.ws, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct{ path, want string }{
+		{"fifo", "No matches for \"hello\" in " + filepath.Join(f.ws, "fifo")},
 		{"x.log", "x.log:1:hello ignored log"},
 		{".env", ".env:1:hello=env"},
 		{"bin.dat", "No matches for \"hello\" in " + filepath.Join(f.ws, "bin.dat")},

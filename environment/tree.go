@@ -37,6 +37,20 @@ type rootTree struct {
 	root *os.Root
 }
 
+// Open opens name without blocking on a FIFO planted in the tree (a
+// sandboxed process could make one): it opens at once, and a reader sees
+// from Stat that it is not a regular file.
+func (t *rootTree) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	f, err := t.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 func (t *rootTree) ReadDir(name string) ([]fs.DirEntry, error) {
 	return fs.ReadDir(t.FS, name)
 }
@@ -50,6 +64,11 @@ func (t *rootTree) Close() error { return t.root.Close() }
 // openRootTree opens dir (on the host) as a Tree, refusing what is not a
 // directory with the errors ReadText uses.
 func openRootTree(dir, shown string) (Tree, error) {
+	// Stat first: os.OpenRoot opens without O_DIRECTORY or O_NONBLOCK,
+	// so a FIFO would block it until a writer comes.
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("environment: %s is not a directory", shown)
+	}
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -88,6 +107,12 @@ func (s *SandboxEnvironment) OpenTree(dir string) (Tree, error) {
 		return nil, fmt.Errorf("environment: %w", err)
 	}
 	defer parent.Close()
+	// As in openRootTree: a FIFO must not block OpenRoot. A sandboxed
+	// process swapping one in after this check could still stall the
+	// call; confinement, not that, is what os.Root guarantees.
+	if fi, err := parent.Stat(filepath.ToSlash(rel)); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("environment: %s is not a directory", inside)
+	}
 	r, err := parent.OpenRoot(filepath.ToSlash(rel))
 	if err != nil {
 		if e := escapeError(dir, err); e != nil {

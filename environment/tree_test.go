@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/environment"
@@ -100,8 +101,14 @@ func TestOpenTree(t *testing.T) {
 			if _, err := tr.OpenTree(filepath.Join(ws, "missing")); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("OpenTree(missing) = %v; want not exist", err)
 			}
-			if _, err := tr.OpenTree(filepath.Join(ws, "a.txt")); err == nil {
-				t.Error("OpenTree(a file) succeeded")
+			if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"a.txt", "fifo"} {
+				// A FIFO must be refused, not block OpenTree.
+				if _, err := tr.OpenTree(filepath.Join(ws, name)); err == nil {
+					t.Errorf("OpenTree(%s) succeeded; want not a directory", name)
+				}
 			}
 		})
 	}
