@@ -578,3 +578,36 @@ func TestGrepRipgrepFailsFallsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeFileFilter: the whole-file prefilter is used only where it
+// cannot miss a line the per-line pattern matches.
+func TestWholeFileFilter(t *testing.T) {
+	text := []byte("alpha\nbeta gamma\n  delta\nepsilon")
+	tests := []struct {
+		pattern string
+		use     bool
+		lines   int // lines of text the pattern matches
+	}{
+		{"^beta", true, 1},
+		{"gamma$", true, 1},
+		{"^epsilon$", true, 1},
+		{`^\s+delta`, true, 1},
+		{"^$", true, 0},
+		{"a", true, 3},
+		{`\Abeta`, false, 1},
+		{`gamma\z`, false, 1},
+		{`(?-m)^beta`, false, 1},
+	}
+	for _, tt := range tests {
+		q, err := checkGrep(fsGrepArgs{Pattern: tt.pattern, OutputMode: GrepCount})
+		if err != nil {
+			t.Fatalf("%q: %v", tt.pattern, err)
+		}
+		if (q.whole != nil) != tt.use {
+			t.Errorf("%q: prefilter used = %v; want %v", tt.pattern, q.whole != nil, tt.use)
+		}
+		if got := len(searchLines(text, q)); got != tt.lines {
+			t.Errorf("%q matches %d lines; want %d", tt.pattern, got, tt.lines)
+		}
+	}
+}
