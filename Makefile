@@ -1,7 +1,7 @@
 # bub-mcp: `make run` starts the server with zero configuration; `make test`
 # runs every check CI runs. Only Go is needed; the end-to-end suites install
-# their own Node packages (see e2e/setup.sh) and the sandbox tests
-# bubblewrap (see scripts/test-deps.sh).
+# their own Node packages (see e2e/setup.sh), the sandbox and fs.grep tests
+# bubblewrap and ripgrep (see scripts/test-deps.sh).
 
 GO          ?= go
 BIN         ?= bin/bub-mcp
@@ -60,7 +60,7 @@ unit: e2e-deps pg-setup test-deps
 pg-setup:
 	bash internal/pgtest/setup.sh
 
-# bubblewrap for the sandbox tests (installed with apt when root).
+# bubblewrap for the sandbox tests, ripgrep for fs.grep's (installed with apt when root).
 test-deps:
 	@bash scripts/test-deps.sh
 

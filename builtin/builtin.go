@@ -1,5 +1,6 @@
 // Package builtin holds Bub's builtin tools: bash and its background shells
-// (bash, bash.output, bash.input, bash.kill), files (fs.read, fs.write, fs.edit), the
+// (bash, bash.output, bash.input, bash.kill), files (fs.read, fs.write, fs.edit, and
+// the searches fs.grep and fs.glob, which Bub has not), the
 // session tape (tape.info, tape.search, tape.anchors, tape.handoff,
 // tape.reset) and web.fetch. The spill reader lives in package spill and
 // the skill tool in package skills.

@@ -87,7 +87,7 @@ func (m *Module) applyEnv(getenv func(string) string) error {
 func (m *Module) Tools() []*registry.Tool {
 	ts := []*registry.Tool{
 		m.bashTool(), m.bashOutputTool(), m.bashKillTool(), m.bashInputTool(),
-		fsReadTool(), fsWriteTool(), fsEditTool(),
+		fsReadTool(), fsWriteTool(), fsEditTool(), fsGrepTool(DefaultRipgrep), fsGlobTool(),
 		tapeInfoTool(), tapeSearchTool(), tapeAnchorsTool(), tapeHandoffTool(), tapeResetTool(),
 		m.webFetchTool(),
 	}

@@ -19,7 +19,7 @@ func TestTools(t *testing.T) {
 			t.Errorf("%s is preserved but has an output schema", tl.Name)
 		}
 	}
-	want := []string{"bash", "bash.output", "bash.kill", "bash.input", "fs.read", "fs.write", "fs.edit",
+	want := []string{"bash", "bash.output", "bash.kill", "bash.input", "fs.read", "fs.write", "fs.edit", "fs.grep", "fs.glob",
 		"tape.info", "tape.search", "tape.anchors", "tape.handoff", "tape.reset", "web.fetch"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("Tools() (-want +got):\n%s", diff)

@@ -130,7 +130,7 @@ for (const [name, connect] of [['stdio', stdioClient], ['http', httpClient]]) {
       try {
         const { tools } = await client.listTools();
         assert.deepEqual(tools.map((t) => t.name).sort(),
-          ['bash', 'bash_input', 'bash_kill', 'bash_output', 'fs_edit', 'fs_read', 'fs_write', 'run_code', 'spill_read']);
+          ['bash', 'bash_input', 'bash_kill', 'bash_output', 'fs_edit', 'fs_glob', 'fs_grep', 'fs_read', 'fs_write', 'run_code', 'spill_read']);
         const runCode = tools.find((t) => t.name === 'run_code');
         assert.match(runCode.description, /<code_mode>/);
         assert.match(client.getInstructions() ?? '', /tools-[0-9a-f]{12}\.pyi/);
