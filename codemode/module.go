@@ -126,6 +126,7 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		return fmt.Errorf("codemode: %w", err)
 	}
 	m.home, m.log = home, a.Logger()
+	m.runners.log = m.log
 	m.python = sync.OnceValue(func() string { return m.Python })
 	if _, err := exec.LookPath(m.Python); err != nil {
 		m.log.Warn("codemode.python.missing", "python", m.Python, "error", err,

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -75,6 +76,15 @@ type Options struct {
 	// its subprocesses); 0 means none. A process with CAP_SYS_RESOURCE
 	// (root outside a sandbox) can raise it again.
 	Memory int64
+	// Fork, with Prestart, starts a fork server (see EnvForkStart) that
+	// has done the child's imports and forks a fresh interpreter for
+	// every run, so that concurrent runs start warm too; no pool is kept
+	// then. While it is starting (first run, after Idle, after it died)
+	// runs start their own interpreter. If it cannot start, Log says why
+	// once and the Prestart pool is used instead.
+	Fork ForkStartFunc
+	// Log receives the fork server's failures; nil means slog.Default.
+	Log *slog.Logger
 }
 
 // A Runner runs Python code, each run in a fresh interpreter. It is safe
@@ -86,8 +96,15 @@ type Runner struct {
 	pool     int
 	idle     time.Duration
 	memory   string // the child's argument
+	fork     ForkStartFunc
+	log      *slog.Logger
 
 	mu        sync.Mutex
+	fsrv      *forkServer // the running fork server, ready; nil if none
+	fsrvStart bool        // a fork server is being started
+	forkOff   bool        // the fork server failed for good: the pool is used
+	forkFails []time.Time // recent failures, for forkOff
+	forkEver  bool        // a fork server has been ready once
 	spares    []*child      // pre-started interpreters, ready or on their way
 	starting  int           // background starts in flight
 	waiting   int           // takers waiting for one of them
@@ -118,11 +135,19 @@ func New(opts *Options) *Runner {
 	if o.Idle <= 0 {
 		o.Idle = DefaultIdle
 	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
 	r := &Runner{python: o.Python, start: o.Start, prestart: o.Prestart, pool: o.Pool, idle: o.Idle,
-		memory: strconv.FormatInt(max(o.Memory, 0), 10), done: make(chan struct{}), changed: make(chan struct{})}
+		memory: strconv.FormatInt(max(o.Memory, 0), 10), done: make(chan struct{}), changed: make(chan struct{}),
+		fork: o.Fork, log: o.Log}
+	if r.fork == nil {
+		r.forkOff = true
+	}
 	if r.prestart {
 		r.mu.Lock()
 		r.lastTake = time.Now()
+		r.startForkLocked()
 		r.refillLocked()
 		r.mu.Unlock()
 	}
@@ -142,12 +167,17 @@ func (r *Runner) Close() error {
 	close(r.done)
 	spares := r.spares
 	r.spares = nil
+	fsrv := r.fsrv
+	r.fsrv = nil
 	if r.idleTimer != nil {
 		r.idleTimer.Stop()
 	}
 	r.mu.Unlock()
 	for _, c := range spares {
 		c.stop()
+	}
+	if fsrv != nil {
+		fsrv.stop()
 	}
 	r.wg.Wait()
 	return nil
@@ -401,6 +431,9 @@ func (r *Runner) take(ctx context.Context) (*child, error) {
 	if !r.prestart {
 		return r.spawn(ctx)
 	}
+	if c, ok, err := r.takeForked(ctx); ok {
+		return c, err
+	}
 	for {
 		r.mu.Lock()
 		if r.closed {
@@ -460,11 +493,21 @@ func (r *Runner) refillLocked() {
 	if r.closed || !r.prestart {
 		return
 	}
+	if !r.forkOff {
+		// The fork server replaces the pool.
+		r.armIdleLocked()
+		return
+	}
 	for len(r.spares)+r.starting < r.pool {
 		r.starting++
 		r.wg.Add(1)
 		go r.startSpare()
 	}
+	r.armIdleLocked()
+}
+
+// armIdleLocked (re)starts the idle timer. r.mu is held.
+func (r *Runner) armIdleLocked() {
 	if r.idleTimer == nil {
 		r.idleTimer = time.AfterFunc(r.idle, r.shrink)
 	} else {
@@ -510,9 +553,14 @@ func (r *Runner) shrink() {
 	}
 	spares := r.spares
 	r.spares = nil
+	fsrv := r.fsrv
+	r.fsrv = nil
 	r.mu.Unlock()
 	for _, c := range spares {
 		c.stop()
+	}
+	if fsrv != nil {
+		fsrv.stop()
 	}
 }
 
@@ -548,6 +596,12 @@ func (r *Runner) WaitReady(ctx context.Context) error {
 		r.lastTake = time.Now()
 		r.refillLocked()
 		full := len(r.spares) >= r.pool
+		if !r.forkOff {
+			full = r.fsrv != nil && r.fsrv.alive()
+			if !full {
+				r.startForkLocked()
+			}
+		}
 		changed := r.changed
 		r.mu.Unlock()
 		if full {
@@ -580,6 +634,11 @@ func (r *Runner) spawn(ctx context.Context) (*child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: start %s: %w", r.python, err)
 	}
+	return newChild(p), nil
+}
+
+// newChild starts reading a started interpreter.
+func newChild(p Process) *child {
 	c := &child{
 		proc:       p,
 		msgs:       make(chan message, msgBufferSize),
@@ -595,7 +654,7 @@ func (r *Runner) spawn(ctx context.Context) (*child, error) {
 		c.code, _ = p.Wait()
 		close(c.exited)
 	}()
-	return c, nil
+	return c
 }
 
 func (c *child) readStdout() {
