@@ -50,8 +50,8 @@ type ForkedTree struct {
 	mu        sync.Mutex
 	groupGone bool
 	pidfd     int // -1 once closed
-	cg       *cgroup
-	released bool
+	cg        *cgroup
+	released  bool
 }
 
 // Pid is the head's pid in the server's pid namespace.

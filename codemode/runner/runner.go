@@ -100,11 +100,11 @@ type Runner struct {
 	log      *slog.Logger
 
 	mu        sync.Mutex
-	fsrv      *forkServer // the running fork server, ready; nil if none
-	fsrvStart bool        // a fork server is being started
-	forkOff   bool        // the fork server failed for good: the pool is used
-	forkFails []time.Time // recent failures, for forkOff
-	forkEver  bool        // a fork server has been ready once
+	fsrv      *forkServer   // the running fork server, ready; nil if none
+	fsrvStart bool          // a fork server is being started
+	forkOff   bool          // the fork server failed for good: the pool is used
+	forkFails []time.Time   // recent failures, for forkOff
+	forkEver  bool          // a fork server has been ready once
 	spares    []*child      // pre-started interpreters, ready or on their way
 	starting  int           // background starts in flight
 	waiting   int           // takers waiting for one of them
