@@ -2,6 +2,7 @@ package codemode_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
+	_ "github.com/bubbuild/bub-mcp/sandbox" // [profiles.<name>.sandbox]
 )
 
 // forkedApp is an App whose one connection's runs are forked from a fork
@@ -211,5 +213,28 @@ func TestForkedSandboxIsolation(t *testing.T) {
 	}
 	if r := <-done; r.Err == nil || !strings.Contains(r.Err.Message, "timed out") {
 		t.Errorf("holding run = %q, %v; want a timeout", r.Text, r.Err)
+	}
+}
+
+// TestForkedSandboxProcesses: the sandbox's processes limit holds for
+// each forked run on its own.
+func TestForkedSandboxProcesses(t *testing.T) {
+	envtest.RequireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("a per-run processes limit needs the pids cgroup (root); without it runs are spawned")
+	}
+	const limit = 20
+	profiles := "[profiles.default]\ncode_mode = true\nenvironment = \"sandbox\"\n\n[profiles.default.sandbox]\nprocesses = " + strconv.Itoa(limit) + "\n"
+	f := newForkedApp(t, appOptions{profiles: profiles, modules: []string{"codemode", "spill", "sandbox"}})
+	code := "import os, time\nn = 0\ntry:\n    while n < 10000:\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)\n"
+	for range 2 { // the second run gets the whole limit again
+		res := f.run(context.Background(), t, code, 30)
+		var n, errno int
+		if _, err := fmt.Sscan(res.Text, &n, &errno); err != nil || res.Err != nil {
+			t.Fatalf("fork bomb = %q, %v", res.Text, res.Err)
+		}
+		if n >= limit || n < limit-5 {
+			t.Errorf("forked %d processes under processes = %d; want the limit to stop it just below", n, limit)
+		}
 	}
 }

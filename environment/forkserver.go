@@ -215,9 +215,10 @@ func (s *SandboxEnvironment) StartForkServer(ctx context.Context, spec Spec, fil
 		var h *cgroupHier
 		maxPids := 0
 		if s.pidsCg != nil {
-			// The child's pid 1 and the interpreter, as bubblewrap's pid
-			// 1 and the command for a spawned process.
-			h, maxPids = s.pidsCg, s.policy.Processes+2
+			// The interpreter and what it starts, its threads included;
+			// bubblewrap's pid 1 is the one more a spawned tree gets (the
+			// child's pid 1 stays outside the cgroup).
+			h, maxPids = s.pidsCg, s.policy.Processes+1
 		}
 		t, err := adoptTree(pid, false, h, maxPids, h != nil)
 		if err != nil {
