@@ -62,6 +62,7 @@ var errForkUnavailable = errors.New("runner: fork server unavailable")
 //	               pipe ends and one end of a per-child socket (SCM_RIGHTS)
 //	server → host: {"type":"ready"} | {"type":"unavailable","error":"..."}
 //	               {"type":"exit","id":N,"code":C} | {"type":"fail","id":N,"error":"..."}
+//	               {"type":"spares","n":N}  children forked ahead now
 //
 // A forked child says "hello" on its per-child socket; the kernel attaches
 // its pid as this process sees it (SCM_CREDENTIALS), which is how the host
@@ -80,6 +81,8 @@ type forkServer struct {
 	nextID  int64
 	pending map[int64]*forkedProc
 	ready   chan struct{} // closed at "ready"
+	spares  int           // children forked ahead, as last reported
+	update  chan struct{} // closed (and replaced) when spares changes
 	dead    chan struct{} // closed when the control socket ends
 	err     error         // why it ended or is unavailable; set before dead is closed
 	stopped sync.Once
@@ -106,7 +109,7 @@ func startForkServer(start ForkStartFunc, python, memory string, spares int, don
 		return nil, errors.New("runner: start fork server: the environment gave no fork policy")
 	}
 	fs := &forkServer{proc: p, ctl: host, policy: pol, pending: map[int64]*forkedProc{},
-		ready: make(chan struct{}), dead: make(chan struct{}), stderr: lockedTail{t: tailBuffer{max: maxStderr}}}
+		ready: make(chan struct{}), update: make(chan struct{}), dead: make(chan struct{}), stderr: lockedTail{t: tailBuffer{max: maxStderr}}}
 	go fs.readStderr()
 	unshare := pol.Unshare
 	if unshare == nil {
@@ -171,6 +174,7 @@ type ctlMessage struct {
 	Type  string `json:"type"`
 	ID    int64  `json:"id"`
 	Code  int    `json:"code"`
+	N     int    `json:"n"`
 	Error string `json:"error"`
 }
 
@@ -191,6 +195,12 @@ func (fs *forkServer) readCtl() {
 		switch m.Type {
 		case "ready":
 			close(fs.ready)
+		case "spares":
+			fs.mu.Lock()
+			fs.spares = int(m.N)
+			close(fs.update)
+			fs.update = make(chan struct{})
+			fs.mu.Unlock()
 		case "unavailable":
 			err = fmt.Errorf("%w: %s", errForkUnavailable, m.Error)
 		case "exit", "fail":
@@ -646,4 +656,12 @@ func (r *Runner) Forking() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return !r.forkOff && r.fsrv != nil && r.fsrv.alive()
+}
+
+// forkedAhead returns how many children the server has forked ahead and
+// a channel closed when that changes.
+func (fs *forkServer) forkedAhead() (int, <-chan struct{}) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.spares, fs.update
 }

@@ -326,6 +326,7 @@ def _zy_main():
             spare = _zy_make_spare()
             if spare is not None:
                 spares.append(spare)
+                _zy_send({"type": "spares", "n": len(spares)})
             continue
         for sock in ready:
             if sock in assigned:
@@ -383,6 +384,7 @@ def _zy_main():
                 run_id = None
             if run_id is not None and len(fds) == 4:
                 _zy_assign(run_id, fds, spares, children, assigned)
+                _zy_send({"type": "spares", "n": len(spares)})
             elif run_id is not None:
                 _zy_send({"type": "fail", "id": run_id, "error": "want 4 descriptors, got %d" % len(fds)})
             for fd in fds:

@@ -596,19 +596,35 @@ func (r *Runner) WaitReady(ctx context.Context) error {
 		r.lastTake = time.Now()
 		r.refillLocked()
 		full := len(r.spares) >= r.pool
+		changed := r.changed
+		var ahead, dead <-chan struct{}
 		if !r.forkOff {
-			full = r.fsrv != nil && r.fsrv.alive()
-			if !full {
+			full = false
+			if fs := r.fsrv; fs != nil && fs.alive() {
+				// Ready once it has the pool's children forked ahead.
+				var n int
+				n, ahead = fs.forkedAhead()
+				full, dead = n >= r.pool, fs.dead
+			} else {
 				r.startForkLocked()
 			}
 		}
-		changed := r.changed
 		r.mu.Unlock()
 		if full {
 			return nil
 		}
 		select {
 		case <-changed:
+		case <-ahead:
+		case <-dead:
+			// Found dead by the next take, which starts it again.
+			r.mu.Lock()
+			if r.fsrv != nil && !r.fsrv.alive() {
+				fs := r.fsrv
+				r.fsrv = nil
+				r.forkFailedLocked(fs.err)
+			}
+			r.mu.Unlock()
 		case <-ctx.Done():
 			return ctx.Err()
 		}
