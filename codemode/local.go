@@ -12,8 +12,8 @@ import (
 
 // runnerSet keeps one runner per Environment, each with a fork server
 // (where the Environment can host one, environment.ForkServerHost) or
-// else interpreters started ahead through env.Spawn, so that a session's later runs pay no
-// start-up and env.Close reaches the interpreter. A runner is dropped
+// else interpreters started ahead through env.Spawn, so that a session's
+// later runs pay no start-up and env.Close reaches the interpreter. A runner is dropped
 // when its Environment closes (environment.ClosedNotifier; otherwise when
 // a run finds it closed) and all of them at close, so none outlives the
 // App. The zero value is ready to use.
