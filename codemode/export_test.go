@@ -26,3 +26,16 @@ func (m *Module) WaitReady(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Forking is how many of m's runners fork their runs from a fork server.
+func (m *Module) Forking() int {
+	m.runners.mu.Lock()
+	defer m.runners.mu.Unlock()
+	n := 0
+	for _, r := range m.runners.runners {
+		if r.Forking() {
+			n++
+		}
+	}
+	return n
+}

@@ -2,6 +2,7 @@ package codemode
 
 import (
 	"errors"
+	"log/slog"
 	"reflect"
 	"sync"
 
@@ -9,9 +10,10 @@ import (
 	"github.com/bubbuild/bub-mcp/environment"
 )
 
-// runnerSet keeps one runner per Environment, each with an interpreter
-// started ahead through env.Spawn, so that a session's later runs pay no
-// start-up and env.Close reaches the interpreter. A runner is dropped
+// runnerSet keeps one runner per Environment, each with a fork server
+// (where the Environment can host one, environment.ForkServerHost) or
+// else interpreters started ahead through env.Spawn, so that a session's
+// later runs pay no start-up and env.Close reaches the interpreter. A runner is dropped
 // when its Environment closes (environment.ClosedNotifier; otherwise when
 // a run finds it closed) and all of them at close, so none outlives the
 // App. The zero value is ready to use.
@@ -21,6 +23,7 @@ type runnerSet struct {
 	done     chan struct{} // closed by close: ends the watchers
 	closed   bool
 	watchers sync.WaitGroup
+	log      *slog.Logger // for the runners' fork servers; nil means slog.Default
 }
 
 // get returns env's runner, making it on first use, and the function to
@@ -44,7 +47,8 @@ func (s *runnerSet) get(env environment.Environment, python string, pool int, me
 		s.runners = map[environment.Environment]*runner.Runner{}
 		s.done = make(chan struct{})
 	}
-	r := runner.New(&runner.Options{Python: python, Start: runner.EnvStart(env), Prestart: true, Pool: pool, Memory: memory})
+	r := runner.New(&runner.Options{Python: python, Start: runner.EnvStart(env), Prestart: true, Pool: pool, Memory: memory,
+		Fork: runner.EnvForkStart(env), Log: s.log})
 	s.runners[env] = r
 	if n, ok := env.(environment.ClosedNotifier); ok {
 		s.watchers.Add(1)

@@ -65,8 +65,10 @@ type Module struct {
 	// Memory is each interpreter's address-space limit (RLIMIT_AS), like
 	// "1GiB"; 0 means DefaultMemory.
 	Memory config.Size `toml:"memory"`
-	// Pool is how many interpreters each environment keeps started,
-	// imports done; 0 means DefaultPool, a negative value is refused.
+	// Pool is how many interpreters each environment keeps ready,
+	// imports done (forked ahead by its fork server, or started ahead
+	// where it has none); 0 means DefaultPool, a negative value is
+	// refused.
 	Pool int `toml:"pool"`
 
 	python func() string // Python resolved to the real executable (asked once)
@@ -126,6 +128,7 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		return fmt.Errorf("codemode: %w", err)
 	}
 	m.home, m.log = home, a.Logger()
+	m.runners.log = m.log
 	m.python = sync.OnceValue(func() string { return m.Python })
 	if _, err := exec.LookPath(m.Python); err != nil {
 		m.log.Warn("codemode.python.missing", "python", m.Python, "error", err,

@@ -307,6 +307,25 @@ func (cg *cgroup) kill() {
 	}
 }
 
+// killNoWait is kill without waiting: one cgroup.kill on cgroup2, one
+// round of SIGKILL to the members on v1.
+func (cg *cgroup) killNoWait() {
+	if cg.h.v2 {
+		if err := os.WriteFile(filepath.Join(cg.dir, "cgroup.kill"), []byte("1"), 0); err == nil {
+			return
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(cg.dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, s := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(s); err == nil && pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
 func (cg *cgroup) waitEmpty() {
 	deadline := time.Now().Add(cgroupKillWait)
 	for cg.populated() && time.Now().Before(deadline) {

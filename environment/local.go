@@ -82,6 +82,7 @@ type LocalEnvironment struct {
 	closed   bool
 	closedCh chan struct{}              // closed when Close begins
 	procs    map[*localProcess]struct{} // started and whose group may be alive
+	trees    map[*ForkedTree]struct{}   // forked by a fork server, not released
 }
 
 // NewLocal returns an environment on the host. A nil opts means defaults;
@@ -174,10 +175,16 @@ func (e *LocalEnvironment) Python() string { return e.python }
 
 // Spawn starts spec in its own process group. See Environment.Spawn.
 func (e *LocalEnvironment) Spawn(ctx context.Context, spec Spec) (Process, error) {
+	return e.spawn(ctx, spec, nil)
+}
+
+// spawn is Spawn with files as descriptors 3, 4, ... of the process.
+func (e *LocalEnvironment) spawn(ctx context.Context, spec Spec, files []*os.File) (Process, error) {
 	l, err := e.prepare(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
+	l.files = files
 	l.env = os.Environ()
 	l.env = append(l.env, e.extraEnv...)
 	l.env = append(l.env, spec.Env...)
@@ -222,6 +229,8 @@ type launch struct {
 	// cgroupFD, if >= 0, is the cgroup2 directory the kernel starts
 	// the process in (CLONE_INTO_CGROUP).
 	cgroupFD int
+	// files become descriptors 3, 4, ... of the process.
+	files []*os.File
 }
 
 // prepare checks ctx and spec and returns the words to run, the
@@ -270,6 +279,7 @@ func (e *LocalEnvironment) start(ctx context.Context, l launch) (Process, error)
 	cmd := exec.CommandContext(ctx, l.name, l.args...)
 	cmd.Dir = l.dir
 	cmd.Env = l.env
+	cmd.ExtraFiles = l.files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if l.cgroupFD >= 0 {
 		cmd.SysProcAttr.UseCgroupFD = true
@@ -354,8 +364,13 @@ func (e *LocalEnvironment) Close() error {
 	close(e.closedCh)
 	procs := e.procs
 	e.procs = nil
+	trees := e.trees
+	e.trees = nil
 	e.mu.Unlock()
 
+	for t := range trees {
+		t.Release()
+	}
 	var errs []error
 	for p := range procs {
 		if err := p.signalGroup(syscall.SIGKILL); err != nil {

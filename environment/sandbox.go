@@ -356,6 +356,12 @@ func (s *SandboxEnvironment) Closed() <-chan struct{} { return s.host.closedCh }
 
 // Spawn starts spec in a sandbox of its own. See Environment.Spawn.
 func (s *SandboxEnvironment) Spawn(ctx context.Context, spec Spec) (Process, error) {
+	return s.spawn(ctx, spec, nil, nil)
+}
+
+// spawn is Spawn with files as descriptors 3, 4, ... of the process and
+// extra bubblewrap arguments (capabilities) after the base ones.
+func (s *SandboxEnvironment) spawn(ctx context.Context, spec Spec, files []*os.File, extra []string) (Process, error) {
 	dirArg := spec.Dir
 	spec.Dir = ""
 	l, err := s.host.prepare(ctx, spec)
@@ -379,8 +385,9 @@ func (s *SandboxEnvironment) Spawn(ctx context.Context, spec Spec) (Process, err
 		}
 		dir = inside
 	}
-	args := make([]string, 0, len(s.baseArgs)+8+len(l.args))
+	args := make([]string, 0, len(s.baseArgs)+len(extra)+8+len(l.args))
 	args = append(args, s.baseArgs...)
+	args = append(args, extra...)
 	args = append(args, "--chdir", dir, "--")
 	if len(s.rlimits) > 0 {
 		args = append(args, "prlimit")
@@ -392,6 +399,7 @@ func (s *SandboxEnvironment) Spawn(ctx context.Context, spec Spec) (Process, err
 	l.name, l.args, l.dir = s.bwrap, args, s.host.workspace
 	l.env = append(append(append([]string(nil), s.env...), spec.Env...), "PWD="+dir)
 	l.keepStdin = spec.KeepStdin
+	l.files = files
 	if s.pidsCg != nil {
 		// One more than asked: bubblewrap's own pid 1 counts too.
 		cg, err := s.pidsCg.newCgroup(s.policy.Processes + 2)

@@ -6,6 +6,14 @@
 // that can start a process with stdin and stdout pipes can host it (see
 // StartFunc); LocalStart runs it on this machine.
 //
+// Where the environment can host one (Options.Fork, EnvForkStart), the
+// interpreter is instead forked from a fork server (forkserver.py, see
+// forkServer for its protocol): a process that has done the child's
+// imports, keeps Options.Pool children forked ahead and hands each run
+// one, which then runs the same child source on its own pipes. The
+// environment's ForkPolicy says what each child must get before it runs
+// anything (namespaces; a cgroup; a pidfd the host holds it by).
+//
 // # Protocol
 //
 // Host and child exchange JSON objects, one per line, of any length.
@@ -75,7 +83,11 @@
 // approvals as await tools.<name>()); stolen replies only confuse its own
 // calls; a line over MaxLine (32 MiB) kills the interpreter as a crash
 // instead of growing the host's memory. Every run has a fresh
-// interpreter, so no run can touch another's.
+// interpreter, so no run can touch another's protocol. A forked run on
+// the local environment can signal its fork server (its parent, the same
+// user) and so end the runs in flight on it, as it could kill their
+// interpreters directly; in the sandbox the server is outside the run's
+// pid namespace and out of its reach.
 //
 // # Stopping
 //

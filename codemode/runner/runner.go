@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -75,6 +76,15 @@ type Options struct {
 	// its subprocesses); 0 means none. A process with CAP_SYS_RESOURCE
 	// (root outside a sandbox) can raise it again.
 	Memory int64
+	// Fork, with Prestart, starts a fork server (see EnvForkStart) that
+	// has done the child's imports and forks a fresh interpreter for
+	// every run, so that concurrent runs start warm too; no pool is kept
+	// then. While it is starting (first run, after Idle, after it died)
+	// runs start their own interpreter. If it cannot start, Log says why
+	// once and the Prestart pool is used instead.
+	Fork ForkStartFunc
+	// Log receives the fork server's failures; nil means slog.Default.
+	Log *slog.Logger
 }
 
 // A Runner runs Python code, each run in a fresh interpreter. It is safe
@@ -86,8 +96,15 @@ type Runner struct {
 	pool     int
 	idle     time.Duration
 	memory   string // the child's argument
+	fork     ForkStartFunc
+	log      *slog.Logger
 
 	mu        sync.Mutex
+	fsrv      *forkServer   // the running fork server, ready; nil if none
+	fsrvStart bool          // a fork server is being started
+	forkOff   bool          // the fork server failed for good: the pool is used
+	forkFails []time.Time   // recent failures, for forkOff
+	forkEver  bool          // a fork server has been ready once
 	spares    []*child      // pre-started interpreters, ready or on their way
 	starting  int           // background starts in flight
 	waiting   int           // takers waiting for one of them
@@ -118,11 +135,19 @@ func New(opts *Options) *Runner {
 	if o.Idle <= 0 {
 		o.Idle = DefaultIdle
 	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
 	r := &Runner{python: o.Python, start: o.Start, prestart: o.Prestart, pool: o.Pool, idle: o.Idle,
-		memory: strconv.FormatInt(max(o.Memory, 0), 10), done: make(chan struct{}), changed: make(chan struct{})}
+		memory: strconv.FormatInt(max(o.Memory, 0), 10), done: make(chan struct{}), changed: make(chan struct{}),
+		fork: o.Fork, log: o.Log}
+	if r.fork == nil {
+		r.forkOff = true
+	}
 	if r.prestart {
 		r.mu.Lock()
 		r.lastTake = time.Now()
+		r.startForkLocked()
 		r.refillLocked()
 		r.mu.Unlock()
 	}
@@ -142,12 +167,17 @@ func (r *Runner) Close() error {
 	close(r.done)
 	spares := r.spares
 	r.spares = nil
+	fsrv := r.fsrv
+	r.fsrv = nil
 	if r.idleTimer != nil {
 		r.idleTimer.Stop()
 	}
 	r.mu.Unlock()
 	for _, c := range spares {
 		c.stop()
+	}
+	if fsrv != nil {
+		fsrv.stop()
 	}
 	r.wg.Wait()
 	return nil
@@ -273,7 +303,10 @@ func stopError(ctx context.Context, timeout time.Duration, started time.Time, ou
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		d := timeout
 		if dl, ok := ctx.Deadline(); ok {
-			d = dl.Sub(started).Round(time.Millisecond)
+			// Run starts a little after the caller set the deadline (more
+			// on a loaded machine); to 10 ms, the caller's own figure is
+			// what is reported, not 1.499 for 1.5.
+			d = dl.Sub(started).Round(10 * time.Millisecond)
 		}
 		return &TimeoutError{Timeout: d, Output: output}
 	}
@@ -401,6 +434,9 @@ func (r *Runner) take(ctx context.Context) (*child, error) {
 	if !r.prestart {
 		return r.spawn(ctx)
 	}
+	if c, ok, err := r.takeForked(ctx); ok {
+		return c, err
+	}
 	for {
 		r.mu.Lock()
 		if r.closed {
@@ -460,11 +496,21 @@ func (r *Runner) refillLocked() {
 	if r.closed || !r.prestart {
 		return
 	}
+	if !r.forkOff {
+		// The fork server replaces the pool.
+		r.armIdleLocked()
+		return
+	}
 	for len(r.spares)+r.starting < r.pool {
 		r.starting++
 		r.wg.Add(1)
 		go r.startSpare()
 	}
+	r.armIdleLocked()
+}
+
+// armIdleLocked (re)starts the idle timer. r.mu is held.
+func (r *Runner) armIdleLocked() {
 	if r.idleTimer == nil {
 		r.idleTimer = time.AfterFunc(r.idle, r.shrink)
 	} else {
@@ -510,9 +556,14 @@ func (r *Runner) shrink() {
 	}
 	spares := r.spares
 	r.spares = nil
+	fsrv := r.fsrv
+	r.fsrv = nil
 	r.mu.Unlock()
 	for _, c := range spares {
 		c.stop()
+	}
+	if fsrv != nil {
+		fsrv.stop()
 	}
 }
 
@@ -549,12 +600,34 @@ func (r *Runner) WaitReady(ctx context.Context) error {
 		r.refillLocked()
 		full := len(r.spares) >= r.pool
 		changed := r.changed
+		var ahead, dead <-chan struct{}
+		if !r.forkOff {
+			full = false
+			if fs := r.fsrv; fs != nil && fs.alive() {
+				// Ready once it has the pool's children forked ahead.
+				var n int
+				n, ahead = fs.forkedAhead()
+				full, dead = n >= r.pool, fs.dead
+			} else {
+				r.startForkLocked()
+			}
+		}
 		r.mu.Unlock()
 		if full {
 			return nil
 		}
 		select {
 		case <-changed:
+		case <-ahead:
+		case <-dead:
+			// Found dead by the next take, which starts it again.
+			r.mu.Lock()
+			if r.fsrv != nil && !r.fsrv.alive() {
+				fs := r.fsrv
+				r.fsrv = nil
+				r.forkFailedLocked(fs.err)
+			}
+			r.mu.Unlock()
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -580,6 +653,11 @@ func (r *Runner) spawn(ctx context.Context) (*child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: start %s: %w", r.python, err)
 	}
+	return newChild(p), nil
+}
+
+// newChild starts reading a started interpreter.
+func newChild(p Process) *child {
 	c := &child{
 		proc:       p,
 		msgs:       make(chan message, msgBufferSize),
@@ -595,7 +673,7 @@ func (r *Runner) spawn(ctx context.Context) (*child, error) {
 		c.code, _ = p.Wait()
 		close(c.exited)
 	}()
-	return c, nil
+	return c
 }
 
 func (c *child) readStdout() {
