@@ -134,16 +134,7 @@ func TestForkedNoSurvivors(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				if tt.cancel {
-					go func() {
-						deadline := time.Now().Add(envtest.Timeout)
-						for time.Now().Before(deadline) {
-							if _, err := os.Stat(lock + ".ready"); err == nil {
-								break
-							}
-							time.Sleep(5 * time.Millisecond)
-						}
-						cancel()
-					}()
+					go cancelOnFile(lock+".ready", cancel)
 				}
 				res := f.run(ctx, t, tt.code, 2)
 				if tt.want == "" && (res.Err != nil || res.Text != "daemon up\n") {

@@ -80,16 +80,7 @@ func TestRunCodeNoSurvivors(t *testing.T) {
 				defer cancel()
 				lock := filepath.Join(ws, "lock")
 				if tt.cancel {
-					go func() {
-						deadline := time.Now().Add(envtest.Timeout)
-						for time.Now().Before(deadline) {
-							if _, err := os.Stat(lock + ".ready"); err == nil {
-								break
-							}
-							time.Sleep(5 * time.Millisecond)
-						}
-						cancel()
-					}()
+					go cancelOnFile(lock+".ready", cancel)
 				}
 				res := runCode(t, ctx, a, nil, tt.code, 2)
 				switch tt.name {
@@ -143,3 +134,16 @@ func TestRunCodeSandboxed(t *testing.T) {
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "\\'") + "'" }
+
+// cancelOnFile calls cancel once path exists (the code under test made it
+// when it was ready to be cancelled), or after envtest.Timeout.
+func cancelOnFile(path string, cancel context.CancelFunc) {
+	deadline := time.Now().Add(envtest.Timeout)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+}

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
@@ -168,7 +170,7 @@ func (m *Module) listMethod(ctx context.Context, conn *providers.Connection, par
 			res.NextCursor = SkillURI(skills[i-1].Name)
 			break
 		}
-		e, err := describe(skills[i])
+		e, err := m.digests.describe(skills[i])
 		if err != nil {
 			m.logger().WarnContext(ctx, "skills.mcp.skip", "skill", skills[i].Name, "error", err)
 			continue
@@ -196,7 +198,7 @@ func (m *Module) getMethod(ctx context.Context, conn *providers.Connection, para
 	if err != nil {
 		return nil, err
 	}
-	e, err := describe(s)
+	e, err := m.digests.describe(s)
 	if err != nil {
 		return nil, &mcpserver.MethodError{Code: mcp.INVALID_PARAMS, Message: "skills/get: " + err.Error()}
 	}
@@ -226,21 +228,77 @@ func (m *Module) lookup(ctx context.Context, conn *providers.Connection, uri str
 }
 
 // describe builds s's entry: its frontmatter as written and a digest of
-// every file, read now.
-func describe(s Skill) (Entry, error) {
+// every file, reading only the files that changed since they were last
+// digested.
+func (c *digestCache) describe(s Skill) (Entry, error) {
 	files, err := skillFiles(s)
 	if err != nil {
 		return Entry{}, err
 	}
 	e := Entry{URI: SkillURI(s.Name), Frontmatter: s.Frontmatter, Resources: make([]FileDigest, 0, len(files))}
 	for _, f := range files {
-		d, err := digest(f.path)
+		d, err := c.digest(f)
 		if err != nil {
 			return Entry{}, fmt.Errorf("skill %s: %w", s.Name, err)
 		}
 		e.Resources = append(e.Resources, FileDigest{URI: uriPrefix + s.Name + "/" + f.rel, Digest: d})
 	}
 	return e, nil
+}
+
+// maxDigests bounds the digests a Module remembers; past it, it forgets
+// them all and reads the files again.
+const maxDigests = 4096
+
+// digestCache remembers file digests by path, size and modification
+// time, so that listing skills does not read every file of every skill
+// each time. The zero value is ready to use.
+type digestCache struct {
+	mu sync.Mutex
+	m  map[fileStamp]string
+}
+
+// racyWindow is how old a file's modification time must be before its
+// digest is remembered.
+const racyWindow = 2 * time.Second
+
+// fileStamp identifies a version of a file as cheaply as stat(2) can.
+type fileStamp struct {
+	path  string
+	size  int64
+	mtime int64
+}
+
+// digest is SEP-2640's digest of f, from the cache when the file's stamp
+// has not changed.
+func (c *digestCache) digest(f skillFile) (string, error) {
+	st, err := os.Stat(f.path)
+	if err != nil {
+		return "", err
+	}
+	key := fileStamp{f.path, st.Size(), st.ModTime().UnixNano()}
+	c.mu.Lock()
+	d, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	if d, err = digest(f.path); err != nil {
+		return "", err
+	}
+	if time.Since(st.ModTime()) < racyWindow {
+		// A file written this recently may change again within its
+		// timestamp's granularity, keeping its stamp: read it again
+		// next time (git's "racily clean" rule).
+		return d, nil
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxDigests {
+		c.m = map[fileStamp]string{}
+	}
+	c.m[key] = d
+	c.mu.Unlock()
+	return d, nil
 }
 
 // skillFiles lists s's files in path order: regular files below its

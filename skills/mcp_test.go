@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
@@ -208,6 +209,34 @@ func TestSkillsOverMCP(t *testing.T) {
 	_, got = rpc(t, url+"/mcp/p/confined", "skills/list", "")
 	if diff := cmp.Diff([]any{wantAlpha}, got["result"].(map[string]any)["skills"]); diff != "" {
 		t.Errorf("confined skills/list (-want +got):\n%s", diff)
+	}
+
+	// A digest follows the file: an old file is remembered by its stamp,
+	// and a changed one is read again.
+	guide := filepath.Join(alpha, "references", "GUIDE.md")
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(guide, old, old); err != nil {
+		t.Fatal(err)
+	}
+	guideDigest := func() string {
+		t.Helper()
+		_, got := rpc(t, url+"/mcp", "skills/get", `"uri":"skill://alpha/SKILL.md"`)
+		for _, r := range got["result"].(map[string]any)["skill"].(map[string]any)["resources"].([]any) {
+			if r := r.(map[string]any); r["uri"] == "skill://alpha/references/GUIDE.md" {
+				return r["digest"].(string)
+			}
+		}
+		t.Fatalf("no GUIDE.md in %v", got)
+		return ""
+	}
+	for range 2 {
+		if got, want := guideDigest(), sha(t, guide); got != want {
+			t.Errorf("GUIDE.md digest %s, want %s", got, want)
+		}
+	}
+	write(t, guide, "# Guide, second edition\n")
+	if got, want := guideDigest(), sha(t, guide); got != want {
+		t.Errorf("after the edit, GUIDE.md digest %s, want %s", got, want)
 	}
 }
 

@@ -30,6 +30,8 @@ type Module struct {
 
 	mu     sync.Mutex
 	warned map[string]bool
+
+	digests digestCache // file digests for skills over MCP (mcp.go)
 }
 
 // BubModule registers the module as "skills".
