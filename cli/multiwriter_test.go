@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -152,24 +150,7 @@ func tapeIDs(t *testing.T, path string) []int {
 // the names of the handoffs it acknowledged.
 func killMidStream(t *testing.T, env []string) []string {
 	t.Helper()
-	var cmd *exec.Cmd
-	tr := transport.NewStdioWithOptions(binary(t), env, []string{"serve"},
-		transport.WithCommandFunc(func(_ context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
-			cmd = exec.Command(command, args...)
-			cmd.Env = env
-			return cmd, nil
-		}))
-	c := client.NewClient(tr)
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "crash-test", Version: "0.1"}
-	if _, err := c.Initialize(t.Context(), init); err != nil {
-		t.Fatal(err)
-	}
+	cmd, c := stdioClient(t, env, mcp.LATEST_PROTOCOL_VERSION, "crash-test", "serve")
 
 	var mu sync.Mutex
 	var acked []string

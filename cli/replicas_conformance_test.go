@@ -7,36 +7,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/bubbuild/bub-mcp/internal/testbin"
 
 	"github.com/bubbuild/bub-mcp/internal/pgtest"
 )
 
-var (
-	confOnce sync.Once
-	confBin  string
-	confErr  error
-)
-
-// conformanceBinary builds bub-mcp with the conformance fixtures once.
+// conformanceBinary is bub-mcp with the conformance fixtures.
 func conformanceBinary(t *testing.T) string {
-	t.Helper()
-	confOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bub-mcp-conf-bin-")
-		if err != nil {
-			confErr = err
-			return
-		}
-		confBin = filepath.Join(dir, "bub-mcp-conformance")
-		if out, err := exec.Command("go", "build", "-o", confBin, "../internal/conformance/cmd/bub-mcp-conformance").CombinedOutput(); err != nil {
-			confErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if confErr != nil {
-		t.Fatal(confErr)
-	}
-	return confBin
+	return testbin.Build(t, "github.com/bubbuild/bub-mcp/internal/conformance/cmd/bub-mcp-conformance")
 }
 
 var scenarioRE = regexp.MustCompile(`^(✓|✗) ([^:\s]+)`)

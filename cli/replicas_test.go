@@ -19,13 +19,18 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/internal/pgtest"
+	"github.com/bubbuild/bub-mcp/internal/testbin"
 	"github.com/jackc/pgx/v5"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Run(m)
+	testbin.Cleanup()
+	os.Exit(code)
+}
 
 var urlRE = regexp.MustCompile(`url=(http://\S+)`)
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/testbin"
+
 	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
@@ -20,32 +22,10 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds cmd/bub-mcp once per test run: these tests drive the real
-// process over stdio, as Claude Desktop and IDEs do.
+// binary is the built cmd/bub-mcp: these tests drive the real process
+// over stdio, as Claude Desktop and IDEs do.
 func binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bub-mcp-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "bub-mcp")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/bub-mcp").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testbin.Build(t, "github.com/bubbuild/bub-mcp/cmd/bub-mcp")
 }
 
 type stdioServer struct {
@@ -55,7 +35,6 @@ type stdioServer struct {
 
 func startStdio(t *testing.T, profile string) *stdioServer {
 	t.Helper()
-	bin := binary(t)
 	s := &stdioServer{home: t.TempDir(), ws: t.TempDir()}
 	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := fmt.Sprintf("[profiles.default]\nworkspace = %q\n[profiles.ro]\nworkspace = %q\ntools = [\"fs.read\", \"tape.*\"]\n", s.ws, s.ws)
@@ -63,20 +42,34 @@ func startStdio(t *testing.T, profile string) *stdioServer {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "BUB_HOME="+s.home, "BUB_CONFIG="+cfg)
-	tr := transport.NewStdio(bin, env, "serve", "--profile", profile)
+	_, s.c = stdioClient(t, env, mcp.LATEST_PROTOCOL_VERSION, "stdio-test", "serve", "--profile", profile)
+	return s
+}
+
+// stdioClient runs the built binary with env and args, and returns its
+// process and an mcp-go client on its pipes, initialized with the protocol
+// version and client name given; both end with the test.
+func stdioClient(t *testing.T, env []string, version, name string, args ...string) (*exec.Cmd, *client.Client) {
+	t.Helper()
+	var cmd *exec.Cmd
+	tr := transport.NewStdioWithOptions(binary(t), env, args,
+		transport.WithCommandFunc(func(_ context.Context, command string, env, args []string) (*exec.Cmd, error) {
+			cmd = exec.Command(command, args...)
+			cmd.Env = env
+			return cmd, nil
+		}))
 	c := client.NewClient(tr)
 	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "stdio-test", Version: "0.1"}
+	init.Params.ProtocolVersion = version
+	init.Params.ClientInfo = mcp.Implementation{Name: name, Version: "0.1"}
 	if _, err := c.Initialize(t.Context(), init); err != nil {
 		t.Fatal(err)
 	}
-	s.c = c
-	return s
+	return cmd, c
 }
 
 func callTool(ctx context.Context, c *client.Client, name string, args map[string]any, token any) (*mcp.CallToolResult, error) {

@@ -193,23 +193,7 @@ func startStdioClient(t *testing.T, grace string) (*exec.Cmd, *client.Client, st
 	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var cmd *exec.Cmd
-	tr := transport.NewStdioWithOptions(binary(t), append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg), []string{"serve"},
-		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
-			cmd = exec.Command(command, args...)
-			cmd.Env = env
-			return cmd, nil
-		}))
-	c := client.NewClient(tr)
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-	if _, err := c.Initialize(t.Context(), init); err != nil {
-		t.Fatal(err)
-	}
+	cmd, c := stdioClient(t, append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg), mcp.ProtocolVersion20251125, "shutdown-test", "serve")
 	return cmd, c, ws
 }
 

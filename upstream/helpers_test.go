@@ -12,10 +12,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/internal/testbin"
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
@@ -79,68 +80,20 @@ func everything(t testing.TB, extra string) string {
 	return stdioTable("everything", cmd, args, extra)
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// bubBinary builds bub-mcp once per test run, to mount it as an upstream.
+// bubBinary is the built bub-mcp, to mount it as an upstream.
 func bubBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bub-upstream-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "bub-mcp")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/bub-mcp").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testbin.Build(t, "github.com/bubbuild/bub-mcp/cmd/bub-mcp")
 }
 
-var (
-	plainOnce sync.Once
-	plainPath string
-	plainErr  error
-)
-
-// plainBinary builds internal/bench/plainmcp once per test run, the
-// benchmark's plain mcp-go proxy.
+// plainBinary is the built internal/bench/plainmcp, the benchmark's plain
+// mcp-go proxy.
 func plainBinary(t testing.TB) string {
-	t.Helper()
-	plainOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bub-upstream-plain-")
-		if err != nil {
-			plainErr = err
-			return
-		}
-		plainPath = filepath.Join(dir, "plainmcp")
-		out, err := exec.Command("go", "build", "-o", plainPath, "../internal/bench/plainmcp").CombinedOutput()
-		if err != nil {
-			plainErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if plainErr != nil {
-		t.Fatal(plainErr)
-	}
-	return plainPath
+	return testbin.Build(t, "github.com/bubbuild/bub-mcp/internal/bench/plainmcp")
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, p := range []string{binPath, plainPath} {
-		if p != "" {
-			os.RemoveAll(filepath.Dir(p))
-		}
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
