@@ -197,7 +197,7 @@ func TestForkedSandboxIsolation(t *testing.T) {
 	}
 	res = f.run(context.Background(), t, "import os, socket\n"+
 		"cmds = [open('/proc/%s/cmdline' % p).read() for p in os.listdir('/proc') if p.isdigit()]\n"+
-		"print(any('sleep' in c for c in cmds))\n"+
+		"print(any(c.split('\\0')[0].endswith('sleep') for c in cmds))\n"+
 		"try:\n    socket.create_connection(('127.0.0.1', "+string(port)+"), timeout=2)\n    print('reached')\nexcept OSError:\n    print('apart')\n", 30)
 	if res.Err != nil || res.Text != "False\napart\n" {
 		t.Errorf("a run beside another = %q, %v; want it to see neither its processes nor its listener", res.Text, res.Err)

@@ -39,6 +39,7 @@ def _take_stdio():
     os.dup2(w, 1)
     os.close(w)
     os.set_blocking(r, False)
+    os.set_blocking(pin, False)
     return pin, pout, r
 
 
@@ -216,7 +217,9 @@ def _make_tool(ident, name):
             raise TypeError(
                 "tools.%s() arguments are not JSON serializable: %s" % (ident, exc)
             ) from None
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        _ensure_reader(loop)
+        future = loop.create_future()
         with _pending_lock:
             call_id = _next_id
             _next_id += 1
@@ -227,6 +230,7 @@ def _make_tool(ident, name):
                 '{"type": "call", "id": %d, "name": %s, "arguments": %s}\n'
                 % (call_id, quoted, arguments)
             )
+            _spin(loop, future)
             return await future
         finally:
             with _pending_lock:
@@ -235,6 +239,39 @@ def _make_tool(ident, name):
     tool.__name__ = ident
     tool.__qualname__ = "tools." + ident
     return tool
+
+
+# A lone call to a fast tool is answered in tens of microseconds, less
+# than it takes to put this thread to sleep and wake it again (on a VM,
+# an idle vCPU's wake-up is most of a nested call's round trip). So it
+# polls for its reply for up to _SPIN_SECONDS before it sleeps, yielding
+# the CPU between polls so that it never delays the host: only when
+# nothing else is in flight or ready to run on the loop and the last call
+# took under _SPIN_AFTER_SECONDS, so slow tools and asyncio.gather never
+# spin.
+_SPIN_SECONDS = 0.0001
+_SPIN_AFTER_SECONDS = 0.001
+_last_call_seconds = 0.0
+
+
+def _spin(loop, future):
+    start = time.perf_counter()
+    if (
+        loop is _main_loop
+        and _last_call_seconds < _SPIN_AFTER_SECONDS
+        and len(_pending) == 1
+        and not getattr(loop, "_ready", True)  # CPython's queue of runnable callbacks
+    ):
+        deadline = start + _SPIN_SECONDS
+        while not future.done() and time.perf_counter() < deadline:
+            _pump()
+            os.sched_yield()  # a host thread woken on this CPU runs at once
+
+    def timed(_):
+        global _last_call_seconds
+        _last_call_seconds = time.perf_counter() - start
+
+    future.add_done_callback(timed)
 
 
 def _resolve(future, ok, value):
@@ -246,32 +283,114 @@ def _resolve(future, ok, value):
         future.set_exception(BubError(value))
 
 
-def _read_replies(pin):
+# Replies are read where the awaiting code runs: by a reader on the run's
+# own event loop, so an answered call wakes one thread once. A call made
+# from another loop (asyncio.run in a thread, or code without top-level
+# await) also starts a reader thread; both read the non-blocking pipe
+# under _in_lock, so each reply is taken exactly once.
+_in_lock = threading.Lock()
+_in_buf = bytearray()
+_main_loop = None
+_reader_started = False
+
+
+def _take_lines():
+    # The complete lines read so far; the caller holds _in_lock.
+    end = _in_buf.rfind(b"\n")
+    if end < 0:
+        return []
+    lines = bytes(_in_buf[: end + 1]).splitlines()
+    del _in_buf[: end + 1]
+    return lines
+
+
+def _fill():
+    # Reads what the host has sent without blocking; the caller holds
+    # _in_lock. False at EOF: the host is gone.
     while True:
-        line = pin.readline()
-        if not line:
-            # The host is gone; nobody will ever answer or collect output.
+        try:
+            chunk = os.read(_PIN, 1 << 16)
+        except BlockingIOError:
+            return True
+        except InterruptedError:
+            continue
+        if not chunk:
+            return False
+        _in_buf.extend(chunk)
+        if len(chunk) < 1 << 16:
+            return True
+
+
+def _pump():
+    with _in_lock:
+        if not _fill():
+            # Nobody will ever answer or collect output.
             os._exit(1)
+        lines = _take_lines()
+    for line in lines:
+        _dispatch(line)
+
+
+def _dispatch(line):
+    try:
+        msg = json.loads(line.decode("utf-8", "replace"))
+        kind = msg.get("type")
+        call_id = msg.get("id")
+    except Exception:
+        return
+    with _pending_lock:
+        future = _pending.get(call_id)
+    if future is None:
+        return
+    if kind == "result":
+        args = (future, True, msg.get("value"))
+    elif kind == "error":
+        args = (future, False, str(msg.get("message", "")))
+    else:
+        return
+    loop = future.get_loop()
+    if asyncio._get_running_loop() is loop:
+        _resolve(*args)
+        return
+    try:
+        loop.call_soon_threadsafe(_resolve, *args)
+    except RuntimeError:
+        pass  # the loop is closed: the code finished without awaiting
+
+
+def _read_replies():
+    while True:
         try:
-            msg = json.loads(line.decode("utf-8", "replace"))
-            kind = msg.get("type")
-            call_id = msg.get("id")
-        except Exception:
+            select.select([_PIN], [], [])
+        except InterruptedError:
             continue
-        with _pending_lock:
-            future = _pending.get(call_id)
-        if future is None:
-            continue
-        if kind == "result":
-            args = (future, True, msg.get("value"))
-        elif kind == "error":
-            args = (future, False, str(msg.get("message", "")))
-        else:
-            continue
-        try:
-            future.get_loop().call_soon_threadsafe(_resolve, *args)
-        except RuntimeError:
-            pass  # the loop is closed: the code finished without awaiting
+        _pump()
+
+
+def _ensure_reader(loop):
+    global _reader_started
+    if loop is _main_loop or _reader_started:
+        return
+    with _pending_lock:
+        if _reader_started:
+            return
+        _reader_started = True
+    threading.Thread(target=_read_replies, daemon=True).start()
+
+
+def _read_first():
+    # The run request, the one message read before any reader exists.
+    while True:
+        with _in_lock:
+            more = _fill()
+            end = _in_buf.find(b"\n")
+            if end >= 0:
+                line = bytes(_in_buf[:end])
+                del _in_buf[: end + 1]
+                return line
+            if not more:
+                os._exit(0)  # stopped before a run
+        select.select([_PIN], [], [])
 
 
 # ---- running the code -------------------------------------------------------
@@ -303,7 +422,7 @@ def _format_frames(exc, filename):
     return "".join(lines)
 
 
-def _run(msg, pin):
+def _run(msg):
     code = msg.get("code", "")
     filename = msg.get("filename") or "<run_code>"
     tools = _Tools()
@@ -316,7 +435,7 @@ def _run(msg, pin):
     namespace = {"__name__": "__run_code__", "__builtins__": builtins, "tools": tools}
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
 
-    threading.Thread(target=_read_replies, args=(pin,), daemon=True).start()
+    global _main_loop
     try:
         compiled = compile(
             code, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True
@@ -324,6 +443,8 @@ def _run(msg, pin):
         if compiled.co_flags & inspect.CO_COROUTINE:
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
+            _main_loop = loop
+            loop.add_reader(_PIN, _pump)
             loop.run_until_complete(eval(compiled, namespace))
         else:
             exec(compiled, namespace)
@@ -350,14 +471,10 @@ def _run(msg, pin):
 
 def _main():
     threading.Thread(target=_forward_output, daemon=True).start()
-    pin = os.fdopen(_PIN, "rb")
     _send({"type": "ready"})
-    line = pin.readline()
-    if not line:
-        os._exit(0)
-    msg = json.loads(line.decode("utf-8", "replace"))
+    msg = json.loads(_read_first().decode("utf-8", "replace"))
     try:
-        _run(msg, pin)
+        _run(msg)
     finally:
         os._exit(0)
 

@@ -44,8 +44,11 @@
 // (positional ones raise TypeError "tools.X() accepts keyword arguments
 // only"); arguments that are not JSON raise TypeError inside the code; an
 // unknown tools.foo raises AttributeError "unknown tool 'foo'"; an error
-// reply raises BubError, whose str() is the host's message. A reader thread
-// resolves replies, so calls gathered with asyncio.gather run concurrently.
+// reply raises BubError, whose str() is the host's message. Replies are
+// read by the run's event loop itself (a thread takes over only for a call
+// made from another loop), so calls gathered with asyncio.gather run
+// concurrently and a lone call wakes one thread; a lone call to a fast tool
+// polls for its reply for up to 100 µs, yielding the CPU, before it sleeps.
 // Output is sent once 8192 characters are pending, every 0.2 s, before each
 // call and at the end. An uncaught exception (SystemExit included) becomes
 // "failed" with a traceback that keeps only the code's own frames. A

@@ -93,6 +93,15 @@ func TestRun(t *testing.T) {
 		{name: "await", code: "r = await tools.echo(a=1, b=[True, None])\nprint(r)", want: "{'a': 1, 'b': [True, None]}\n"},
 		{name: "no await needed", code: "import asyncio\nprint(asyncio.run(tools.echo(a=2)))", want: "{'a': 2}\n"},
 		{name: "dotted name", code: "print(await tools.mcp_search_docs(q='x'))\nprint(await getattr(tools, 'mcp.search-docs')(q='y'))", want: "{'q': 'x'}\n{'q': 'y'}\n"},
+		{name: "call from a thread's loop", code: "import asyncio\nprint(await asyncio.to_thread(lambda: asyncio.run(tools.echo(t=1))))", want: "{'t': 1}\n"},
+		{
+			// The run's loop is blocked: the thread's reply must be read
+			// by someone else than the loop's reader.
+			name: "call from a thread while the loop is blocked",
+			code: "import asyncio, threading\nout = []\nt = threading.Thread(target=lambda: out.append(asyncio.run(tools.echo(t=2))))\nt.start()\nt.join()\nprint(out, await tools.echo(t=3))",
+			want: "[{'t': 2}] {'t': 3}\n",
+		},
+		{name: "sequential calls", code: "n = 0\nfor i in range(200):\n    n += (await tools.echo(i=i))['i']\nprint(n)", want: "19900\n"},
 		{name: "gather", code: "import asyncio\nrs = await asyncio.gather(*(tools.echo(i=i) for i in range(10)))\nprint(sum(r['i'] for r in rs))", want: "45\n"},
 		{
 			name: "failed call caught",
