@@ -176,36 +176,46 @@ const (
 
 // BenchmarkColdStart measures spawn → initialize → first tools/list, the
 // latency an MCP client sees before it can offer the tools. Shutting the
-// server down is not timed. Each sub-benchmark reuses one $BUB_HOME, as a
-// user's machine would.
+// server down is not timed. bub-mcp and the plain mcp-go server start in
+// turn (paired rounds, so that both see the same machine), each kind
+// reusing one $BUB_HOME, as a user's machine would; it reports each
+// kind's mean and bub/plain, the ratio of the means.
 func BenchmarkColdStart(b *testing.B) {
 	setup(b)
 	for _, tr := range transports {
-		for _, kind := range kinds {
-			b.Run(tr+"/"+kind, func(b *testing.B) {
-				bin := binary(b, kind)
-				dir := b.TempDir()
-				ctx := context.Background()
-				var total time.Duration
-				n := min(b.N, maxColdStarts)
-				for range n {
+		b.Run(tr, func(b *testing.B) {
+			bins := map[string]string{}
+			dirs := map[string]string{}
+			total := map[string]time.Duration{}
+			for _, kind := range kinds {
+				bins[kind], dirs[kind] = binary(b, kind), b.TempDir()
+			}
+			ctx := context.Background()
+			n := min(b.N, maxColdStarts)
+			for i := range n {
+				for k := range kinds {
+					// Who goes first alternates, so neither always
+					// starts on the caches the other warmed.
+					kind := kinds[(i+k)%len(kinds)]
 					t0 := time.Now()
-					s, err := startServer(ctx, bin, kind, tr, dir)
+					s, err := startServer(ctx, bins[kind], kind, tr, dirs[kind])
 					if err != nil {
 						b.Fatal(err)
 					}
 					list, err := s.client.ListTools(ctx, mcp.ListToolsRequest{})
-					total += time.Since(t0)
+					total[kind] += time.Since(t0)
 					s.stop()
 					if err != nil || len(list.Tools) == 0 {
 						b.Fatalf("%s %s: tools/list = %v, %v\nstderr: %s", kind, tr, list, err, s.stderr)
 					}
 				}
-				mean := float64(total.Nanoseconds()) / float64(n)
-				b.ReportMetric(mean, "ns/op")
-				b.ReportMetric(mean/1e6, "ms/op")
-			})
-		}
+			}
+			mean := func(kind string) float64 { return float64(total[kind].Nanoseconds()) / float64(n) / 1e6 }
+			b.ReportMetric(mean(bub), "bub-ms/op")
+			b.ReportMetric(mean(plain), "plain-ms/op")
+			b.ReportMetric(mean(bub)/mean(plain), "bub/plain")
+			b.ReportMetric(0, "ns/op")
+		})
 	}
 }
 

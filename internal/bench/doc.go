@@ -35,8 +35,9 @@
 //
 // ns/op, B/op and allocs/op are the client's figures.
 //
-// BenchmarkColdStart reports ms/op: spawn, then initialize, then the first
-// tools/list. BenchmarkIdleRSS reports idle-RSS-MiB: VmRSS 200 ms after
+// BenchmarkColdStart reports bub-ms/op and plain-ms/op, each the mean of
+// spawn, then initialize, then the first tools/list, the two kinds
+// started in turn, and bub/plain, their ratio. BenchmarkIdleRSS reports idle-RSS-MiB: VmRSS 200 ms after
 // the first tools/list, split into anon-RSS-MiB (heap, stacks) and
 // file-RSS-MiB (mapped pages of the binary and libc), plus peak-RSS-MiB
 // (VmHWM). Each of their iterations is a whole process life, so a run
