@@ -9,6 +9,9 @@ import (
 	"syscall"
 
 	"github.com/bubbuild/bub-mcp/cli"
+	// The schemas of the builtin tools, so that start-up does not reflect
+	// them (see the package).
+	_ "github.com/bubbuild/bub-mcp/internal/schemaseed"
 )
 
 func main() {
