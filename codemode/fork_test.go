@@ -172,6 +172,15 @@ func TestForkedSandboxIsolation(t *testing.T) {
 		t.Errorf("forked run in the sandbox = %q, %v; want %q", res.Text, res.Err, want)
 	}
 
+	// Each run is pid 2 of a pid namespace of its own (numbering starts
+	// again in each): the fork server makes each run's namespace and goes
+	// back to its own for the next.
+	for i := range 3 {
+		if res := f.run(context.Background(), t, "import os\nprint(os.getpid())", 30); res.Err != nil || res.Text != "2\n" {
+			t.Errorf("run %d: pid = %q, %v; want 2", i, res.Text, res.Err)
+		}
+	}
+
 	// One run holds a process and a loopback listener; a run beside it
 	// must see neither.
 	done := make(chan registry.Result, 1)
