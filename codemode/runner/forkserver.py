@@ -318,8 +318,7 @@ def _zy_main():
             os._exit(1)
     want = max(1, int(_zy_conf.get("spares") or 1))
     spares = []  # [(pid, socket)]: forked ahead, waiting for a run
-    children = {}  # pid -> run id, None once its end is reported
-    assigned = {}  # socket -> pid, for an early end report
+    children = {}  # pid -> run id, for each run in progress
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -331,7 +330,7 @@ def _zy_main():
         # never waits for one that is not its own.
         timeout = 0 if len(spares) < want else None
         try:
-            ready, _, _ = select.select([_zy_ctl, wake_r] + list(assigned), [], [], timeout)
+            ready, _, _ = select.select([_zy_ctl, wake_r], [], [], timeout)
         except InterruptedError:
             continue
         if not ready:
@@ -340,17 +339,6 @@ def _zy_main():
                 spares.append(spare)
                 _zy_send({"type": "spares", "n": len(spares)})
             continue
-        for sock in ready:
-            if sock in assigned:
-                pid = assigned.pop(sock)
-                try:
-                    msg = sock.recv(64)
-                except OSError:
-                    msg = b""
-                sock.close()
-                if msg.startswith(b"exit ") and children.get(pid) is not None:
-                    _zy_report(children[pid], int(msg[5:]))
-                    children[pid] = None
         if wake_r in ready:
             try:
                 while os.read(wake_r, 512):
@@ -395,7 +383,7 @@ def _zy_main():
             except Exception:
                 run_id = None
             if run_id is not None and len(fds) == 4:
-                _zy_assign(run_id, fds, spares, children, assigned)
+                _zy_assign(run_id, fds, spares, children)
                 _zy_send({"type": "spares", "n": len(spares)})
             elif run_id is not None:
                 _zy_send({"type": "fail", "id": run_id, "error": "want 4 descriptors, got %d" % len(fds)})
@@ -409,7 +397,7 @@ def _zy_report(run_id, code):
     _zy_send({"type": "exit", "id": run_id, "code": code})
 
 
-def _zy_assign(run_id, fds, spares, children, assigned):
+def _zy_assign(run_id, fds, spares, children):
     # Hands the run to a spare, forking one if none is left.
     for _ in range(3):
         if not spares:
@@ -423,8 +411,8 @@ def _zy_assign(run_id, fds, spares, children, assigned):
         except OSError:
             sock.close()  # it died; it is reaped as a spare
             continue
+        sock.close()  # the message stays queued for the spare
         children[pid] = run_id
-        assigned[sock] = pid
         return
     _zy_send({"type": "fail", "id": run_id, "error": "no child could be forked"})
 
