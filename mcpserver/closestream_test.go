@@ -1,0 +1,68 @@
+package mcpserver_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// TestCloseStream: on a 2025 session a tool ends its response stream
+// mid-call (SEP-1699) and its result still reaches the client, which
+// resumes with Last-Event-ID (mcp-go's client does); the sessionless
+// 2026-07-28 wire has no stream to resume, so CloseStream reports false
+// there and the call answers as usual.
+func TestCloseStream(t *testing.T) {
+	reg := registry.New()
+	reg.MustRegister(registry.MustNewTool("closer", "closes its stream", func(ctx context.Context, _ *registry.ToolContext, _ struct{}) (string, error) {
+		closed := mcpserver.CloseStream(ctx)
+		select {
+		case <-time.After(100 * time.Millisecond): // the result comes after the stream ended
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		return strconv.FormatBool(closed), nil
+	}))
+	h := newHost(t, reg, "[profiles.default]\n")
+	handler, closeSessions := newServer(t, h).Handler(mcpserver.HTTPOptions{Profiles: h.Config().ProfileNames()})
+	ts := httptest.NewServer(handler)
+	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
+
+	for _, tt := range []struct{ version, want string }{
+		{legacy, "true"},
+		{modern, "false"},
+	} {
+		t.Run(tt.version, func(t *testing.T) {
+			tr, err := transport.NewStreamableHTTP(ts.URL + "/mcp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := client.NewClient(tr, client.WithProtocolVersion(tt.version))
+			if err := c.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			init := mcp.InitializeRequest{}
+			init.Params.ProtocolVersion = tt.version
+			init.Params.ClientInfo = mcp.Implementation{Name: "bub-test", Version: "1"}
+			if _, err := c.Initialize(t.Context(), init); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "closer"
+			res, err := c.CallTool(ctx, req)
+			if err != nil || res.IsError || text(res) != tt.want {
+				t.Errorf("closer: CloseStream = %+v, %v; want %s", res, err, tt.want)
+			}
+		})
+	}
+}
