@@ -9,9 +9,6 @@ import (
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/registry"
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // TestCloseStream: on a 2025 session a tool ends its response stream
@@ -40,26 +37,7 @@ func TestCloseStream(t *testing.T) {
 		{modern, "false"},
 	} {
 		t.Run(tt.version, func(t *testing.T) {
-			tr, err := transport.NewStreamableHTTP(ts.URL + "/mcp")
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := client.NewClient(tr, client.WithProtocolVersion(tt.version))
-			if err := c.Start(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			init := mcp.InitializeRequest{}
-			init.Params.ProtocolVersion = tt.version
-			init.Params.ClientInfo = mcp.Implementation{Name: "bub-test", Version: "1"}
-			if _, err := c.Initialize(t.Context(), init); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-			defer cancel()
-			req := mcp.CallToolRequest{}
-			req.Params.Name = "closer"
-			res, err := c.CallTool(ctx, req)
+			res, err := call(t, connect(t, ts.URL+"/mcp", tt.version, nil), "closer", nil)
 			if err != nil || res.IsError || text(res) != tt.want {
 				t.Errorf("closer: CloseStream = %+v, %v; want %s", res, err, tt.want)
 			}
