@@ -176,10 +176,11 @@ const (
 
 // BenchmarkColdStart measures spawn → initialize → first tools/list, the
 // latency an MCP client sees before it can offer the tools. Shutting the
-// server down is not timed. bub-mcp and the plain mcp-go server start in
-// turn (paired rounds, so that both see the same machine), each kind
-// reusing one $BUB_HOME, as a user's machine would; it reports each
-// kind's mean and bub/plain, the ratio of the means.
+// server down is not timed. bub-mcp (cmd/bub-mcp, as users run it) and
+// the plain mcp-go server start in turn (paired rounds, so that both see
+// the same machine), each kind reusing one $BUB_HOME, as a user's machine
+// would; it reports each kind's mean and bub/plain, the ratio of the
+// means.
 func BenchmarkColdStart(b *testing.B) {
 	setup(b)
 	for _, tr := range transports {
@@ -190,6 +191,7 @@ func BenchmarkColdStart(b *testing.B) {
 			for _, kind := range kinds {
 				bins[kind], dirs[kind] = binary(b, kind), b.TempDir()
 			}
+			bins[bub] = serveBinary(b)
 			ctx := context.Background()
 			n := min(b.N, maxColdStarts)
 			for i := range n {

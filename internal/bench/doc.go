@@ -37,7 +37,8 @@
 //
 // BenchmarkColdStart reports bub-ms/op and plain-ms/op, each the mean of
 // spawn, then initialize, then the first tools/list, the two kinds
-// started in turn, and bub/plain, their ratio. BenchmarkIdleRSS reports idle-RSS-MiB: VmRSS 200 ms after
+// started in turn, and bub/plain, their ratio; its bub-mcp is cmd/bub-mcp
+// (BENCH_SERVE_BIN replaces it), the others' is the fixture build. BenchmarkIdleRSS reports idle-RSS-MiB: VmRSS 200 ms after
 // the first tools/list, split into anon-RSS-MiB (heap, stacks) and
 // file-RSS-MiB (mapped pages of the binary and libc), plus peak-RSS-MiB
 // (VmHWM). Each of their iterations is a whole process life, so a run

@@ -36,6 +36,10 @@ var kinds = []string{bub, plain}
 const (
 	bubPkg   = "github.com/bubbuild/bub-mcp/internal/conformance/cmd/bub-mcp-conformance"
 	plainPkg = "github.com/bubbuild/bub-mcp/internal/bench/plainmcp"
+	// servePkg is the binary users run, for BenchmarkColdStart: bubPkg
+	// adds the fixtures the call benchmarks need (the echo tool) and does
+	// not carry the builtin tools' schema seeds (internal/schemaseed).
+	servePkg = "github.com/bubbuild/bub-mcp/cmd/bub-mcp"
 )
 
 // clkTck is sysconf(_SC_CLK_TCK), the unit of utime and stime in
@@ -77,13 +81,13 @@ func binary(tb testing.TB, kind string) string {
 		}
 		start := time.Now()
 		// go test puts its own GOROOT/bin first in PATH.
-		cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator), bubPkg, plainPkg)
+		cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator), bubPkg, plainPkg, servePkg)
 		cmd.Env = os.Environ()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 			return
 		}
-		tb.Logf("built %s and %s in %v", filepath.Base(bubPkg), filepath.Base(plainPkg), time.Since(start).Round(time.Millisecond))
+		tb.Logf("built %s, %s and %s in %v", filepath.Base(bubPkg), filepath.Base(plainPkg), filepath.Base(servePkg), time.Since(start).Round(time.Millisecond))
 	})
 	if buildErr != nil {
 		tb.Fatal(buildErr)
@@ -93,6 +97,16 @@ func binary(tb testing.TB, kind string) string {
 	}
 	name := map[string]string{bub: filepath.Base(bubPkg), plain: filepath.Base(plainPkg)}[kind]
 	return filepath.Join(buildDir, name)
+}
+
+// serveBinary is the built cmd/bub-mcp, or BENCH_SERVE_BIN.
+func serveBinary(tb testing.TB) string {
+	tb.Helper()
+	binary(tb, bub) // builds them all
+	if p := os.Getenv("BENCH_SERVE_BIN"); p != "" {
+		return p
+	}
+	return filepath.Join(buildDir, filepath.Base(servePkg))
 }
 
 // server is one running server process with a connected, initialized
