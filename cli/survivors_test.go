@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -26,14 +25,7 @@ func TestServerExitEndsDaemons(t *testing.T) {
 			if env == "sandbox" {
 				envtest.RequireBwrap(t)
 			} else {
-				le, err := environment.NewLocal(nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				le.Close()
-				if !le.TracksTrees() {
-					t.Skip("no writable cgroup hierarchy: setsid daemons escape the local environment")
-				}
+				envtest.RequireTreeTracking(t)
 			}
 			ws := t.TempDir()
 			cfg := filepath.Join(t.TempDir(), "bub.toml")

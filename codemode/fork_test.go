@@ -13,7 +13,6 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/codemode"
-	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
@@ -105,14 +104,7 @@ func TestForkedRuns(t *testing.T) {
 func TestForkedNoSurvivors(t *testing.T) {
 	eachEnv(t, func(t *testing.T, env string) {
 		if env == "local" {
-			le, err := environment.NewLocal(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			le.Close()
-			if !le.TracksTrees() {
-				t.Skip("no writable cgroup hierarchy: setsid daemons escape the local environment")
-			}
+			envtest.RequireTreeTracking(t)
 		}
 		ws := t.TempDir()
 		f := newForkedApp(t, appOptions{env: env, ws: ws})

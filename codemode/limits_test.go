@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/environment/envtest"
 )
 
@@ -51,14 +50,7 @@ func TestRunCodeNoSurvivors(t *testing.T) {
 	eachEnv(t, func(t *testing.T, env string) {
 		needPython(t)
 		if env == "local" {
-			le, err := environment.NewLocal(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			le.Close()
-			if !le.TracksTrees() {
-				t.Skip("no writable cgroup hierarchy: setsid daemons escape the local environment")
-			}
+			envtest.RequireTreeTracking(t)
 		}
 		daemon := "import subprocess, os, time\n" +
 			"subprocess.run(['setsid', '-f', 'flock', '-x', 'lock', 'sh', '-c', 'echo > lock.ready; exec sleep 1000'], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)\n" +

@@ -420,3 +420,18 @@ func RequireBwrap(t testing.TB) {
 	}
 	t.Skip("bubblewrap (bwrap) is not installed; make test installs it (apt-get install -y bubblewrap)")
 }
+
+// RequireTreeTracking skips the test when the local environment cannot
+// follow a setsid or double-forked daemon (no writable cgroup hierarchy:
+// see environment.LocalEnvironment.TracksTrees).
+func RequireTreeTracking(t testing.TB) {
+	t.Helper()
+	le, err := environment.NewLocal(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.Close()
+	if !le.TracksTrees() {
+		t.Skip("no writable cgroup hierarchy: setsid daemons escape the local environment")
+	}
+}
