@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/app"
-	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/skills"
 	"github.com/google/go-cmp/cmp"
@@ -32,17 +30,8 @@ func skillsServer(t *testing.T) (string, string) {
 	home, ws := t.TempDir(), t.TempDir()
 	t.Setenv("HOME", home)
 	src := "[profiles.noskill]\ndeny = [\"skill\"]\n[profiles.confined]\nconfine = true\n"
-	cfg, err := config.Parse("bub.toml", src, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(t.Context(), &app.Options{Config: cfg, Modules: []string{"skills"}, Home: t.TempDir(), Workspace: ws, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	mod, _ := a.Module("skills")
-	srv, err := mcpserver.New(&mcpserver.Options{Backend: a, Registry: a.Registry(), Logger: slog.New(slog.DiscardHandler), Extensions: mod.(*skills.Module).MCPExtensions()})
+	a, mod := skillsApp(t, src, ws)
+	srv, err := mcpserver.New(&mcpserver.Options{Backend: a, Registry: a.Registry(), Logger: slog.New(slog.DiscardHandler), Extensions: mod.MCPExtensions()})
 	if err != nil {
 		t.Fatal(err)
 	}

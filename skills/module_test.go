@@ -38,17 +38,7 @@ func TestModuleSkills(t *testing.T) {
 	}
 	write(t, filepath.Join(home, skills.ProjectSkillsDir, "global", skills.SkillFileName), "---\nname: global\ndescription: From home.\n---\n")
 
-	cfg, err := config.Parse("bub.toml", "[server]\nshutdown_grace = \"7s\"\n[profiles.c]\nconfine = true\n", func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(t.Context(), &app.Options{Config: cfg, Modules: []string{"skills"}, Home: t.TempDir(), Workspace: ws, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	mod, _ := a.Module("skills")
-	m := mod.(*skills.Module)
+	a, m := skillsApp(t, "[server]\nshutdown_grace = \"7s\"\n[profiles.c]\nconfine = true\n", ws)
 	conn := func(profile string) *providers.Connection {
 		c := &providers.Connection{Transport: "test", Profile: profile}
 		if err := a.Resolve(t.Context(), c); err != nil {
@@ -84,4 +74,21 @@ func TestModuleSkills(t *testing.T) {
 	if res.Err != nil || res.Text != "Location: "+alpha+"\n---\n"+"grace 7s, true, missing ${config.nope.x}, run python3 "+filepath.Dir(alpha)+"/go.py" {
 		t.Errorf("skill(alpha) = %q, %v", res.Text, res.Err)
 	}
+}
+
+// skillsApp is an App of bub.toml src with the skills module only, over
+// workspace ws, and its skills module.
+func skillsApp(t *testing.T, src, ws string) (*app.App, *skills.Module) {
+	t.Helper()
+	cfg, err := config.Parse("bub.toml", src, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(t.Context(), &app.Options{Config: cfg, Modules: []string{"skills"}, Home: t.TempDir(), Workspace: ws, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	mod, _ := a.Module("skills")
+	return a, mod.(*skills.Module)
 }
