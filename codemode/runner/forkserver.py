@@ -216,7 +216,7 @@ def _zy_init(spare):
             os._exit(_zy_status(st))
 
 
-def _zy_isolated(spare):
+def _zy_pid1(spare):
     # Pid 1 of the run's new pid namespace (the fork server forked it
     # there, see _zy_make_spare): it makes the run's other namespaces for
     # itself, then serves as the run's init.
@@ -237,7 +237,7 @@ def _zy_spare_main(spare):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _zy_close_all_but({0, 1, 2, spare.fileno()})
         if _zy_unshare:
-            _zy_isolated(spare)
+            _zy_pid1(spare)
         else:
             os.setsid()
             _zy_worker(spare)

@@ -185,13 +185,9 @@ func BenchmarkColdStart(b *testing.B) {
 	setup(b)
 	for _, tr := range transports {
 		b.Run(tr, func(b *testing.B) {
-			bins := map[string]string{}
-			dirs := map[string]string{}
+			bins := map[string]string{bub: serveBinary(b), plain: binary(b, plain)}
+			dirs := map[string]string{bub: b.TempDir(), plain: b.TempDir()}
 			total := map[string]time.Duration{}
-			for _, kind := range kinds {
-				bins[kind], dirs[kind] = binary(b, kind), b.TempDir()
-			}
-			bins[bub] = serveBinary(b)
 			ctx := context.Background()
 			n := min(b.N, maxColdStarts)
 			for i := range n {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -61,13 +62,7 @@ func TestSeedsCurrent(t *testing.T) {
 // encode writes the seeds one per line, sorted, each schema exactly as
 // reflection gave it (a seed is what tools/list will send).
 func encode(m map[string]json.RawMessage) []byte {
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(m))
 	var b bytes.Buffer
 	b.WriteString("{\n")
 	for i, k := range keys {
