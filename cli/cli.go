@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -95,6 +96,12 @@ func Run(ctx context.Context, env *Env, args []string) int {
 		} else {
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
+	}
+	if path := env.Getenv("BUB_MEMPROFILE"); path != "" {
+		// The allocations profile (every 4 KiB allocated is sampled),
+		// written when the command returns, as BUB_CPUPROFILE's.
+		runtime.MemProfileRate = 4 << 10
+		defer writeAllocs(env.Logger, path)
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printUsage(env.Stderr)
@@ -182,4 +189,17 @@ func newLogger(env *Env) *slog.Logger {
 		log.Warn("BUB_LOG_FORMAT is neither text nor json; writing text", "value", format)
 	}
 	return log
+}
+
+// writeAllocs writes the allocations profile to path (BUB_MEMPROFILE).
+func writeAllocs(log *slog.Logger, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		log.Warn("memprofile", "error", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		log.Warn("memprofile", "error", err)
+	}
 }

@@ -35,6 +35,16 @@
 //
 // ns/op, B/op and allocs/op are the client's figures.
 //
+// BenchmarkEchoPaired/<stdio|http>/<protocol>/c=<1|8|32> is the figure
+// the speed goals are read from: both servers run at once and take turns,
+// 10 rounds of b.N/10 calls each, on each transport with the 2026-07-28
+// and the 2025-11-25 protocol pinned. It reports bub-cpu-µs/call and
+// plain-cpu-µs/call (scheduler run time), cpu-bub/plain, each server's
+// calls/s and calls/s-bub/plain. Run alone, one kind after the other,
+// BenchmarkEcho's figures move with the machine between minutes:
+//
+//	go test -run '^$' -bench EchoPaired -benchtime 5000x ./internal/bench/
+//
 // BenchmarkColdStart reports bub-ms/op and plain-ms/op, each the mean of
 // spawn, then initialize, then the first tools/list, the two kinds
 // started in turn, and bub/plain, their ratio; its bub-mcp is cmd/bub-mcp

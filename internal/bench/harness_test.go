@@ -121,13 +121,14 @@ type server struct {
 }
 
 // serverEnv is the environment a server runs with: the test's, minus any
-// BUB_* setting of the developer's (BUB_CPUPROFILE, a diagnostic, is kept),
+// BUB_* setting of the developer's (BUB_CPUPROFILE and BUB_MEMPROFILE,
+// diagnostics, are kept),
 // plus a fresh $BUB_HOME. bub-mcp thus runs its zero configuration (default
 // profile, audit log on, info logs).
 func serverEnv(home string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BUB_") || strings.HasPrefix(kv, "BUB_CPUPROFILE=") {
+		if !strings.HasPrefix(kv, "BUB_") || strings.HasPrefix(kv, "BUB_CPUPROFILE=") || strings.HasPrefix(kv, "BUB_MEMPROFILE=") {
 			env = append(env, kv)
 		}
 	}
@@ -147,17 +148,25 @@ func serverArgs(kind, tr string) []string {
 	}
 }
 
-func clientOptions() []client.ClientOption {
-	if v := os.Getenv("BENCH_PROTOCOL"); v != "" {
-		return []client.ClientOption{client.WithProtocolVersion(v)}
+// clientOptions pins the protocol version the client negotiates; with
+// none, the mcp-go client probes server/discover and speaks 2026-07-28.
+func clientOptions(protocol string) []client.ClientOption {
+	if protocol != "" {
+		return []client.ClientOption{client.WithProtocolVersion(protocol)}
 	}
 	return nil
 }
 
 // startServer starts kind on transport tr ("stdio" or "http") in a fresh
-// $BUB_HOME and workspace under dir, and initializes a client. The caller
+// $BUB_HOME and workspace under dir, and initializes a client that speaks
+// the protocol BENCH_PROTOCOL names (by default the newest). The caller
 // must call stop.
 func startServer(ctx context.Context, bin, kind, tr, dir string) (*server, error) {
+	return startServerProtocol(ctx, bin, kind, tr, dir, os.Getenv("BENCH_PROTOCOL"))
+}
+
+// startServerProtocol is startServer with the protocol version given.
+func startServerProtocol(ctx context.Context, bin, kind, tr, dir, protocol string) (*server, error) {
 	home, ws := filepath.Join(dir, "home"), filepath.Join(dir, "ws")
 	for _, d := range []string{home, ws} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -167,9 +176,9 @@ func startServer(ctx context.Context, bin, kind, tr, dir string) (*server, error
 	s := &server{kind: kind, transport: tr, stderr: &tail{}}
 	var err error
 	if tr == "stdio" {
-		err = s.startStdio(ctx, bin, home, ws)
+		err = s.startStdio(ctx, bin, home, ws, protocol)
 	} else {
-		err = s.startHTTP(ctx, bin, home, ws)
+		err = s.startHTTP(ctx, bin, home, ws, protocol)
 	}
 	if err != nil {
 		return nil, err
@@ -185,7 +194,7 @@ func startServer(ctx context.Context, bin, kind, tr, dir string) (*server, error
 	return s, nil
 }
 
-func (s *server) startStdio(ctx context.Context, bin, home, ws string) error {
+func (s *server) startStdio(ctx context.Context, bin, home, ws, protocol string) error {
 	var cmd *exec.Cmd
 	tr := transport.NewStdioWithOptions(bin, nil, serverArgs(s.kind, "stdio"),
 		transport.WithCommandStderrWriter(s.stderr),
@@ -202,7 +211,7 @@ func (s *server) startStdio(ctx context.Context, bin, home, ws string) error {
 		return fmt.Errorf("%s stdio: %w", s.kind, err)
 	}
 	s.pid = cmd.Process.Pid
-	s.client = client.NewClient(tr, clientOptions()...)
+	s.client = client.NewClient(tr, clientOptions(protocol)...)
 	if err := s.client.Start(ctx); err != nil {
 		tr.Close()
 		return err
@@ -215,7 +224,7 @@ func (s *server) startStdio(ctx context.Context, bin, home, ws string) error {
 
 var urlRE = regexp.MustCompile(`url=(http://\S+)`)
 
-func (s *server) startHTTP(ctx context.Context, bin, home, ws string) error {
+func (s *server) startHTTP(ctx context.Context, bin, home, ws, protocol string) error {
 	cmd := exec.Command(bin, serverArgs(s.kind, "http")...)
 	cmd.Env = serverEnv(home)
 	cmd.Dir = ws
@@ -280,7 +289,7 @@ func (s *server) startHTTP(ctx context.Context, bin, home, ws string) error {
 		kill()
 		return err
 	}
-	s.client = client.NewClient(tr, clientOptions()...)
+	s.client = client.NewClient(tr, clientOptions(protocol)...)
 	if err := s.client.Start(ctx); err != nil {
 		kill()
 		return err
