@@ -1,7 +1,10 @@
 package mcpserver
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/bubbuild/bub-mcp/registry"
@@ -32,6 +35,9 @@ type passthrough interface {
 type served struct {
 	mu    sync.Mutex
 	tools map[string]*registry.Tool
+	// closers are the ClosesStream tools' names as JSON strings, which a
+	// call of one contains.
+	closers [][]byte
 }
 
 // syncTools brings mcp-go's tool table in line with the registry after
@@ -86,5 +92,41 @@ func (s *Server) addTool(t *registry.Tool) (err error) {
 	if len(t.Requires) > 0 {
 		s.anyRequires.Store(true)
 	}
+	if t.ClosesStream {
+		q, _ := json.Marshal(t.ModelName())
+		if !slices.ContainsFunc(s.served.closers, func(c []byte) bool { return bytes.Equal(c, q) }) {
+			s.served.closers = append(s.served.closers, q)
+		}
+		s.anyClosesStream.Store(true)
+	}
 	return nil
+}
+
+// detachable reports whether body, a 2025 session's POST, calls a tool
+// that may close its stream (registry.Tool.ClosesStream). The body is
+// decoded only when it contains such a tool's name. (A name written with
+// \u escapes is missed, and that call's CloseStream reports false.)
+func (s *Server) detachable(body []byte) bool {
+	if !s.anyClosesStream.Load() {
+		return false
+	}
+	s.served.mu.Lock()
+	named := slices.ContainsFunc(s.served.closers, func(q []byte) bool { return bytes.Contains(body, q) })
+	s.served.mu.Unlock()
+	if !named {
+		return false
+	}
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Method != string(mcp.MethodToolsCall) {
+		return false
+	}
+	s.served.mu.Lock()
+	defer s.served.mu.Unlock()
+	t := s.served.tools[m.Params.Name]
+	return t != nil && t.ClosesStream
 }

@@ -135,7 +135,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 						}
 					}
 				}
-				servePollable(streamable, w, r, st, session)
+				servePollable(streamable, w, r, st, session && s.detachable(bodyBytes(r)))
 				return
 			}
 			if r.Method == http.MethodGet && sid == "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol {

@@ -127,8 +127,9 @@ type Server struct {
 
 	reclaim reclaimer // gives large messages' memory back
 
-	sealer      sealer      // seals 2026-07-28 requestState
-	anyRequires atomic.Bool // some served tool has Requires
+	sealer          sealer      // seals 2026-07-28 requestState
+	anyRequires     atomic.Bool // some served tool has Requires
+	anyClosesStream atomic.Bool // some served tool has ClosesStream
 
 	instrumented bool // telemetry hooks installed (telemetry.go)
 

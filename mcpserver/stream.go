@@ -30,7 +30,7 @@ type pollableWriter struct {
 	notes   int           // notification events written so far
 	noteSig chan struct{} // made by a waiter, closed (and dropped) when notes grows
 
-	resumable bool // session-based request with an event store
+	detachable bool // a 2025 session's call of a ClosesStream tool
 }
 
 // httpRequest is an HTTP request's state: its request and, for a POST,
@@ -42,10 +42,10 @@ type httpRequest struct {
 }
 
 // init readies a pollable writer in place. gone exists only where
-// servePollable waits on it (resumable requests).
-func (p *pollableWriter) init(w http.ResponseWriter, resumable bool) {
-	p.w, p.resumable = w, resumable
-	if resumable {
+// servePollable waits on it (detachable requests).
+func (p *pollableWriter) init(w http.ResponseWriter, detachable bool) {
+	p.w, p.detachable = w, detachable
+	if detachable {
 		p.gone = make(chan struct{})
 	}
 }
@@ -161,15 +161,20 @@ func (p *pollableWriter) isDetached() bool {
 // servePollable runs h with a writer CloseStream can detach. The request's
 // context is cancelled on client disconnect as usual, but not when the
 // stream was closed for polling: the call must go on.
-func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, resumable bool) {
+//
+// Only a detachable request is served on another goroutine, the request's
+// own waiting for it to end or detach: that hand-off costs every call
+// ~5 µs of CPU and a stack to grow (BenchmarkEchoPaired, 2025 sessions),
+// so it is paid only for the tools that asked (registry.Tool.ClosesStream).
+func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, detachable bool) {
 	if r.Header.Get("Mcp-Method") != "subscriptions/listen" { // lives until the client leaves
 		st.srv.posts.add()
 		defer st.srv.posts.done()
 	}
 	pw := &st.pw
-	pw.init(w, resumable)
+	pw.init(w, detachable)
 	st.request.pw = pw
-	if !resumable { // CloseStream never detaches it: serve in place
+	if !detachable { // CloseStream never detaches it: serve in place
 		h.ServeHTTP(pw, r.WithContext(withRequest(r.Context(), &st.request)))
 		return
 	}
@@ -197,12 +202,12 @@ func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *h
 // client holds an event id, waits for it to be written, then ends the
 // response. The result is recorded and replayed when the client reconnects
 // with GET and Last-Event-ID. It reports false, doing nothing, where that
-// is impossible: stdio, the sessionless 2026-07-28 protocol, or no event
-// store.
+// is impossible: stdio, the sessionless 2026-07-28 protocol, or a tool not
+// marked registry.Tool.ClosesStream.
 func CloseStream(ctx context.Context) bool {
 	r := requestFrom(ctx)
 	srv := server.ServerFromContext(ctx)
-	if r == nil || r.pw == nil || !r.pw.resumable || srv == nil {
+	if r == nil || r.pw == nil || !r.pw.detachable || srv == nil {
 		return false
 	}
 	pw := r.pw

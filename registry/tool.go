@@ -59,6 +59,12 @@ type Tool struct {
 	// tool runs; a tool that only sometimes asks leaves this empty and
 	// handles the *CapabilityError its request returns.
 	Requires []string
+	// ClosesStream marks a tool that may end its HTTP response stream
+	// mid-call and go on (mcpserver.CloseStream, SEP-1699 polling). Only
+	// such a tool's calls on 2025-11-25 HTTP sessions are served apart
+	// from their request, which is what lets the response end first; for
+	// any other tool CloseStream reports false.
+	ClosesStream bool
 	// Deferred leaves the tool out of tools/list until a session loads its
 	// definition (tool.describe); it stays callable by name, and in code
 	// mode it is a code tool like any other. Bub 0.5's defer_loading.
@@ -134,6 +140,9 @@ type Option func(*Tool)
 
 // WithPreserve marks the tool as directly callable in code mode.
 func WithPreserve() Option { return func(t *Tool) { t.Preserve = true } }
+
+// WithClosesStream sets ClosesStream.
+func WithClosesStream() Option { return func(t *Tool) { t.ClosesStream = true } }
 
 // WithCommandOnly hides the tool from models (Bub's agent_use=False).
 func WithCommandOnly() Option { return func(t *Tool) { t.CommandOnly = true } }

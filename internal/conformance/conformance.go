@@ -51,10 +51,10 @@ type EchoArgs struct {
 // readOnly annotates the fixtures that change nothing.
 var readOnly = registry.WithAnnotations(registry.Annotations{ReadOnly: true, Idempotent: true})
 
-func noArgs(name, desc string, fn func(ctx context.Context, tc *registry.ToolContext) (any, error)) *registry.Tool {
+func noArgs(name, desc string, fn func(ctx context.Context, tc *registry.ToolContext) (any, error), opts ...registry.Option) *registry.Tool {
 	return registry.MustNewTool(name, desc, func(ctx context.Context, tc *registry.ToolContext, _ none) (any, error) {
 		return fn(ctx, tc)
-	}, readOnly)
+	}, append([]registry.Option{readOnly}, opts...)...)
 }
 
 // json2020 is the schema the json-schema-2020-12 scenario wants back
@@ -190,7 +190,7 @@ func fixtures() []*registry.Tool {
 			return nil, err
 		}
 		return "Reconnection test completed successfully", nil
-	}))
+	}, registry.WithClosesStream()))
 
 	ts = append(ts, statelessFixtures()...)
 	return ts
