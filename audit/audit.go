@@ -231,12 +231,14 @@ func (l *Log) encode(r Record) []byte {
 		ln.Error = cutString(r.Error, l.opts.MaxArgBytes, len(r.Error))
 	}
 	var buf bytes.Buffer
+	buf.Grow(256 + len(ln.Args))
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(ln); err != nil {
-		// Only a RawMessage that is not JSON fails, and cutArgs never
-		// returns one; keep the record anyway.
-		ln.Args = json.RawMessage(`null`)
+		// Only arguments that are not JSON fail (cutArgs leaves short
+		// ones to the encoder, which checks and compacts them anyway):
+		// keep them as a string.
+		ln.Args, _ = json.Marshal(strings.ToValidUTF8(string(bytes.TrimSpace(r.Args)), "\uFFFD"))
 		buf.Reset()
 		_ = enc.Encode(ln)
 	}
@@ -251,6 +253,11 @@ func cutArgs(args json.RawMessage, limit int) (json.RawMessage, int, bool) {
 	if len(args) == 0 {
 		return json.RawMessage(`{}`), 0, false
 	}
+	if len(args) <= limit {
+		// The encoder checks and compacts a RawMessage as it writes it;
+		// encode keeps arguments it refuses as a string.
+		return args, 0, false
+	}
 	// Compacting can at most remove whitespace: arguments far over the
 	// limit are cut without being copied whole first (a 12 MiB call made
 	// two 12 MiB copies here).
@@ -259,9 +266,6 @@ func cutArgs(args json.RawMessage, limit int) (json.RawMessage, int, bool) {
 		if json.Compact(&c, args) == nil && c.Len() <= limit {
 			return c.Bytes(), 0, false
 		}
-	} else if len(args) <= limit {
-		s, _ := json.Marshal(strings.ToValidUTF8(string(args), "\uFFFD"))
-		return s, 0, false
 	}
 	head := args
 	if len(head) > limit+utf8.UTFMax {

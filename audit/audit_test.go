@@ -225,3 +225,14 @@ func TestOpenNeedsDir(t *testing.T) {
 		t.Error("Open without a directory succeeded")
 	}
 }
+
+// BenchmarkEncode is one call's audit line, as an echo call makes it.
+func BenchmarkEncode(b *testing.B) {
+	l := &Log{opts: Options{MaxArgBytes: DefaultMaxArgBytes}}
+	r := Record{Time: time.Now(), Profile: "default", Client: "bub-mcp-bench/dev", Transport: "http", Session: "mcp:default:0123456789abcdef",
+		RunID: "http-1", Mode: "direct", Tool: "echo", Args: json.RawMessage(`{"message":"hello from the benchmark"}`), Outcome: "ok", Duration: 15 * time.Microsecond}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.encode(r)
+	}
+}
