@@ -587,32 +587,35 @@ func (s *Server) cutCalls() {
 type calls struct {
 	mu   sync.Mutex
 	n    int
-	idle chan struct{} // closed when n drops to zero
+	idle chan struct{} // made by a waiter, closed when n drops to zero
 }
 
 func (c *calls) add() {
 	c.mu.Lock()
-	if c.n == 0 {
-		c.idle = make(chan struct{})
-	}
 	c.n++
 	c.mu.Unlock()
 }
 
 func (c *calls) done() {
 	c.mu.Lock()
-	if c.n--; c.n == 0 {
+	if c.n--; c.n == 0 && c.idle != nil {
 		close(c.idle)
+		c.idle = nil
 	}
 	c.mu.Unlock()
 }
 
 // wait returns true once no call is in flight, false when ctx ends first.
+// The channel it waits on is made here, not by every call that finds none
+// in flight: only a shutdown waits.
 func (c *calls) wait(ctx context.Context) bool {
 	c.mu.Lock()
 	if c.n == 0 {
 		c.mu.Unlock()
 		return true
+	}
+	if c.idle == nil {
+		c.idle = make(chan struct{})
 	}
 	idle := c.idle
 	c.mu.Unlock()
