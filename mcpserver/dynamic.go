@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -36,8 +37,9 @@ type served struct {
 	mu    sync.Mutex
 	tools map[string]*registry.Tool
 	// closers are the ClosesStream tools' names as JSON strings, which a
-	// call of one contains.
-	closers [][]byte
+	// call of one contains; read without mu by every 2025 session POST,
+	// replaced (never changed) under it.
+	closers atomic.Pointer[[][]byte]
 }
 
 // syncTools brings mcp-go's tool table in line with the registry after
@@ -94,10 +96,14 @@ func (s *Server) addTool(t *registry.Tool) (err error) {
 	}
 	if t.ClosesStream {
 		q, _ := json.Marshal(t.ModelName())
-		if !slices.ContainsFunc(s.served.closers, func(c []byte) bool { return bytes.Equal(c, q) }) {
-			s.served.closers = append(s.served.closers, q)
+		var list [][]byte
+		if old := s.served.closers.Load(); old != nil {
+			list = *old
 		}
-		s.anyClosesStream.Store(true)
+		if !slices.ContainsFunc(list, func(c []byte) bool { return bytes.Equal(c, q) }) {
+			list = append(slices.Clip(list), q)
+			s.served.closers.Store(&list)
+		}
 	}
 	return nil
 }
@@ -107,13 +113,8 @@ func (s *Server) addTool(t *registry.Tool) (err error) {
 // decoded only when it contains such a tool's name. (A name written with
 // \u escapes is missed, and that call's CloseStream reports false.)
 func (s *Server) detachable(body []byte) bool {
-	if !s.anyClosesStream.Load() {
-		return false
-	}
-	s.served.mu.Lock()
-	named := slices.ContainsFunc(s.served.closers, func(q []byte) bool { return bytes.Contains(body, q) })
-	s.served.mu.Unlock()
-	if !named {
+	closers := s.served.closers.Load()
+	if closers == nil || !slices.ContainsFunc(*closers, func(q []byte) bool { return bytes.Contains(body, q) }) {
 		return false
 	}
 	var m struct {

@@ -127,9 +127,8 @@ type Server struct {
 
 	reclaim reclaimer // gives large messages' memory back
 
-	sealer          sealer      // seals 2026-07-28 requestState
-	anyRequires     atomic.Bool // some served tool has Requires
-	anyClosesStream atomic.Bool // some served tool has ClosesStream
+	sealer      sealer      // seals 2026-07-28 requestState
+	anyRequires atomic.Bool // some served tool has Requires
 
 	instrumented bool // telemetry hooks installed (telemetry.go)
 
