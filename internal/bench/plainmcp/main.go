@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 
@@ -66,6 +67,15 @@ func main() {
 		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
+	}
+	if path := os.Getenv("BUB_MEMPROFILE"); path != "" {
+		runtime.MemProfileRate = 4 << 10
+		defer func() {
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	s := newServer()
 	if *proxy {
