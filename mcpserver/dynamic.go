@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,12 +35,23 @@ type passthrough interface {
 // served tracks the tools registered with mcp-go, by model name, so a
 // registry change adds, replaces and deletes only what changed.
 type served struct {
-	mu    sync.Mutex
-	tools map[string]*registry.Tool
+	mu sync.Mutex // serialises changes
+	// tools is replaced, never changed, under mu: every tools/call that
+	// must be checked before dispatch reads it, and a mutex there queued
+	// 32 concurrent calls (~36 µs of waiting each).
+	tools atomic.Pointer[map[string]*registry.Tool]
 	// closers are the ClosesStream tools' names as JSON strings, which a
 	// call of one contains; read without mu by every 2025 session POST,
 	// replaced (never changed) under it.
 	closers atomic.Pointer[[][]byte]
+}
+
+// current is the served tools by model name; the map must not be changed.
+func (sv *served) current() map[string]*registry.Tool {
+	if p := sv.tools.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // syncTools brings mcp-go's tool table in line with the registry after
@@ -55,11 +67,15 @@ func (s *Server) syncTools() {
 			want[t.ModelName()] = t
 		}
 	}
+	tools := maps.Clone(s.served.current())
+	if tools == nil {
+		tools = map[string]*registry.Tool{}
+	}
 	var del []string
-	for name := range s.served.tools {
+	for name := range tools {
 		if _, ok := want[name]; !ok {
 			del = append(del, name)
-			delete(s.served.tools, name)
+			delete(tools, name)
 		}
 	}
 	changed := len(del) > 0
@@ -67,16 +83,17 @@ func (s *Server) syncTools() {
 		s.mcp.DeleteTools(del...)
 	}
 	for name, t := range want {
-		if s.served.tools[name] == t {
+		if tools[name] == t {
 			continue
 		}
 		if err := s.addTool(t); err != nil {
 			s.log.Warn("mcp.tool.refused", "tool", t.Name, "error", err)
 			continue
 		}
-		s.served.tools[name] = t
+		tools[name] = t
 		changed = true
 	}
+	s.served.tools.Store(&tools)
 	if !changed {
 		s.mcp.SendNotificationToAllClients(mcp.MethodNotificationToolsListChanged, nil)
 	}
@@ -126,8 +143,6 @@ func (s *Server) detachable(body []byte) bool {
 	if json.Unmarshal(body, &m) != nil || m.Method != string(mcp.MethodToolsCall) {
 		return false
 	}
-	s.served.mu.Lock()
-	defer s.served.mu.Unlock()
-	t := s.served.tools[m.Params.Name]
+	t := s.served.current()[m.Params.Name]
 	return t != nil && t.ClosesStream
 }

@@ -365,9 +365,7 @@ func (s *Server) needsAdmission(msg []byte, name string) bool {
 		return false
 	}
 	if name != "" {
-		s.served.mu.Lock()
-		defer s.served.mu.Unlock()
-		t := s.served.tools[name]
+		t := s.served.current()[name]
 		return t != nil && len(t.Requires) > 0
 	}
 	return bytes.Contains(msg, []byte(`"tools/call"`))

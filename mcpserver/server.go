@@ -299,7 +299,7 @@ func New(opts *Options) (*Server, error) {
 		return nil, err
 	}
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
-	s.served.tools = map[string]*registry.Tool{}
+	tools := map[string]*registry.Tool{}
 	for _, t := range o.Registry.Tools() {
 		if !t.AgentUse() {
 			continue
@@ -308,8 +308,9 @@ func New(opts *Options) (*Server, error) {
 			s.log.Warn("mcp.tool.refused", "tool", t.Name, "error", err)
 			continue
 		}
-		s.served.tools[t.ModelName()] = t
+		tools[t.ModelName()] = t
 	}
+	s.served.tools.Store(&tools)
 	if dynamic {
 		watcher.OnToolsChanged(s.syncTools)
 	}
