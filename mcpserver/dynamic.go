@@ -36,22 +36,42 @@ type passthrough interface {
 // registry change adds, replaces and deletes only what changed.
 type served struct {
 	mu sync.Mutex // serialises changes
-	// tools is replaced, never changed, under mu: every tools/call that
-	// must be checked before dispatch reads it, and a mutex there queued
-	// 32 concurrent calls (~36 µs of waiting each).
-	tools atomic.Pointer[map[string]*registry.Tool]
-	// closers are the ClosesStream tools' names as JSON strings, which a
-	// call of one contains; read without mu by every 2025 session POST,
-	// replaced (never changed) under it.
-	closers atomic.Pointer[[][]byte]
+	// set is replaced, never changed, under mu: tools/calls that must be
+	// checked before dispatch read it, and a mutex there queued 32
+	// concurrent calls (~36 µs of waiting each).
+	set atomic.Pointer[servedSet]
 }
 
-// current is the served tools by model name; the map must not be changed.
-func (sv *served) current() map[string]*registry.Tool {
-	if p := sv.tools.Load(); p != nil {
-		return *p
+// servedSet is one state of the served tools.
+type servedSet struct {
+	tools map[string]*registry.Tool
+	// closers are the ClosesStream tools' names as JSON strings, which a
+	// call of one contains.
+	closers [][]byte
+	// requires: some tool has Requires (a 2026-07-28 call is then
+	// admitted before dispatch).
+	requires bool
+}
+
+// load is the served tools now; nothing in it may be changed.
+func (sv *served) load() *servedSet {
+	if p := sv.set.Load(); p != nil {
+		return p
 	}
-	return nil
+	return &servedSet{}
+}
+
+// store makes tools, which is not changed afterwards, the served tools.
+func (sv *served) store(tools map[string]*registry.Tool) {
+	set := &servedSet{tools: tools}
+	for name, t := range tools {
+		if t.ClosesStream {
+			q, _ := json.Marshal(name)
+			set.closers = append(set.closers, q)
+		}
+		set.requires = set.requires || len(t.Requires) > 0
+	}
+	sv.set.Store(set)
 }
 
 // syncTools brings mcp-go's tool table in line with the registry after
@@ -67,7 +87,7 @@ func (s *Server) syncTools() {
 			want[t.ModelName()] = t
 		}
 	}
-	tools := maps.Clone(s.served.current())
+	tools := maps.Clone(s.served.load().tools)
 	if tools == nil {
 		tools = map[string]*registry.Tool{}
 	}
@@ -93,7 +113,7 @@ func (s *Server) syncTools() {
 		tools[name] = t
 		changed = true
 	}
-	s.served.tools.Store(&tools)
+	s.served.store(tools)
 	if !changed {
 		s.mcp.SendNotificationToAllClients(mcp.MethodNotificationToolsListChanged, nil)
 	}
@@ -108,20 +128,6 @@ func (s *Server) addTool(t *registry.Tool) (err error) {
 		}
 	}()
 	s.mcp.AddTools(server.ServerTool{Tool: MCPTool(t), Handler: s.handle})
-	if len(t.Requires) > 0 {
-		s.anyRequires.Store(true)
-	}
-	if t.ClosesStream {
-		q, _ := json.Marshal(t.ModelName())
-		var list [][]byte
-		if old := s.served.closers.Load(); old != nil {
-			list = *old
-		}
-		if !slices.ContainsFunc(list, func(c []byte) bool { return bytes.Equal(c, q) }) {
-			list = append(slices.Clip(list), q)
-			s.served.closers.Store(&list)
-		}
-	}
 	return nil
 }
 
@@ -130,8 +136,8 @@ func (s *Server) addTool(t *registry.Tool) (err error) {
 // decoded only when it contains such a tool's name. (A name written with
 // \u escapes is missed, and that call's CloseStream reports false.)
 func (s *Server) detachable(body []byte) bool {
-	closers := s.served.closers.Load()
-	if closers == nil || !slices.ContainsFunc(*closers, func(q []byte) bool { return bytes.Contains(body, q) }) {
+	set := s.served.load()
+	if !slices.ContainsFunc(set.closers, func(q []byte) bool { return bytes.Contains(body, q) }) {
 		return false
 	}
 	var m struct {
@@ -143,6 +149,6 @@ func (s *Server) detachable(body []byte) bool {
 	if json.Unmarshal(body, &m) != nil || m.Method != string(mcp.MethodToolsCall) {
 		return false
 	}
-	t := s.served.current()[m.Params.Name]
+	t := set.tools[m.Params.Name]
 	return t != nil && t.ClosesStream
 }

@@ -361,11 +361,12 @@ func (s *Server) needsAdmission(msg []byte, name string) bool {
 	if bytes.Contains(msg, []byte(`"requestState"`)) {
 		return true
 	}
-	if !s.anyRequires.Load() {
+	set := s.served.load()
+	if !set.requires {
 		return false
 	}
 	if name != "" {
-		t := s.served.current()[name]
+		t := set.tools[name]
 		return t != nil && len(t.Requires) > 0
 	}
 	return bytes.Contains(msg, []byte(`"tools/call"`))

@@ -127,8 +127,7 @@ type Server struct {
 
 	reclaim reclaimer // gives large messages' memory back
 
-	sealer      sealer      // seals 2026-07-28 requestState
-	anyRequires atomic.Bool // some served tool has Requires
+	sealer sealer // seals 2026-07-28 requestState
 
 	instrumented bool // telemetry hooks installed (telemetry.go)
 
@@ -310,7 +309,7 @@ func New(opts *Options) (*Server, error) {
 		}
 		tools[t.ModelName()] = t
 	}
-	s.served.tools.Store(&tools)
+	s.served.store(tools)
 	if dynamic {
 		watcher.OnToolsChanged(s.syncTools)
 	}

@@ -162,10 +162,10 @@ func (p *pollableWriter) isDetached() bool {
 // context is cancelled on client disconnect as usual, but not when the
 // stream was closed for polling: the call must go on.
 //
-// Only a detachable request is served on another goroutine, the request's
-// own waiting for it to end or detach: that hand-off costs every call
-// ~5 µs of CPU and a stack to grow (BenchmarkEchoPaired, 2025 sessions),
-// so it is paid only for the tools that asked (registry.Tool.ClosesStream).
+// Only a detachable request runs on another goroutine while the request's
+// own waits for it to end or detach: that hand-off costs ~5 µs of CPU and
+// a stack to grow (BenchmarkEchoPaired, 2025 sessions), so only the calls
+// of tools that asked pay it (registry.Tool.ClosesStream).
 func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, detachable bool) {
 	if r.Header.Get("Mcp-Method") != "subscriptions/listen" { // lives until the client leaves
 		st.srv.posts.add()
