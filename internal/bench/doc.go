@@ -45,6 +45,10 @@
 //
 //	go test -run '^$' -bench EchoPaired -benchtime 5000x ./internal/bench/
 //
+// BenchmarkEchoClients/http/<protocol>/clients=32 is the same with 32
+// clients of one HTTP server, each making one call at a time (on the
+// 2025 protocol, 32 sessions).
+//
 // BenchmarkColdStart reports bub-ms/op and plain-ms/op, each the mean of
 // spawn, then initialize, then the first tools/list, the two kinds
 // started in turn, and bub/plain, their ratio; its bub-mcp is cmd/bub-mcp

@@ -114,10 +114,15 @@ func serveBinary(tb testing.TB) string {
 type server struct {
 	kind, transport string
 	protocol        string // negotiated
+	pin             string // the version clients ask for; "" is the newest
 	pid             int
 	client          *client.Client
 	stderr          *tail
-	stop            func() // ends the client and the process
+	stop            func() // ends the clients and the process
+
+	url   string            // HTTP: the MCP endpoint
+	ht    *http.Transport   // HTTP: shared by every client
+	extra []*client.Client // connect's, closed by stop
 }
 
 // serverEnv is the environment a server runs with: the test's, minus any
@@ -173,7 +178,7 @@ func startServerProtocol(ctx context.Context, bin, kind, tr, dir, protocol strin
 			return nil, err
 		}
 	}
-	s := &server{kind: kind, transport: tr, stderr: &tail{}}
+	s := &server{kind: kind, transport: tr, pin: protocol, stderr: &tail{}}
 	var err error
 	if tr == "stdio" {
 		err = s.startStdio(ctx, bin, home, ws, protocol)
@@ -294,12 +299,39 @@ func (s *server) startHTTP(ctx context.Context, bin, home, ws, protocol string) 
 		kill()
 		return err
 	}
+	s.url, s.ht = url, ht
 	s.stop = func() {
+		for _, c := range s.extra {
+			_ = c.Close()
+		}
 		_ = s.client.Close()
 		ht.CloseIdleConnections()
 		kill()
 	}
 	return nil
+}
+
+// connect opens another initialized client of an HTTP server, named name
+// (on the 2025 protocol, a session of its own); stop closes it.
+func (s *server) connect(ctx context.Context, name string) (*client.Client, error) {
+	if s.url == "" {
+		return nil, fmt.Errorf("%s %s: only an HTTP server takes more clients", s.kind, s.transport)
+	}
+	tr, err := transport.NewStreamableHTTP(s.url, transport.WithHTTPBasicClient(&http.Client{Transport: s.ht}))
+	if err != nil {
+		return nil, err
+	}
+	c := client.NewClient(tr, clientOptions(s.pin)...)
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.extra = append(s.extra, c)
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: name, Version: "dev"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		return nil, fmt.Errorf("%s %s: initialize %s: %w", s.kind, s.transport, name, err)
+	}
+	return c, nil
 }
 
 // start is startServer for a test or benchmark: it fails tb on error and
@@ -324,7 +356,12 @@ func echoRequest(msg string) mcp.CallToolRequest {
 
 // echo calls the echo tool and checks its answer.
 func (s *server) echo(ctx context.Context, req mcp.CallToolRequest) error {
-	res, err := s.client.CallTool(ctx, req)
+	return s.echoOn(ctx, s.client, req)
+}
+
+// echoOn is echo through client c of s.
+func (s *server) echoOn(ctx context.Context, c *client.Client, req mcp.CallToolRequest) error {
+	res, err := c.CallTool(ctx, req)
 	if err != nil {
 		return fmt.Errorf("%s %s: tools/call echo: %w", s.kind, s.transport, err)
 	}

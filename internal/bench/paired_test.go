@@ -3,9 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -19,7 +22,8 @@ var pairedWires = []struct{ transport, protocol string }{
 }
 
 // TestHarnessProtocol checks that a pinned protocol version is what both
-// servers negotiate on both transports, as BenchmarkEchoPaired needs.
+// servers negotiate on both transports, as BenchmarkEchoPaired needs, and
+// that an HTTP server takes a second client (BenchmarkEchoClients).
 func TestHarnessProtocol(t *testing.T) {
 	skipShort(t)
 	for _, w := range pairedWires {
@@ -35,6 +39,16 @@ func TestHarnessProtocol(t *testing.T) {
 					t.Errorf("negotiated %q, want %q", s.protocol, w.protocol)
 				}
 				if err := s.echo(t.Context(), echoRequest("pinned")); err != nil {
+					t.Error(err)
+				}
+				if w.transport != "http" {
+					return
+				}
+				c, err := s.connect(t.Context(), "second")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.echoOn(t.Context(), c, echoRequest("second client")); err != nil {
 					t.Error(err)
 				}
 			})
@@ -60,15 +74,38 @@ func BenchmarkEchoPaired(b *testing.B) {
 	for _, w := range pairedWires {
 		for _, c := range concurrency {
 			b.Run(fmt.Sprintf("%s/%s/c=%d", w.transport, w.protocol, c), func(b *testing.B) {
-				benchPaired(b, w.transport, w.protocol, c)
+				benchPaired(b, w.transport, w.protocol, c, 1)
 			})
 		}
 	}
 }
 
-func benchPaired(b *testing.B, tr, protocol string, conc int) {
+// manyClients is how many clients BenchmarkEchoClients connects.
+const manyClients = 32
+
+// BenchmarkEchoClients is BenchmarkEchoPaired with manyClients clients
+// of one HTTP server, each making one call at a time: on the 2025
+// protocol as many sessions, each with its own Environment and tape, as
+// when many IDE windows share one server.
+func BenchmarkEchoClients(b *testing.B) {
+	setup(b)
+	for _, w := range pairedWires {
+		if w.transport != "http" {
+			continue
+		}
+		b.Run(fmt.Sprintf("%s/%s/clients=%d", w.transport, w.protocol, manyClients), func(b *testing.B) {
+			benchPaired(b, w.transport, w.protocol, 1, manyClients)
+		})
+	}
+}
+
+// benchPaired is BenchmarkEchoPaired's and BenchmarkEchoClients' run:
+// with clients 1, conc goroutines share each server's one client; else
+// each of clients clients makes one call at a time.
+func benchPaired(b *testing.B, tr, protocol string, conc, clients int) {
 	ctx := context.Background()
 	servers := map[string]*server{}
+	load := map[string]func(n int) error{}
 	for _, kind := range kinds {
 		s, err := startServerProtocol(ctx, binary(b, kind), kind, tr, b.TempDir(), protocol)
 		if err != nil {
@@ -78,12 +115,25 @@ func benchPaired(b *testing.B, tr, protocol string, conc int) {
 		if s.protocol != protocol {
 			b.Fatalf("%s %s: negotiated %s, want %s", kind, tr, s.protocol, protocol)
 		}
-		if err := callN(ctx, s, echoRequest("warm-up"), warmupCalls, 32); err != nil {
+		cs := []*client.Client{s.client}
+		for i := 1; i < clients; i++ {
+			c, err := s.connect(ctx, fmt.Sprintf("bench-client-%d", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cs = append(cs, c)
+		}
+		load[kind] = func(n int) error {
+			if clients == 1 {
+				return callN(ctx, s, echoRequest("hello from the benchmark"), n, conc)
+			}
+			return callClients(ctx, s, cs, echoRequest("hello from the benchmark"), n)
+		}
+		if err := load[kind](warmupCalls); err != nil {
 			b.Fatal(err)
 		}
 		servers[kind] = s
 	}
-	req := echoRequest("hello from the benchmark")
 	per := max(b.N/pairedRounds, 1)
 	cpu := map[string]time.Duration{}
 	wall := map[string]time.Duration{}
@@ -97,7 +147,7 @@ func benchPaired(b *testing.B, tr, protocol string, conc int) {
 				b.Fatal(err)
 			}
 			t0 := time.Now()
-			if err := callN(ctx, s, req, per, conc); err != nil {
+			if err := load[s.kind](per); err != nil {
 				b.Fatalf("%v\nserver stderr:\n%s", err, s.stderr)
 			}
 			wall[s.kind] += time.Since(t0)
@@ -119,4 +169,27 @@ func benchPaired(b *testing.B, tr, protocol string, conc int) {
 	b.ReportMetric(rate(plain), "plain-calls/s")
 	b.ReportMetric(rate(bub)/rate(plain), "calls/s-bub/plain")
 	b.ReportMetric(0, "ns/op") // b.N's timing covers both servers: not a figure of either
+}
+
+// callClients makes n echo calls, each of cs making one at a time.
+func callClients(ctx context.Context, s *server, cs []*client.Client, req mcp.CallToolRequest, n int) error {
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	for _, c := range cs {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := s.echoOn(ctx, c, req); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					next.Store(int64(n)) // stop the others
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
 }
