@@ -92,11 +92,11 @@ type App struct {
 	envSetups    []func(conn *providers.Connection, o *environment.Options)
 	resources    []Resource
 
-	// envs maps envKey to each session's environment.Environment. Every
-	// call looks its Environment up, so that needs no lock (one mutex
-	// taken by every call convoyed 32 concurrent calls on 2 cores: ~150
-	// µs of waiting a call); mu serialises making, forgetting and closing
-	// them.
+	// envs maps envKey to each session's environment.Environment, read
+	// by every call without a lock: making one may take ~100 ms (code
+	// mode's first asks a pyenv shim where Python lives), and under a
+	// lock every call of every other session waited for it. mu
+	// serialises making, forgetting and closing them.
 	mu     sync.Mutex
 	envs   sync.Map
 	closed atomic.Bool
