@@ -120,8 +120,8 @@ type server struct {
 	stderr          *tail
 	stop            func() // ends the clients and the process
 
-	url   string            // HTTP: the MCP endpoint
-	ht    *http.Transport   // HTTP: shared by every client
+	url   string           // HTTP: the MCP endpoint
+	ht    *http.Transport  // HTTP: shared by every client
 	extra []*client.Client // connect's, closed by stop
 }
 
