@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -79,16 +80,22 @@ func TestHarnessEcho(t *testing.T) {
 
 // callN makes n echo calls from conc goroutines sharing one client.
 func callN(ctx context.Context, s *server, req mcp.CallToolRequest, n, conc int) error {
+	return callClients(ctx, s, slices.Repeat([]*client.Client{s.client}, conc), req, n)
+}
+
+// callClients makes n echo calls, one goroutine for each of cs making
+// one at a time (cs may name one client several times).
+func callClients(ctx context.Context, s *server, cs []*client.Client, req mcp.CallToolRequest, n int) error {
 	var (
 		next     atomic.Int64
 		wg       sync.WaitGroup
 		errOnce  sync.Once
 		firstErr error
 	)
-	for range conc {
+	for _, c := range cs {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {
-				if err := s.echo(ctx, req); err != nil {
+				if err := s.echoOn(ctx, c, req); err != nil {
 					errOnce.Do(func() { firstErr = err })
 					next.Store(int64(n)) // stop the others
 					return

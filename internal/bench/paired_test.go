@@ -3,8 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
+	"slices"
 	"testing"
 	"time"
 
@@ -100,8 +99,8 @@ func BenchmarkEchoClients(b *testing.B) {
 }
 
 // benchPaired is BenchmarkEchoPaired's and BenchmarkEchoClients' run:
-// with clients 1, conc goroutines share each server's one client; else
-// each of clients clients makes one call at a time.
+// conc goroutines share each server's first client, and each of the
+// other clients-1 makes one call at a time.
 func benchPaired(b *testing.B, tr, protocol string, conc, clients int) {
 	ctx := context.Background()
 	servers := map[string]*server{}
@@ -115,7 +114,7 @@ func benchPaired(b *testing.B, tr, protocol string, conc, clients int) {
 		if s.protocol != protocol {
 			b.Fatalf("%s %s: negotiated %s, want %s", kind, tr, s.protocol, protocol)
 		}
-		cs := []*client.Client{s.client}
+		cs := slices.Repeat([]*client.Client{s.client}, conc)
 		for i := 1; i < clients; i++ {
 			c, err := s.connect(ctx, fmt.Sprintf("bench-client-%d", i))
 			if err != nil {
@@ -123,12 +122,7 @@ func benchPaired(b *testing.B, tr, protocol string, conc, clients int) {
 			}
 			cs = append(cs, c)
 		}
-		load[kind] = func(n int) error {
-			if clients == 1 {
-				return callN(ctx, s, echoRequest("hello from the benchmark"), n, conc)
-			}
-			return callClients(ctx, s, cs, echoRequest("hello from the benchmark"), n)
-		}
+		load[kind] = func(n int) error { return callClients(ctx, s, cs, echoRequest("hello from the benchmark"), n) }
 		if err := load[kind](warmupCalls); err != nil {
 			b.Fatal(err)
 		}
@@ -169,27 +163,4 @@ func benchPaired(b *testing.B, tr, protocol string, conc, clients int) {
 	b.ReportMetric(rate(plain), "plain-calls/s")
 	b.ReportMetric(rate(bub)/rate(plain), "calls/s-bub/plain")
 	b.ReportMetric(0, "ns/op") // b.N's timing covers both servers: not a figure of either
-}
-
-// callClients makes n echo calls, each of cs making one at a time.
-func callClients(ctx context.Context, s *server, cs []*client.Client, req mcp.CallToolRequest, n int) error {
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		errOnce  sync.Once
-		firstErr error
-	)
-	for _, c := range cs {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				if err := s.echoOn(ctx, c, req); err != nil {
-					errOnce.Do(func() { firstErr = err })
-					next.Store(int64(n)) // stop the others
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return firstErr
 }
