@@ -214,7 +214,7 @@ const pythonResolveDelay = 2 * time.Second
 // start-up), else the command as configured. Every session's first call
 // of any tool makes its Environment, which must not wait the 40-150 ms a
 // version manager's shim takes to answer (bub-mcp call fs.read took
-// 0.10 s instead of 0.01 s); run_code asks itself (pythonFor).
+// 0.10 s instead of 0.02 s); run_code asks itself (pythonFor).
 func (m *Module) pythonNow() string {
 	if p := m.resolved.Load(); p != nil {
 		return *p
