@@ -140,12 +140,7 @@ func (s *Server) detachable(body []byte) bool {
 	if !slices.ContainsFunc(set.closers, func(q []byte) bool { return bytes.Contains(body, q) }) {
 		return false
 	}
-	var m struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
+	var m admission
 	if json.Unmarshal(body, &m) != nil || m.Method != string(mcp.MethodToolsCall) {
 		return false
 	}
