@@ -74,9 +74,9 @@ func (sv *served) store(tools map[string]*registry.Tool) {
 	sv.set.Store(set)
 }
 
-// syncTools brings mcp-go's tool table in line with the registry after
-// the Backend's tools changed; mcp-go then tells every session
-// (notifications/tools/list_changed). Views changed even when the table
+// syncTools brings mcp-go's tool table in line with the registry: New
+// fills it, and it runs again after the Backend's tools changed; mcp-go
+// then tells every session (notifications/tools/list_changed). Views changed even when the table
 // did not (a tool's scope), so clients are told in any case.
 func (s *Server) syncTools() {
 	s.served.mu.Lock()

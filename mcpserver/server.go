@@ -298,18 +298,7 @@ func New(opts *Options) (*Server, error) {
 		return nil, err
 	}
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
-	tools := map[string]*registry.Tool{}
-	for _, t := range o.Registry.Tools() {
-		if !t.AgentUse() {
-			continue
-		}
-		if err := s.addTool(t); err != nil {
-			s.log.Warn("mcp.tool.refused", "tool", t.Name, "error", err)
-			continue
-		}
-		tools[t.ModelName()] = t
-	}
-	s.served.store(tools)
+	s.syncTools() // the first table: no session yet to tell
 	if dynamic {
 		watcher.OnToolsChanged(s.syncTools)
 	}
