@@ -93,10 +93,10 @@ type App struct {
 	resources    []Resource
 
 	// envs maps envKey to each session's environment.Environment, read
-	// by every call without a lock: making one may take ~100 ms (code
-	// mode's first asks a pyenv shim where Python lives), and under a
-	// lock every call of every other session waited for it. mu
-	// serialises making, forgetting and closing them.
+	// by every call without a lock: making one may take a while (the
+	// sandbox's first asks Python where it lives, ~100 ms through a pyenv
+	// shim), and under a lock every call of every other session waited
+	// for it. mu serialises making, forgetting and closing them.
 	mu     sync.Mutex
 	envs   sync.Map
 	closed atomic.Bool

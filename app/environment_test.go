@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,27 +12,36 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 )
 
-// The "app-test-slow" factory closes slowEntered when it starts making
-// session "slow"'s Environment, then holds it until slowRelease closes.
-var slowEntered, slowRelease = make(chan struct{}), make(chan struct{})
+// slowGates hold sessions' Environments in the "app-test-slow" factory:
+// for a session with a gate, it closes entered, then waits for release.
+var (
+	slowGates sync.Map // session key → *slowGate
+	slowRuns  atomic.Int64
+)
+
+type slowGate struct{ entered, release chan struct{} }
 
 func init() {
 	environment.Register("app-test-slow", func(ctx context.Context, o environment.Options) (environment.Environment, error) {
-		if o.Session == "slow" {
-			close(slowEntered)
-			<-slowRelease
+		if g, ok := slowGates.Load(o.Session); ok {
+			close(g.(*slowGate).entered)
+			<-g.(*slowGate).release
 		}
 		return environment.NewLocal(&environment.LocalOptions{Workspace: o.Workspace})
 	})
 }
 
 // TestEnvironmentNotBlockedByAnotherSession: while one session's
-// Environment is being made (a slow factory; code mode's first one asks a
-// pyenv shim where Python lives, ~100 ms), another session's calls get
-// theirs: they used to wait on the App-wide lock the factory ran under.
+// Environment is being made (a slow factory: the sandbox's first asks
+// Python where it lives, ~100 ms through a pyenv shim), another session's
+// calls get theirs: they used to wait on the App-wide lock the factory
+// ran under.
 func TestEnvironmentNotBlockedByAnotherSession(t *testing.T) {
 	a, _ := newApp(t, "[profiles.default]\nenvironment = \"app-test-slow\"\n")
-	release := sync.OnceFunc(func() { close(slowRelease) })
+	gate := &slowGate{entered: make(chan struct{}), release: make(chan struct{})}
+	slowKey := "slow-" + t.Name() + "-" + strconv.FormatInt(slowRuns.Add(1), 10) // -count=N runs again
+	slowGates.Store(slowKey, gate)
+	release := sync.OnceFunc(func() { close(gate.release) })
 	t.Cleanup(release) // before the App closes, should the test fail
 	ctx := t.Context()
 	conn := func(key string) *providers.Connection {
@@ -40,7 +51,7 @@ func TestEnvironmentNotBlockedByAnotherSession(t *testing.T) {
 		}
 		return c
 	}
-	fast, slow := conn("fast"), conn("slow")
+	fast, slow := conn("fast"), conn(slowKey)
 	first, err := a.Environment(ctx, fast)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +61,7 @@ func TestEnvironmentNotBlockedByAnotherSession(t *testing.T) {
 		_, err := a.Environment(ctx, slow)
 		made <- err
 	}()
-	<-slowEntered
+	<-gate.entered
 	got := make(chan environment.Environment, 1)
 	go func() {
 		env, _ := a.Environment(ctx, fast)
