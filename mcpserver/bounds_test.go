@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -26,7 +27,7 @@ var started = make(chan struct{}, 16)
 
 // boundsServer is a server with small limits and two tools: echo, and
 // block, which says it started and waits for release.
-func boundsServer(t *testing.T, l mcpserver.Limits, release chan struct{}) *mcpserver.Server {
+func boundsServer(t testing.TB, l mcpserver.Limits, release chan struct{}) *mcpserver.Server {
 	t.Helper()
 	for len(started) > 0 { // left by an earlier test's blocked calls
 		<-started
@@ -72,7 +73,14 @@ func startStdio(t *testing.T, srv *mcpserver.Server) *stdioPeer {
 		srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
 		outW.Close()
 	}()
-	t.Cleanup(func() { cancel(); inW.Close(); <-done })
+	t.Cleanup(func() {
+		// Answers the test did not wait for must not block the server's
+		// writes, or it would never end.
+		go io.Copy(io.Discard, outR)
+		cancel()
+		inW.Close()
+		<-done
+	})
 	return &stdioPeer{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
 }
 
@@ -373,5 +381,49 @@ func TestCancelOnlyByTheCaller(t *testing.T) {
 	close(release)
 	if body := <-done; !strings.Contains(body, "released") {
 		t.Errorf("the call was cancelled by another request: %s", body)
+	}
+}
+
+// TestHTTPRequestIDs: over HTTP, as on stdio, ids are strings or integers
+// (else -32600 with id null, and nothing runs), and integers mcp-go would
+// round through float64 come back digit for digit, on both eras. Without
+// checkID mcp-go answers {"a":1} and echoes 9007199254740993 as
+// 9007199254740992.
+func TestHTTPRequestIDs(t *testing.T) {
+	srv := boundsServer(t, mcpserver.Limits{}, nil)
+	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	ts := httptest.NewServer(handler)
+	defer func() { closeSessions(context.Background()); ts.Close() }()
+
+	status, header, _ := post(t, ts.URL+"/mcp", nil, initLine)
+	if status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize: HTTP %d, session %q", status, header.Get("Mcp-Session-Id"))
+	}
+	wires := []struct {
+		name   string
+		header map[string]string
+		meta   string
+	}{
+		{"2025-11-25 session", map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": header.Get("Mcp-Session-Id")}, ""},
+		{"2026-07-28", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "test_echo"}, "," + modernMeta},
+	}
+	for _, wire := range wires {
+		for _, id := range []string{`{"a":1}`, `true`, `1.5`, `[1]`, `1e300`} {
+			status, _, m := post(t, ts.URL+"/mcp", wire.header, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"x"}`+wire.meta+`}}`)
+			if code, _ := errorOf(m); status != http.StatusBadRequest || code != "-32600" || m["id"] != nil {
+				t.Errorf("%s, id %s: HTTP %d %v; want 400, -32600 with id null", wire.name, id, status, m)
+			}
+		}
+		for _, id := range []string{"9007199254740993", "12345678901234567890123", "-9007199254740993", "9007199254740991", `"s"`} {
+			_, _, m := post(t, ts.URL+"/mcp", wire.header, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"exact"}`+wire.meta+`}}`)
+			want := any(json.Number(id))
+			if strings.HasPrefix(id, `"`) {
+				want = strings.Trim(id, `"`)
+			}
+			res, _ := m["result"].(map[string]any)
+			if m["id"] != want || res == nil || !strings.Contains(fmt.Sprint(res["content"]), "exact") {
+				t.Errorf("%s, id %s: %v; want the echo result with the id as sent", wire.name, id, m)
+			}
+		}
 	}
 }

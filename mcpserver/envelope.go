@@ -1,7 +1,12 @@
 package mcpserver
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
 	"strconv"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -54,12 +59,61 @@ func idKind(raw json.RawMessage) (valid, big bool) {
 			return false, false
 		}
 	}
-	// mcp-go decodes numeric ids through float64, which is exact only up
-	// to 2^53; larger ones are carried as strings and restored (see
-	// withBigID).
+	// mcp-go decodes numeric ids through float64, which tells integers
+	// apart only below 2^53; the others are carried as strings and
+	// restored (see serveBigID), as checkID expects.
 	n, err := strconv.ParseInt(string(raw), 10, 64)
-	return true, err != nil || n > 1<<53 || n < -(1<<53)
+	return true, err != nil || n >= 1<<53 || n <= -(1<<53)
 }
+
+// errOddID is checkID's refusal.
+var errOddID = errors.New("invalid request id: an id must be a string or an integer")
+
+// checkID is an mcp-go OnRequestInitialization hook: it refuses, before
+// anything runs, a request whose id mcp-go would not echo exactly (mcp-go
+// v1.2.1 accepts any JSON value as an id and decodes numbers through
+// float64). The stdio transport checks ids itself before mcp-go sees
+// them; over HTTP the hook is what finds them, at no cost for the ids
+// clients send, and tells the request's writer to hold back mcp-go's
+// answer, so that serveOddID answers instead (refusing the id, or serving
+// a large integer id exactly).
+func checkID(ctx context.Context, id any, _ any) error {
+	switch v := id.(type) {
+	case string:
+		return nil
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return nil
+		}
+	}
+	if r := requestFrom(ctx); r != nil && r.pw != nil {
+		r.pw.holdBack()
+	}
+	return errOddID
+}
+
+// idWriter restores a large integer id in the response to a request that
+// went through mcp-go with the id as a string token (serveOddID).
+type idWriter struct {
+	http.ResponseWriter
+	token, id []byte
+}
+
+func (w *idWriter) Write(b []byte) (int, error) {
+	if _, err := w.ResponseWriter.Write(bytes.ReplaceAll(b, w.token, w.id)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (w *idWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *idWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // withID returns msg with its "id" member replaced by id.
 func withID(msg []byte, id json.RawMessage) ([]byte, error) {

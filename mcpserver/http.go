@@ -135,7 +135,11 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 						}
 					}
 				}
-				servePollable(streamable, w, r, st, session && s.detachable(bodyBytes(r)))
+				body := bodyBytes(r) // readBody lets it go once read
+				servePollable(streamable, w, r, st, session && s.detachable(body))
+				if st.pw.isHeldBack() {
+					s.serveOddID(streamable, w, r, st, body)
+				}
 				return
 			}
 			if r.Method == http.MethodGet && sid == "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol {
@@ -326,4 +330,28 @@ func writeRPCError(w http.ResponseWriter, e *mcp.JSONRPCError) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(b)
+}
+
+// serveOddID answers a POST whose id checkID refused before anything ran:
+// a large integer id is served through mcp-go as a string token and
+// restored in the answer, as on stdio; any other id that is no string or
+// integer gets -32600 with id null.
+func (s *Server) serveOddID(h http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, body []byte) {
+	env, err := parseEnvelope(body)
+	valid, big := idKind(env.ID)
+	var msg, token []byte
+	if err == nil && valid && big {
+		token, _ = json.Marshal(bigIDPrefix + string(env.ID))
+		msg, err = withID(body, token)
+	}
+	if err != nil || !big {
+		w.Header().Del("Content-Type") // mcp-go's, for the answer it did not send
+		e := rpcError(nil, mcp.INVALID_REQUEST, errOddID.Error())
+		writeRPCError(w, &e)
+		return
+	}
+	again := r.WithContext(r.Context())
+	again.Body, again.ContentLength = &readBody{b: msg}, int64(len(msg))
+	st2 := &httpRequest{srv: s, request: request{caller: st.caller, header: st.header}}
+	servePollable(h, &idWriter{ResponseWriter: w, token: token, id: env.ID}, again, st2, false)
 }

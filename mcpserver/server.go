@@ -220,6 +220,7 @@ func New(opts *Options) (*Server, error) {
 	}
 
 	hooks := &server.Hooks{}
+	hooks.AddOnRequestInitialization(checkID)
 	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
 		// The session may not know the client yet: take it from the request.
 		conn := ConnectionFromContext(ctx)

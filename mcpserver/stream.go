@@ -31,6 +31,21 @@ type pollableWriter struct {
 	noteSig chan struct{} // made by a waiter, closed (and dropped) when notes grows
 
 	detachable bool // a 2025 session's call of a ClosesStream tool
+	heldBack   bool // checkID refused the request's id: mcp-go's answer is dropped
+}
+
+// holdBack drops whatever mcp-go writes from now on (see checkID).
+func (p *pollableWriter) holdBack() {
+	p.mu.Lock()
+	p.heldBack = true
+	p.mu.Unlock()
+}
+
+// isHeldBack reports whether checkID refused the request's id.
+func (p *pollableWriter) isHeldBack() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.heldBack
 }
 
 // httpRequest is an HTTP request's state: its request and, for a POST,
@@ -67,6 +82,9 @@ func (p *pollableWriter) Write(b []byte) (int, error) {
 	defer p.mu.Unlock()
 	if p.detached {
 		return 0, errDetached
+	}
+	if p.heldBack {
+		return len(b), nil
 	}
 	n, err := p.w.Write(b)
 	if c := bytes.Count(b[:n], notificationMarker); c > 0 {
@@ -110,7 +128,7 @@ func (p *pollableWriter) waitNotifications(n int, timeout time.Duration) {
 func (p *pollableWriter) WriteHeader(code int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.detached {
+	if !p.detached && !p.heldBack {
 		p.w.WriteHeader(code)
 	}
 }
@@ -118,7 +136,7 @@ func (p *pollableWriter) WriteHeader(code int) {
 func (p *pollableWriter) Flush() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.detached {
+	if p.detached || p.heldBack {
 		return
 	}
 	if f, ok := p.w.(http.Flusher); ok {
