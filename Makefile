@@ -7,6 +7,7 @@ GO          ?= go
 BIN         ?= bin/bub-mcp
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHTIME   ?= 1s
+FUZZTIME    ?= 30s
 # make run serves HTTP for a human to poke at; MCP clients launch
 # `bub-mcp serve` (stdio) themselves. Override: make run RUN_ARGS=
 RUN_ARGS    ?= --http 127.0.0.1:8080
@@ -20,7 +21,7 @@ DATE        ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS     := -s -w -X github.com/bubbuild/bub-mcp/cli.Version=$(VERSION) \
                -X github.com/bubbuild/bub-mcp/cli.Commit=$(COMMIT) -X github.com/bubbuild/bub-mcp/cli.Date=$(DATE)
 
-.PHONY: all build run test fmt-check vet lint unit e2e-deps pg-setup test-deps bench e2e clean
+.PHONY: all build run test fmt-check vet lint unit e2e-deps pg-setup test-deps bench fuzz e2e clean
 
 all: build
 
@@ -69,6 +70,14 @@ e2e:
 
 bench: e2e-deps
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+# Every fuzz target for FUZZTIME each; make test runs their seeds only.
+fuzz:
+	@for d in $$(git grep -l '^func Fuzz' -- '*_test.go' | xargs -n1 dirname | sort -u); do \
+	  for f in $$(git grep -h '^func Fuzz' -- "$$d/*_test.go" | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+	    echo "== $$d $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./$$d || exit 1; \
+	  done; \
+	done
 
 clean:
 	rm -rf bin

@@ -90,3 +90,34 @@ func TestLoadStateKey(t *testing.T) {
 		t.Errorf("corrupt key file: %v; want an error saying what to do", err)
 	}
 }
+
+// FuzzSealedStateOpen holds the integrity rule for any token a client may
+// send: open accepts only what the key sealed, so whatever it accepts
+// carries exactly the sealed payload, for the same call and caller.
+func FuzzSealedStateOpen(f *testing.F) {
+	s := sealer{key: []byte("0123456789abcdef0123456789abcdef")}
+	now := time.Unix(1_800_000_000, 0)
+	want := sealedState{V: 1, Tool: "t", Args: "a", Caller: "p", Expires: now.Add(time.Minute).Unix(),
+		Asked:   map[string]string{"k": "elicitation/create"},
+		Answers: map[string]sealedInput{"k": {Method: "elicitation/create", Raw: []byte(`{"action":"accept"}`)}}}
+	token, err := s.seal(&want)
+	if err != nil {
+		f.Fatal(err)
+	}
+	body, sig, _ := strings.Cut(token, ".")
+	for _, seed := range []string{token, "", ".", body, body + ".", "." + sig, token + "=", token + ".", "x" + token[1:], body + "." + sig[:len(sig)-1] + "A"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, token string) {
+		st, err := s.open(token, "t", "a", "p", now)
+		if err != nil {
+			if !errors.Is(err, errStateInvalid) {
+				t.Fatalf("open(%q): %v, not an errStateInvalid", token, err)
+			}
+			return
+		}
+		if diff := cmp.Diff(want, *st); diff != "" {
+			t.Fatalf("open(%q) accepted a payload that was never sealed (-sealed +opened):\n%s", token, diff)
+		}
+	})
+}
