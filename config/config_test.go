@@ -187,3 +187,22 @@ func TestParseSize(t *testing.T) {
 		t.Errorf("sandbox table (-want +got):\n%s", diff)
 	}
 }
+
+// FuzzParse holds Parse to its contract on any source: it never panics,
+// and an error names the file, as every configuration error does.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		"", "[server]\nmax_message_bytes = 1024\n", "[profiles.default]\ntools = [\"fs.*\"]\n",
+		"[profiles.a]\nsessions = [\"\"]\n", "[[auth.tokens]]\nprofile = \"x\"\n",
+		"[[auth.tokens]]\nenv = \"T\"\nsha256 = \"ab\"\n", "[server]\nmax_message_bytes = \"16 MiB\"\n",
+		"[server\n", "a.b.c = 1\n[a]\nb = 2\n", "[profiles.\"x.y\"]\n", "[profiles.default]\nworkspace = \"~/w\"\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		_, err := Parse("fuzz.toml", src, func(string) string { return "" })
+		if err != nil && !strings.HasPrefix(err.Error(), "config: fuzz.toml") {
+			t.Fatalf("Parse(%.200q) = %v; want an error naming fuzz.toml", src, err)
+		}
+	})
+}
