@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bubbuild/bub-mcp/registry"
 )
@@ -21,22 +22,37 @@ type Scope struct {
 // refused at load time rather than silently matching nothing.
 func CheckGlobs(patterns []string) error {
 	for _, p := range patterns {
-		if strings.TrimSpace(p) == "" {
-			return fmt.Errorf("providers: empty tool pattern")
+		pat, err := globPattern(p)
+		if err != nil {
+			return err
 		}
-		if _, err := path.Match(p, ""); err != nil {
+		if _, err := path.Match(pat, ""); err != nil {
 			return fmt.Errorf("providers: bad tool pattern %q: %w", p, err)
 		}
 	}
 	return nil
 }
 
+// globPattern is a pattern as MatchGlob uses it. CheckGlobs checks the
+// same form: lower-casing would turn bytes that are not UTF-8 into U+FFFD,
+// making a pattern it refused match names.
+func globPattern(p string) (string, error) {
+	p = strings.TrimSpace(p)
+	switch {
+	case p == "":
+		return "", fmt.Errorf("providers: empty tool pattern")
+	case !utf8.ValidString(p):
+		return "", fmt.Errorf("providers: tool pattern %q is not UTF-8", p)
+	}
+	return strings.ToLower(p), nil
+}
+
 // MatchGlob reports whether a runtime name matches a pattern. Patterns use
 // path.Match syntax where '*' also crosses dots ("fs.*", "bash*", "*"), and
 // a pattern may be written with the model name ("fs_read").
 func MatchGlob(pattern, name string) bool {
-	pattern = strings.ToLower(strings.TrimSpace(pattern))
-	if pattern == "" {
+	pattern, err := globPattern(pattern)
+	if err != nil {
 		return false
 	}
 	name = strings.ToLower(name)
