@@ -386,9 +386,10 @@ func TestCancelOnlyByTheCaller(t *testing.T) {
 
 // TestHTTPRequestIDs: over HTTP, as on stdio, ids are strings or integers
 // (else -32600 with id null, and nothing runs), and integers mcp-go would
-// round through float64 come back digit for digit, on both eras. Without
-// checkID mcp-go answers {"a":1} and echoes 9007199254740993 as
-// 9007199254740992.
+// round through float64 come back digit for digit, on both eras, in
+// results and errors. Without checkID mcp-go answers {"a":1} and echoes
+// 9007199254740993 as 9007199254740992; without finishError, its
+// refusals before dispatch echo 1.2345678901234568e+22.
 func TestHTTPRequestIDs(t *testing.T) {
 	srv := boundsServer(t, mcpserver.Limits{}, nil)
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
@@ -406,6 +407,16 @@ func TestHTTPRequestIDs(t *testing.T) {
 	}{
 		{"2025-11-25 session", map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": header.Get("Mcp-Session-Id")}, ""},
 		{"2026-07-28", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "test_echo"}, "," + modernMeta},
+	}
+	// Refused before any hook runs (mcp-go checks the 2026 header
+	// against a body without its _meta first): the error still
+	// carries the id exactly, or null.
+	for id, want := range map[string]any{`{"a":1}`: nil, "12345678901234567890123": json.Number("12345678901234567890123"), `"s"`: "s"} {
+		h := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+		status, _, m := post(t, ts.URL+"/mcp", h, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`)
+		if code, _ := errorOf(m); status < 400 || code == "" || m["id"] != want {
+			t.Errorf("tools/list without _meta, id %s: HTTP %d %v; want an error with id %v", id, status, m, want)
+		}
 	}
 	for _, wire := range wires {
 		for _, id := range []string{`{"a":1}`, `true`, `1.5`, `[1]`, `1e300`} {

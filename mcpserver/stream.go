@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sync"
@@ -32,6 +33,12 @@ type pollableWriter struct {
 
 	detachable bool // a 2025 session's call of a ClosesStream tool
 	heldBack   bool // checkID refused the request's id: mcp-go's answer is dropped
+
+	// An error answer is held until the handler returns (finishError):
+	// mcp-go refuses some requests before any hook sees their id, and
+	// echoes the id as it decoded it.
+	errStatus int
+	errBody   []byte
 }
 
 // holdBack drops whatever mcp-go writes from now on (see checkID).
@@ -39,6 +46,38 @@ func (p *pollableWriter) holdBack() {
 	p.mu.Lock()
 	p.heldBack = true
 	p.mu.Unlock()
+}
+
+// finishError writes the error answer the writer held, with the id the
+// request carried when mcp-go's echo of it is not exact: the digits of a
+// large integer, or null for an id that is no string or integer. body is
+// the request's; it is decoded only then.
+func (p *pollableWriter) finishError(body []byte) {
+	p.mu.Lock()
+	status, b := p.errStatus, p.errBody
+	p.errStatus, p.errBody = 0, nil
+	detached := p.detached
+	p.mu.Unlock()
+	if status == 0 || detached {
+		return
+	}
+	if len(b) > 0 && b[0] == '{' {
+		if resp, err := parseEnvelope(b); err == nil && len(resp.ID) > 0 && string(resp.ID) != "null" {
+			if valid, big := idKind(resp.ID); !valid || big {
+				id := json.RawMessage("null")
+				if req, err := parseEnvelope(body); err == nil {
+					if valid, big := idKind(req.ID); valid && big {
+						id = req.ID
+					}
+				}
+				if fixed, err := withID(b, id); err == nil {
+					b = append(fixed, '\n')
+				}
+			}
+		}
+	}
+	p.w.WriteHeader(status)
+	_, _ = p.w.Write(b)
 }
 
 // isHeldBack reports whether checkID refused the request's id.
@@ -86,6 +125,10 @@ func (p *pollableWriter) Write(b []byte) (int, error) {
 	if p.heldBack {
 		return len(b), nil
 	}
+	if p.errStatus != 0 {
+		p.errBody = append(p.errBody, b...)
+		return len(b), nil
+	}
 	n, err := p.w.Write(b)
 	if c := bytes.Count(b[:n], notificationMarker); c > 0 {
 		p.notes += c
@@ -128,7 +171,11 @@ func (p *pollableWriter) waitNotifications(n int, timeout time.Duration) {
 func (p *pollableWriter) WriteHeader(code int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.detached && !p.heldBack {
+	switch {
+	case p.detached || p.heldBack:
+	case code >= http.StatusBadRequest:
+		p.errStatus = code
+	default:
 		p.w.WriteHeader(code)
 	}
 }
@@ -136,7 +183,7 @@ func (p *pollableWriter) WriteHeader(code int) {
 func (p *pollableWriter) Flush() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.detached || p.heldBack {
+	if p.detached || p.heldBack || p.errStatus != 0 {
 		return
 	}
 	if f, ok := p.w.(http.Flusher); ok {
