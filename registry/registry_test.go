@@ -235,9 +235,25 @@ func TestSchemaCompiledOnFirstCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A reference outside the schema is not followed: here a file that
+	// would make "a" a string, and file:///dev/stdin.
+	schemaFile := filepath.Join(t.TempDir(), "a.json")
+	if err := os.WriteFile(schemaFile, []byte(`{"type":"string"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fileRef, err := NewRawTool("file.ref", "", json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"file://`+filepath.ToSlash(schemaFile)+`"}}}`), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdinRef, err := NewRawTool("stdin.ref", "", json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"file:///dev/stdin"}}}`), h)
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg := New()
 	reg.MustRegister(bad)
 	reg.MustRegister(good)
+	reg.MustRegister(fileRef)
+	reg.MustRegister(stdinRef)
 	e := NewExecutor(reg, nil)
 	tests := []struct {
 		tool, args string
@@ -247,6 +263,8 @@ func TestSchemaCompiledOnFirstCall(t *testing.T) {
 		{"bad.pattern", `{"a":"x"}`, KindConfig, "Tool 'bad.pattern' has an input schema that cannot be compiled"},
 		{"good", `{}`, KindInvalidInput, "Tool 'good' argument validation failed."},
 		{"good", `{"n":1}`, "", ""},
+		{"file.ref", `{"a":1}`, KindConfig, "Tool 'file.ref' has an input schema that cannot be compiled"},
+		{"stdin.ref", `{"a":1}`, KindConfig, "Tool 'stdin.ref' has an input schema that cannot be compiled"},
 	}
 	for _, tt := range tests {
 		res := e.Call(context.Background(), Call{Tool: tt.tool, Args: json.RawMessage(tt.args)})

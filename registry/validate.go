@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -38,6 +39,17 @@ func checkSchemaRoot(tool string, raw json.RawMessage) error {
 	return nil
 }
 
+// noLoader refuses every schema reference outside the schema itself. A
+// tool's schema may come from an upstream MCP server, and the compiler's
+// default loader reads file: URLs: a "$ref" to file:///dev/stdin would
+// read the stdio transport's input, one to a FIFO would block the call,
+// and one to a JSON file would put its content in validation errors.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, errors.New("only references within the schema are allowed")
+}
+
 func compileValidator(tool string, raw json.RawMessage) (*validator, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
@@ -49,6 +61,7 @@ func compileValidator(tool string, raw json.RawMessage) (*validator, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
 	url := "mem:///tools/" + tool + ".json"
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, fmt.Errorf("registry: tool %q: %w", tool, err)
