@@ -122,8 +122,9 @@ func validID(raw json.RawMessage) bool {
 	return false
 }
 
-// FuzzHTTPBody posts one arbitrary body to /mcp, on the sessionless
-// 2026-07-28 wire or within a 2025-11-25 session. Whatever it holds, the
+// FuzzHTTPBody posts one arbitrary body, with arbitrary Mcp-Method and
+// Mcp-Name headers, to /mcp, on the sessionless 2026-07-28 wire or within
+// a 2025-11-25 session. Whatever it holds, the
 // server answers without a 5xx (503, busy, aside) with a JSON-RPC message
 // or none, and then still answers a ping on the same wire.
 func FuzzHTTPBody(f *testing.F) {
@@ -140,9 +141,12 @@ func FuzzHTTPBody(f *testing.F) {
 		strings.Repeat("[", 20000) + strings.Repeat("]", 20000),
 		strings.Repeat("x", 5000), // over the limit
 	} {
-		f.Add(seed, true)
-		f.Add(seed, false)
+		f.Add(seed, true, "tools/call", "test_echo")
+		f.Add(seed, false, "", "")
 	}
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"hi"},`+modernMeta+`}}`, true, "tools/list", "")
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"hi"},`+modernMeta+`}}`, true, "tools/call", "other")
+	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"hi"},`+modernMeta+`}}`, true, "tools/call", "")
 	release := make(chan struct{})
 	srv := boundsServer(f, mcpserver.Limits{MaxMessageBytes: 4096}, release)
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
@@ -179,8 +183,12 @@ func FuzzHTTPBody(f *testing.F) {
 		return resp.StatusCode, bytes.TrimSpace(b)
 	}
 	var sessionID string
-	f.Fuzz(func(t *testing.T, body string, modern bool) {
-		header := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+	f.Fuzz(func(t *testing.T, body string, modern bool, method, name string) {
+		if !headerValue(method) || !headerValue(name) {
+			t.Skip("net/http refuses to send such a header")
+		}
+		header := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name}
+		pingHeader := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
 		ping := `{"jsonrpc":"2.0","id":"fuzz-ping","method":"server/discover","params":{` + modernMeta + `}}`
 		if !modern {
 			if sessionID == "" {
@@ -196,7 +204,8 @@ func FuzzHTTPBody(f *testing.F) {
 					t.Fatal("initialize gave no Mcp-Session-Id")
 				}
 			}
-			header = map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sessionID}
+			header = map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sessionID, "Mcp-Method": method, "Mcp-Name": name}
+			pingHeader = map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sessionID}
 			ping = `{"jsonrpc":"2.0","id":"fuzz-ping","method":"ping"}`
 		}
 		status, b := send(t, header, body)
@@ -215,8 +224,19 @@ func FuzzHTTPBody(f *testing.F) {
 				t.Fatalf("POST %.200q: HTTP %d %.200q answers with an id that is no string or integer", body, status, b)
 			}
 		}
-		if status, b := send(t, header, ping); status != http.StatusOK || !bytes.Contains(b, []byte(`"result"`)) {
+		if status, b := send(t, pingHeader, ping); status != http.StatusOK || !bytes.Contains(b, []byte(`"result"`)) {
 			t.Fatalf("after POST %.200q a ping got HTTP %d %.200q", body, status, b)
 		}
 	})
+}
+
+// headerValue reports whether net/http sends v as a header value: no
+// control characters but tab.
+func headerValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
