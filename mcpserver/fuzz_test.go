@@ -15,7 +15,8 @@ import (
 )
 
 // FuzzStdioLine sends one arbitrary line to a running stdio server, then a
-// ping. Whatever the line holds, the server stays up and answers the ping,
+// ping (server/discover on the 2026-07-28 wire). Whatever the line holds,
+// the server stays up and answers the ping,
 // and everything it writes is a JSON-RPC 2.0 message, one per line, whose
 // id (if any) is a string, an integer or null.
 func FuzzStdioLine(f *testing.F) {
@@ -39,17 +40,25 @@ func FuzzStdioLine(f *testing.F) {
 		strings.Repeat("[", 20000) + strings.Repeat("]", 20000),
 		strings.Repeat("x", 5000), // over the limit
 	} {
-		f.Add(seed)
+		f.Add(seed, false)
+		f.Add(seed, true)
 	}
+	f.Add(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"hi"},`+modernMeta+`}}`, true)
+	f.Add(`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"test_echo","arguments":{},"requestState":"a.b",`+modernMeta+`}}`, true)
 	release := make(chan struct{})
 	f.Cleanup(func() { close(release) })
 	srv := boundsServer(f, mcpserver.Limits{MaxMessageBytes: 4096}, release)
-	f.Fuzz(func(t *testing.T, line string) {
+	f.Fuzz(func(t *testing.T, line string, modern bool) {
 		// One server for every input, a fresh client connection for each,
-		// so a failing input reproduces alone.
+		// so a failing input reproduces alone. A 2025-11-25 client
+		// initializes first; a 2026-07-28 one never does.
 		p := startStdio(t, srv)
-		p.send(initLine)
-		p.recv()
+		probe := `{"jsonrpc":"2.0","id":"fuzz-ping","method":"server/discover","params":{` + modernMeta + `}}`
+		if !modern {
+			p.send(initLine)
+			p.recv()
+			probe = `{"jsonrpc":"2.0","id":"fuzz-ping","method":"ping"}`
+		}
 		// Read while writing: the pipe has no buffer, and the server may
 		// answer the line before it reads the ping.
 		lines := make(chan []byte, 16)
@@ -69,7 +78,7 @@ func FuzzStdioLine(f *testing.F) {
 		}()
 		p.send(strings.NewReplacer("\n", " ", "\r", " ").Replace(line))
 		const ping = "fuzz-ping"
-		p.send(`{"jsonrpc":"2.0","id":"` + ping + `","method":"ping"}`)
+		p.send(probe)
 		for {
 			var raw []byte
 			select {
