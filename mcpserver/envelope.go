@@ -70,14 +70,14 @@ func idKind(raw json.RawMessage) (valid, big bool) {
 var errOddID = errors.New("invalid request id: an id must be a string or an integer")
 
 // checkID is an mcp-go OnRequestInitialization hook: it refuses, before
-// anything runs, a request whose id mcp-go would not echo exactly (mcp-go
+// anything runs, a request whose id mcp-go would not echo exactly. mcp-go
 // v1.2.1 accepts any JSON value as an id and decodes numbers through
-// float64, the decoding mark3labs/mcp-go issue #592 reports for
-// arguments; no upstream issue covers ids). The stdio transport checks ids itself before mcp-go sees
-// them; over HTTP the hook is what finds them, at no cost for the ids
-// clients send, and tells the request's writer to hold back mcp-go's
-// answer, so that serveOddID answers instead (refusing the id, or serving
-// a large integer id exactly).
+// float64 (the decoding mark3labs/mcp-go issue #592 reports for
+// arguments; no upstream issue covers ids). The stdio transport checks
+// ids itself before mcp-go sees them; over HTTP the hook is what finds
+// them, at no cost for the ids clients send, and tells the request's
+// writer to hold back mcp-go's answer, so that serveOddID answers instead
+// (refusing the id, or serving a large integer id exactly).
 func checkID(ctx context.Context, id any, _ any) error {
 	switch v := id.(type) {
 	case string:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/registry"
 )
 
 // FuzzStdioLine sends one arbitrary line to a running stdio server, then a
@@ -45,9 +47,7 @@ func FuzzStdioLine(f *testing.F) {
 	}
 	f.Add(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"hi"},`+modernMeta+`}}`, true)
 	f.Add(`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"test_echo","arguments":{},"requestState":"a.b",`+modernMeta+`}}`, true)
-	release := make(chan struct{})
-	f.Cleanup(func() { close(release) })
-	srv := boundsServer(f, mcpserver.Limits{MaxMessageBytes: 4096}, release)
+	srv := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, line string, modern bool) {
 		// One server for every input, a fresh client connection for each,
 		// so a failing input reproduces alone. A 2025-11-25 client
@@ -156,11 +156,10 @@ func FuzzHTTPBody(f *testing.F) {
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"hi"},`+modernMeta+`}}`, true, "tools/list", "")
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"hi"},`+modernMeta+`}}`, true, "tools/call", "other")
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"hi"},`+modernMeta+`}}`, true, "tools/call", "")
-	release := make(chan struct{})
-	srv := boundsServer(f, mcpserver.Limits{MaxMessageBytes: 4096}, release)
+	srv := fuzzServer(f)
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
-	f.Cleanup(func() { close(release); closeSessions(context.Background()); ts.Close() })
+	f.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 
 	send := func(t *testing.T, header map[string]string, body string) (int, []byte) {
 		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(body))
@@ -248,4 +247,23 @@ func headerValue(v string) bool {
 		}
 	}
 	return true
+}
+
+// fuzzServer serves test.echo alone (a tool that blocks would turn an input
+// that calls it into a timeout) with a 4 KiB message limit, so inputs
+// also reach the refusal of oversized messages.
+func fuzzServer(tb testing.TB) *mcpserver.Server {
+	tb.Helper()
+	reg := registry.New()
+	reg.MustRegister(registry.MustNewTool("test.echo", "Echo.", func(ctx context.Context, tc *registry.ToolContext, in struct {
+		Message string `json:"message"`
+	}) (string, error) {
+		return in.Message, nil
+	}))
+	h := newHost(tb, reg, "")
+	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Limits: mcpserver.Limits{MaxMessageBytes: 4096}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return srv
 }
