@@ -33,11 +33,7 @@ func boundsServer(t testing.TB, l mcpserver.Limits, release chan struct{}) *mcps
 		<-started
 	}
 	reg := registry.New()
-	reg.MustRegister(registry.MustNewTool("test.echo", "Echo.", func(ctx context.Context, tc *registry.ToolContext, in struct {
-		Message string `json:"message"`
-	}) (string, error) {
-		return in.Message, nil
-	}))
+	reg.MustRegister(echoTool())
 	reg.MustRegister(registry.MustNewTool("test.block", "Block until released.", func(ctx context.Context, tc *registry.ToolContext, in struct{}) (string, error) {
 		started <- struct{}{}
 		select {

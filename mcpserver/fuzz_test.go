@@ -255,11 +255,7 @@ func headerValue(v string) bool {
 func fuzzServer(tb testing.TB) *mcpserver.Server {
 	tb.Helper()
 	reg := registry.New()
-	reg.MustRegister(registry.MustNewTool("test.echo", "Echo.", func(ctx context.Context, tc *registry.ToolContext, in struct {
-		Message string `json:"message"`
-	}) (string, error) {
-		return in.Message, nil
-	}))
+	reg.MustRegister(echoTool())
 	h := newHost(tb, reg, "")
 	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Limits: mcpserver.Limits{MaxMessageBytes: 4096}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

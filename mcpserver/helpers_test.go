@@ -69,3 +69,12 @@ func sampleTool() *registry.Tool {
 		return res.Text, nil
 	})
 }
+
+// echoTool is test.echo: it returns its message.
+func echoTool() *registry.Tool {
+	return registry.MustNewTool("test.echo", "Echo.", func(ctx context.Context, tc *registry.ToolContext, in struct {
+		Message string `json:"message"`
+	}) (string, error) {
+		return in.Message, nil
+	})
+}

@@ -35,11 +35,7 @@ func TestOnePipeline(t *testing.T) {
 		server.WithHooks(hooks),
 	}}
 	reg := registry.New()
-	reg.MustRegister(registry.MustNewTool("test.echo", "Echo.", func(ctx context.Context, tc *registry.ToolContext, in struct {
-		Message string `json:"message"`
-	}) (string, error) {
-		return in.Message, nil
-	}))
+	reg.MustRegister(echoTool())
 	h := newHost(t, reg, "")
 	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Extensions: []mcpserver.Extension{ext}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
