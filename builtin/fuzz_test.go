@@ -14,8 +14,8 @@ import (
 )
 
 // fuzzTools are the builtin tools FuzzToolArgs calls: those whose effects
-// stay in the fixture's workspace and session. bash would run what the
-// fuzzer writes, and web.fetch would reach out.
+// stay in the fixture's confined workspace and its session. bash would run
+// what the fuzzer writes, and web.fetch would reach out.
 var fuzzTools = []string{
 	"fs.read", "fs.glob", "fs.grep", "fs.write", "fs.edit",
 	"tape.search", "tape.info", "tape.anchors", "tape.handoff", "spill.read",
@@ -46,7 +46,9 @@ func FuzzToolArgs(f *testing.F) {
 			f.Fatal(err)
 		}
 	}
-	env, err := environment.NewLocal(&environment.LocalOptions{Workspace: ws})
+	// Confined, so no path the fuzzer writes ("/b.txt", "../x") leaves
+	// the workspace: unconfined, the file tools reach the whole host.
+	env, err := environment.NewLocal(&environment.LocalOptions{Workspace: ws, Confine: true})
 	if err != nil {
 		f.Fatal(err)
 	}
