@@ -384,7 +384,7 @@ func TestCancelOnlyByTheCaller(t *testing.T) {
 // (else -32600 with id null, and nothing runs), and integers mcp-go would
 // round through float64 come back digit for digit, on both eras, in
 // results and errors. Without checkID mcp-go answers {"a":1} and echoes
-// 9007199254740993 as 9007199254740992; without finishError, its
+// 9007199254740993 as 9007199254740992; without finishAnswer, its
 // refusals before dispatch echo 1.2345678901234568e+22.
 func TestHTTPRequestIDs(t *testing.T) {
 	srv := boundsServer(t, mcpserver.Limits{}, nil)
@@ -404,14 +404,22 @@ func TestHTTPRequestIDs(t *testing.T) {
 		{"2025-11-25 session", map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": header.Get("Mcp-Session-Id")}, ""},
 		{"2026-07-28", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "test_echo"}, "," + modernMeta},
 	}
-	// Refused before any hook runs (mcp-go checks the 2026 header
-	// against a body without its _meta first): the error still
-	// carries the id exactly, or null.
-	for id, want := range map[string]any{`{"a":1}`: nil, "12345678901234567890123": json.Number("12345678901234567890123"), `"s"`: "s"} {
-		h := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
-		status, _, m := post(t, ts.URL+"/mcp", h, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`)
-		if code, _ := errorOf(m); status < 400 || code == "" || m["id"] != want {
-			t.Errorf("tools/list without _meta, id %s: HTTP %d %v; want an error with id %v", id, status, m, want)
+	// Refused before any hook runs (mcp-go checks a 2026 header against a
+	// body without its _meta, and the "jsonrpc" member, first): the error
+	// still carries the id exactly, or null.
+	early := []struct {
+		header map[string]string
+		body   string
+	}{
+		{map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":%s,"method":"tools/list"}`},
+		{wires[0].header, `{"id":%s,"method":"ping"}`},
+	}
+	for _, e := range early {
+		for id, want := range map[string]any{`{"a":1}`: nil, "12345678901234567890123": json.Number("12345678901234567890123"), `"s"`: "s", "1234567890123456": json.Number("1234567890123456")} {
+			_, _, m := post(t, ts.URL+"/mcp", e.header, fmt.Sprintf(e.body, id))
+			if code, _ := errorOf(m); code == "" || m["id"] != want {
+				t.Errorf("%s, id %s: %v; want an error with id %v", e.body, id, m, want)
+			}
 		}
 	}
 	for _, wire := range wires {

@@ -141,7 +141,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 					s.serveOddID(streamable, w, r, st, body)
 					return
 				}
-				st.pw.finishError(body)
+				st.pw.finishAnswer(body)
 				return
 			}
 			if r.Method == http.MethodGet && sid == "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol {
@@ -356,5 +356,5 @@ func (s *Server) serveOddID(h http.Handler, w http.ResponseWriter, r *http.Reque
 	again.Body, again.ContentLength = &readBody{b: msg}, int64(len(msg))
 	st2 := &httpRequest{srv: s, request: request{caller: st.caller, header: st.header}}
 	servePollable(h, &idWriter{ResponseWriter: w, token: token, id: env.ID}, again, st2, false)
-	st2.pw.finishError(msg)
+	st2.pw.finishAnswer(msg)
 }

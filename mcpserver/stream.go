@@ -34,11 +34,12 @@ type pollableWriter struct {
 	detachable bool // a 2025 session's call of a ClosesStream tool
 	heldBack   bool // checkID refused the request's id: mcp-go's answer is dropped
 
-	// An error answer is held until the handler returns (finishError):
-	// mcp-go refuses some requests before any hook sees their id, and
-	// echoes the id as it decoded it.
-	errStatus int
-	errBody   []byte
+	// An answer whose id may not be the one the client sent is held until
+	// the handler returns (finishAnswer): mcp-go refuses some requests
+	// before any hook sees their id, and echoes the id as it decoded it.
+	sniffed bool // the first write was looked at
+	holding bool
+	held    []byte
 }
 
 // holdBack drops whatever mcp-go writes from now on (see checkID).
@@ -48,36 +49,46 @@ func (p *pollableWriter) holdBack() {
 	p.mu.Unlock()
 }
 
-// finishError writes the error answer the writer held, with the id the
-// request carried when mcp-go's echo of it is not exact: the digits of a
-// large integer, or null for an id that is no string or integer. body is
-// the request's; it is decoded only then.
-func (p *pollableWriter) finishError(body []byte) {
+// finishAnswer writes the answer the writer held with the id the request
+// carried, or null when that is no string or integer. body is the
+// request's; it is decoded only then.
+func (p *pollableWriter) finishAnswer(body []byte) {
 	p.mu.Lock()
-	status, b := p.errStatus, p.errBody
-	p.errStatus, p.errBody = 0, nil
-	detached := p.detached
+	b, holding, detached := p.held, p.holding, p.detached
+	p.held, p.holding = nil, false
 	p.mu.Unlock()
-	if status == 0 || detached {
+	if !holding || detached {
 		return
 	}
-	if len(b) > 0 && b[0] == '{' {
-		if resp, err := parseEnvelope(b); err == nil && len(resp.ID) > 0 && string(resp.ID) != "null" {
-			if valid, big := idKind(resp.ID); !valid || big {
-				id := json.RawMessage("null")
-				if req, err := parseEnvelope(body); err == nil {
-					if valid, big := idKind(req.ID); valid && big {
-						id = req.ID
-					}
-				}
-				if fixed, err := withID(b, id); err == nil {
-					b = append(fixed, '\n')
-				}
-			}
+	id := json.RawMessage("null")
+	if req, err := parseEnvelope(body); err == nil {
+		if valid, _ := idKind(req.ID); valid {
+			id = req.ID
 		}
 	}
-	p.w.WriteHeader(status)
+	if fixed, err := withID(b, id); err == nil {
+		b = append(fixed, '\n')
+	}
 	_, _ = p.w.Write(b)
+}
+
+// answerPrefix is how mcp-go begins every JSON answer.
+var answerPrefix = []byte(`{"jsonrpc":"2.0","id":`)
+
+// inexactID reports whether b, the start of an answer, carries an id that
+// may not be the one the client sent: anything but a string, null or an
+// integer of at most 15 digits (mcp-go echoes ids through float64).
+func inexactID(b []byte) bool {
+	rest, ok := bytes.CutPrefix(b, answerPrefix)
+	if !ok || len(rest) == 0 || rest[0] == '"' || rest[0] == 'n' {
+		return false
+	}
+	rest = bytes.TrimPrefix(rest, []byte("-"))
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	return n == 0 || n > 15 || n < len(rest) && rest[n] != ',' && rest[n] != '}'
 }
 
 // isHeldBack reports whether checkID refused the request's id.
@@ -125,8 +136,12 @@ func (p *pollableWriter) Write(b []byte) (int, error) {
 	if p.heldBack {
 		return len(b), nil
 	}
-	if p.errStatus != 0 {
-		p.errBody = append(p.errBody, b...)
+	if !p.sniffed {
+		p.sniffed = true
+		p.holding = inexactID(b)
+	}
+	if p.holding {
+		p.held = append(p.held, b...)
 		return len(b), nil
 	}
 	n, err := p.w.Write(b)
@@ -171,11 +186,7 @@ func (p *pollableWriter) waitNotifications(n int, timeout time.Duration) {
 func (p *pollableWriter) WriteHeader(code int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case p.detached || p.heldBack:
-	case code >= http.StatusBadRequest:
-		p.errStatus = code
-	default:
+	if !p.detached && !p.heldBack {
 		p.w.WriteHeader(code)
 	}
 }
@@ -183,7 +194,7 @@ func (p *pollableWriter) WriteHeader(code int) {
 func (p *pollableWriter) Flush() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.detached || p.heldBack || p.errStatus != 0 {
+	if p.detached || p.heldBack || p.holding {
 		return
 	}
 	if f, ok := p.w.(http.Flusher); ok {
