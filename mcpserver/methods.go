@@ -113,11 +113,12 @@ func (s *Server) answer(ctx context.Context, f MethodFunc, msg []byte) (resp mcp
 	if err := json.Unmarshal(msg, &req); err != nil {
 		return rpcError(nil, mcp.PARSE_ERROR, "Parse error")
 	}
+	// The id first: no answer echoes one that is no string or integer.
+	if valid, _ := idKind(req.ID); !valid {
+		return rpcError(nil, mcp.INVALID_REQUEST, errOddID.Error())
+	}
 	if req.JSONRPC != mcp.JSONRPC_VERSION {
 		return rpcError(req.ID, mcp.INVALID_REQUEST, "Invalid JSON-RPC version")
-	}
-	if valid, _ := idKind(req.ID); !valid {
-		return rpcError(nil, mcp.INVALID_REQUEST, "invalid request id: an id must be a string or an integer")
 	}
 	defer func() {
 		if r := recover(); r != nil {

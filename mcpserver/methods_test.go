@@ -148,6 +148,16 @@ func TestExtensionMethods(t *testing.T) {
 			if status != 0 && status != http.StatusOK {
 				t.Errorf("echo: HTTP %d", status)
 			}
+			// An id that is no string or integer is never echoed, even
+			// when the request is wrong otherwise too (no "jsonrpc").
+			for _, line := range []string{
+				`{"jsonrpc":"2.0","id":{"a":1},"method":"test/echo","params":{"x":1` + tc.meta + `}}`,
+				`{"id":{"a":1},"method":"test/echo","params":{"x":1` + tc.meta + `}}`,
+			} {
+				if _, got := tc.send(line); got["error"] == nil || got["id"] != nil {
+					t.Errorf("%s: %v; want an error with id null", line, got)
+				}
+			}
 			// An integer id beyond float64's exact range comes back digit for digit.
 			_, got = tc.send(`{"jsonrpc":"2.0","id":9007199254740993,"method":"test/echo","params":{"y":2` + tc.meta + `}}`)
 			if got["id"] != json.Number("9007199254740993") {
