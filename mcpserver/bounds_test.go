@@ -384,8 +384,9 @@ func TestCancelOnlyByTheCaller(t *testing.T) {
 // (else -32600 with id null, and nothing runs), and integers mcp-go would
 // round through float64 come back digit for digit, on both eras, in
 // results and errors. Without checkID mcp-go answers {"a":1} and echoes
-// 9007199254740993 as 9007199254740992; without finishAnswer, its
-// refusals before dispatch echo 1.2345678901234568e+22.
+// 9007199254740993 as 9007199254740992; without the answer the writer
+// holds (finish), its refusals before dispatch echo
+// 1.2345678901234568e+22.
 func TestHTTPRequestIDs(t *testing.T) {
 	srv := boundsServer(t, mcpserver.Limits{}, nil)
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})

@@ -116,6 +116,15 @@ func (w *idWriter) Flush() {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *idWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// withBigID returns msg with its large integer id replaced by the string
+// token it travels through mcp-go as (bigIDPrefix and the digits), and
+// the token, which the answer carries in its place.
+func withBigID(msg []byte, id json.RawMessage) (out, token []byte, err error) {
+	token, _ = json.Marshal(bigIDPrefix + string(id))
+	out, err = withID(msg, token)
+	return out, token, err
+}
+
 // withID returns msg with its "id" member replaced by id.
 func withID(msg []byte, id json.RawMessage) ([]byte, error) {
 	var m map[string]json.RawMessage

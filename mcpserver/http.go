@@ -137,11 +137,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				}
 				body := bodyBytes(r) // readBody lets it go once read
 				servePollable(streamable, w, r, st, session && s.detachable(body))
-				if st.pw.isHeldBack() {
+				if refused := st.pw.finish(body); refused {
 					s.serveOddID(streamable, w, r, st, body)
-					return
 				}
-				st.pw.finishAnswer(body)
 				return
 			}
 			if r.Method == http.MethodGet && sid == "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol {
@@ -343,8 +341,7 @@ func (s *Server) serveOddID(h http.Handler, w http.ResponseWriter, r *http.Reque
 	valid, big := idKind(env.ID)
 	var msg, token []byte
 	if err == nil && valid && big {
-		token, _ = json.Marshal(bigIDPrefix + string(env.ID))
-		msg, err = withID(body, token)
+		msg, token, err = withBigID(body, env.ID)
 	}
 	if err != nil || !big {
 		w.Header().Del("Content-Type") // mcp-go's, for the answer it did not send
@@ -356,5 +353,5 @@ func (s *Server) serveOddID(h http.Handler, w http.ResponseWriter, r *http.Reque
 	again.Body, again.ContentLength = &readBody{b: msg}, int64(len(msg))
 	st2 := &httpRequest{srv: s, request: request{caller: st.caller, header: st.header}}
 	servePollable(h, &idWriter{ResponseWriter: w, token: token, id: env.ID}, again, st2, false)
-	st2.pw.finishAnswer(msg)
+	st2.pw.finish(msg) // not refused: its id is a string now
 }

@@ -311,8 +311,7 @@ func (c *stdioConn) sawModern(msg []byte) bool {
 // original digits. Workaround for mcp-go v1.2.1's RequestId, which
 // decodes numbers through float64 (mcp/types.go UnmarshalJSON).
 func (c *stdioConn) serveBigID(ctx context.Context, env envelope, line []byte, rq *request) {
-	token, _ := json.Marshal(bigIDPrefix + string(env.ID))
-	msg, err := withID(line, token)
+	msg, _, err := withBigID(line, env.ID)
 	if err != nil {
 		c.parseError()
 		return

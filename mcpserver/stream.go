@@ -35,7 +35,7 @@ type pollableWriter struct {
 	heldBack   bool // checkID refused the request's id: mcp-go's answer is dropped
 
 	// An answer whose id may not be the one the client sent is held until
-	// the handler returns (finishAnswer): mcp-go refuses some requests
+	// the handler returns (finish): mcp-go refuses some requests
 	// before any hook sees their id, and echoes the id as it decoded it.
 	sniffed bool // the first write was looked at
 	holding bool
@@ -49,16 +49,18 @@ func (p *pollableWriter) holdBack() {
 	p.mu.Unlock()
 }
 
-// finishAnswer writes the answer the writer held with the id the request
-// carried, or null when that is no string or integer. body is the
-// request's; it is decoded only then.
-func (p *pollableWriter) finishAnswer(body []byte) {
+// finish ends the writer's part in a request once its handler returned.
+// It writes the answer the writer held (see inexactID) with the id the
+// request carried, or null when that is no string or integer; body is the
+// request's, decoded only then. It reports whether checkID refused the
+// request, whose answer serveOddID then writes.
+func (p *pollableWriter) finish(body []byte) (refused bool) {
 	p.mu.Lock()
-	b, holding, detached := p.held, p.holding, p.detached
+	b, holding, detached, refused := p.held, p.holding, p.detached, p.heldBack
 	p.held, p.holding = nil, false
 	p.mu.Unlock()
 	if !holding || detached {
-		return
+		return refused
 	}
 	id := json.RawMessage("null")
 	if req, err := parseEnvelope(body); err == nil {
@@ -70,6 +72,7 @@ func (p *pollableWriter) finishAnswer(body []byte) {
 		b = append(fixed, '\n')
 	}
 	_, _ = p.w.Write(b)
+	return refused
 }
 
 // answerPrefix is how mcp-go begins every JSON answer.
@@ -89,13 +92,6 @@ func inexactID(b []byte) bool {
 		n++
 	}
 	return n == 0 || n > 15 || n < len(rest) && rest[n] != ',' && rest[n] != '}'
-}
-
-// isHeldBack reports whether checkID refused the request's id.
-func (p *pollableWriter) isHeldBack() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.heldBack
 }
 
 // httpRequest is an HTTP request's state: its request and, for a POST,
