@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/registry"
-	"github.com/bubbuild/bub-mcp/sessions"
 )
 
 // fuzzTools are the builtin tools FuzzToolArgs calls: those whose effects
@@ -52,23 +50,11 @@ func FuzzToolArgs(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(func() { env.Close() })
-	store, err := sessions.Open(f.TempDir(), &sessions.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { store.Close() })
-	sess, err := store.Session(ws, "fuzz")
-	if err != nil {
-		f.Fatal(err)
-	}
-	m := &Module{}
-	f.Cleanup(func() { m.Cleanup() })
-	exec := newExec(f, m)
+	fx := newEnvFixture(f, &Module{}, env)
 	f.Fuzz(func(t *testing.T, which uint8, args string) {
 		tool := fuzzTools[int(which)%len(fuzzTools)]
-		tc := &registry.ToolContext{Session: sess, Env: env, Conn: &registry.Connection{SessionKey: "fuzz"}}
-		res := exec.Call(t.Context(), registry.Call{Tool: tool, Args: json.RawMessage(args), Context: tc})
+		tc := &registry.ToolContext{Session: fx.sess, Env: fx.env, Conn: &registry.Connection{SessionKey: "test"}}
+		res := fx.exec.Call(t.Context(), registry.Call{Tool: tool, Args: json.RawMessage(args), Context: tc})
 		if res.Err != nil {
 			if detail, _ := res.Err.Details["error"].(string); strings.HasPrefix(detail, "panic:") {
 				t.Fatalf("%s(%.300s) panicked: %s", tool, args, detail)

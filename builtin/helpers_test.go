@@ -26,7 +26,7 @@ const testTimeout = 15 * time.Second
 // fixture is a real environment on a temporary workspace and a real
 // session, with an executor over a registry holding one Module's tools.
 type fixture struct {
-	t    *testing.T
+	t    testing.TB
 	ws   string
 	env  environment.Environment
 	sess *sessions.Session
@@ -82,7 +82,7 @@ func newModuleFixture(t *testing.T, m *Module, opts *environment.LocalOptions) *
 }
 
 // newEnvFixture runs m's tools in env; both are cleaned up with the test.
-func newEnvFixture(t *testing.T, m *Module, env environment.Environment) *fixture {
+func newEnvFixture(t testing.TB, m *Module, env environment.Environment) *fixture {
 	t.Helper()
 	t.Cleanup(func() {
 		if err := env.Close(); err != nil {
