@@ -40,7 +40,7 @@ func TestOTLPEndpoint(t *testing.T) {
 			wantErr: `telemetry: OTEL_TRACES_EXPORTER="zipkin" is not supported (use otlp or none)`},
 		{name: "grpc protocol",
 			env:     map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4317"},
-			wantErr: `telemetry: OTEL_EXPORTER_OTLP_PROTOCOL="grpc" is not supported (use http/protobuf)`},
+			wantErr: `telemetry: OTEL_EXPORTER_OTLP_PROTOCOL="grpc" is not supported (use http/protobuf or http/json)`},
 		{name: "per-signal protocol overrides grpc",
 			env: map[string]string{
 				"OTEL_EXPORTER_OTLP_PROTOCOL":        "grpc",

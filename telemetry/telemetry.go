@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -47,11 +47,11 @@ const instrumentationName = "github.com/bubbuild/bub-mcp/telemetry"
 // the struct, so changing it afterwards has no effect.
 type Options struct {
 	// Getenv reads the OTEL_* variables that decide whether traces are
-	// exported and where to (OTEL_SDK_DISABLED, OTEL_TRACES_EXPORTER,
-	// OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL).
-	// nil means os.Getenv. The exporter's other settings (headers, TLS,
-	// timeout, compression), the sampler and OTEL_RESOURCE_ATTRIBUTES are read
-	// by the OpenTelemetry SDK from the process environment itself.
+	// exported, where to and how (OTEL_SDK_DISABLED, OTEL_TRACES_EXPORTER,
+	// and OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, PROTOCOL, HEADERS,
+	// COMPRESSION, TIMEOUT, CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY).
+	// nil means os.Getenv. The sampler, batching and OTEL_RESOURCE_ATTRIBUTES
+	// are read by the OpenTelemetry SDK from the process environment itself.
 	Getenv func(string) string
 
 	// ServiceName is the service.name resource attribute; "" means "bub-mcp".
@@ -156,7 +156,7 @@ func otlpEndpoint(getenv func(string) string) (string, error) {
 		}
 		// The per-signal variable wins, so the first one set decides.
 		if p != "http/protobuf" && p != "http/json" {
-			return "", fmt.Errorf("telemetry: %s=%q is not supported (use http/protobuf)", name, p)
+			return "", fmt.Errorf("telemetry: %s=%q is not supported (use http/protobuf or http/json)", name, p)
 		}
 		break
 	}
@@ -181,7 +181,11 @@ func otlpEndpoint(getenv func(string) string) (string, error) {
 
 // newExportingProvider builds the SDK provider that batches spans to endpoint.
 func newExportingProvider(endpoint string, o *Options) (*sdktrace.TracerProvider, error) {
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(endpoint))
+	client, err := newOTLPClient(endpoint, o.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := otlptrace.New(context.Background(), client)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
 	}
