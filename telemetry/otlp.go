@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -166,7 +167,7 @@ func (c *otlpClient) Stop(context.Context) error {
 }
 
 // UploadTraces sends one batch, retrying what the OTLP spec says is
-// transient (unreachable collector, 429, 502, 503, 504) with backoff,
+// transient (a collector out of reach, 429, 502, 503, 504) with backoff,
 // honouring Retry-After, for at most retry.elapsed.
 func (c *otlpClient) UploadTraces(ctx context.Context, spans []*tracepb.ResourceSpans) error {
 	encode := encodeExportRequest
@@ -232,6 +233,12 @@ func (c *otlpClient) post(ctx context.Context, body []byte) (throttle time.Durat
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
+		// A collector that cannot be reached may come back; one whose
+		// certificate is not trusted will not.
+		var untrusted *tls.CertificateVerificationError
+		if errors.As(err, &untrusted) {
+			return -1, fmt.Errorf("telemetry: OTLP export: %w", err)
+		}
 		return 0, fmt.Errorf("telemetry: OTLP export: %w", err)
 	}
 	defer resp.Body.Close()
