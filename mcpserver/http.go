@@ -150,12 +150,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				return
 			}
 			r = r.WithContext(withRequest(r.Context(), &st.request))
-			switch {
-			case r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "":
+			if r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "" {
 				s.parking.serveGET(streamable, w, r, sid)
 				return
-			case r.Method == http.MethodDelete && sid != "":
-				defer s.parking.forget(sid)
 			}
 			streamable.ServeHTTP(w, r)
 		})

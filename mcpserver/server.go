@@ -266,6 +266,11 @@ func New(opts *Options) (*Server, error) {
 			r.mu.Unlock()
 		}
 	})
+	hooks.AddOnUnregisterSession(func(ctx context.Context, sess server.ClientSession) {
+		// However a 2025 session ends (DELETE, idle sweep, shutdown), its
+		// GET stream's hand-off state goes with it.
+		s.parking.forget(sess.SessionID())
+	})
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
 	})
