@@ -61,7 +61,7 @@ type Store struct {
 
 	mu       sync.Mutex
 	closed   bool
-	sessions map[string]*sessionSlot
+	sessions map[sessionKey]*sessionSlot
 
 	// resolved memoises resolveExisting for workspaces that exist:
 	// Session runs on every tool call (three times per MCP tools/call),
@@ -141,7 +141,7 @@ func Open(home string, opts *Options) (*Store, error) {
 		tapesDir: tapes,
 		opts:     o,
 		log:      log,
-		sessions: map[string]*sessionSlot{},
+		sessions: map[sessionKey]*sessionSlot{},
 		dirty:    map[*Tape]struct{}{},
 		kick:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
@@ -202,7 +202,7 @@ func IsTemp(sessionID string) bool { return strings.HasPrefix(sessionID, "temp/"
 // memory-only sessions.
 func (s *Store) Session(workspace, id string) (*Session, error) {
 	ws := s.resolve(workspace)
-	key := ws + "\x00" + id
+	key := sessionKey{ws, id}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -232,6 +232,10 @@ func (s *Store) Session(workspace, id string) (*Session, error) {
 	return sess, err
 }
 
+// sessionKey names a session in the Store: its resolved workspace and id.
+// A struct, not their concatenation: Session runs several times per call.
+type sessionKey struct{ workspace, id string }
+
 func (s *Store) openSession(ws, id string) (*Session, error) {
 	sess := &Session{store: s, workspace: ws, id: id, temp: IsTemp(id)}
 	name := TapeName(ws, id)
@@ -252,7 +256,7 @@ func (s *Store) openSession(ws, id string) (*Session, error) {
 // freed. A later Session call for the same key loads it again. Releasing
 // a session nobody opened does nothing.
 func (s *Store) Release(workspace, id string) error {
-	key := s.resolve(workspace) + "\x00" + id
+	key := sessionKey{s.resolve(workspace), id}
 	s.mu.Lock()
 	sl, ok := s.sessions[key]
 	if ok {
