@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/heapfloor"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
 )
@@ -75,6 +76,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	// at once: the forced collection then competes with a client's first
 	// requests for the CPU (~2 ms of ~21 ms to the first tools/list here).
 	time.AfterFunc(freeAfterStart, debug.FreeOSMemory)
+	heapfloor.Keep(env.Getenv, heapfloor.Default)
 	grace := cfg.Server.ShutdownGrace.Duration
 	if addr == "" {
 		env.Logger.Info("mcp.stdio.start", "profile", c.profile, "tools", len(a.Registry().Tools()))

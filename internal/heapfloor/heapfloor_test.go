@@ -1,0 +1,110 @@
+package heapfloor
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercent(t *testing.T) {
+	for _, tt := range []struct {
+		live, floor uint64
+		want        int
+	}{
+		{live: 1 << 20, floor: 16 << 20, want: 1500},
+		{live: 2 << 20, floor: 16 << 20, want: 700},
+		{live: 8 << 20, floor: 16 << 20, want: 100}, // the default already reaches the floor
+		{live: 64 << 20, floor: 16 << 20, want: 100},
+		{live: 0, floor: 16 << 20, want: 100},
+	} {
+		if got := percent(tt.live, tt.floor); got != tt.want {
+			t.Errorf("percent(%d, %d) = %d; want %d", tt.live, tt.floor, got, tt.want)
+		}
+	}
+}
+
+// TestKeep runs in a fresh process each time (the floor lasts for the
+// process): with a 64 MiB floor, 48 MiB of small garbage takes at most a
+// couple of collections where GOGC=100 takes eight or more; with GOGC set
+// in the environment Keep leaves the collector alone.
+func TestKeep(t *testing.T) {
+	if os.Getenv("HEAPFLOOR_CHILD") != "" {
+		keepChild()
+		return
+	}
+	for _, tt := range []struct {
+		name, gogc string
+		wantFew    bool
+	}{{"floor", "", true}, {"GOGC set", "100", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestKeep$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "HEAPFLOOR_CHILD=1", "GOGC="+tt.gogc, "GOMEMLIMIT=")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			var before, after int
+			if _, err := fmt.Sscanf(lastLine(out), "collections %d %d", &before, &after); err != nil {
+				t.Fatalf("child said %q: %v", out, err)
+			}
+			t.Logf("collections for 48 MiB of garbage: %d before Keep, %d after", before, after)
+			if before < 8 || tt.wantFew && after > 2 || !tt.wantFew && after < 8 {
+				t.Errorf("collections: %d before Keep, %d after; want >= 8 before and %s after", before, after, map[bool]string{true: "<= 2", false: ">= 8"}[tt.wantFew])
+			}
+		})
+	}
+}
+
+// keepChild measures collections before and after Keep and prints both.
+func keepChild() {
+	before := collections(48 << 20)
+	Keep(os.Getenv, 64<<20)
+	runtime.GC() // the first adjustment follows the first collection
+	if os.Getenv("GOGC") == "" {
+		waitPercent()
+	}
+	fmt.Printf("\ncollections %d %d\n", before, collections(48<<20))
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "collections ") {
+			return lines[i]
+		}
+	}
+	return ""
+}
+
+// collections allocates n bytes of short-lived 4 KiB objects and returns
+// how many collections ran meanwhile.
+func collections(n int) uint32 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	start := m.NumGC
+	for i := 0; i < n/4096; i++ {
+		sink = make([]byte, 4096)
+	}
+	runtime.ReadMemStats(&m)
+	return m.NumGC - start
+}
+
+var sink []byte
+
+// waitPercent waits (up to 5 s) for the finalizer goroutine to have
+// raised GOGC.
+func waitPercent() {
+	deadline := time.Now().Add(5 * time.Second)
+	gogc := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	for time.Now().Before(deadline) {
+		if metrics.Read(gogc); gogc[0].Value.Uint64() > 100 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
