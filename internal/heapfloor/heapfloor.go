@@ -5,10 +5,10 @@
 // last collection, and at least every 4 MiB. A server whose live heap is
 // 1-2 MiB and whose calls allocate ~13 KB each then collects every ~150
 // calls; with 32 calls in flight that was a fifth of bub-mcp's CPU per call
-// (internal/bench's BenchmarkEchoPaired). Keep raises GOGC while the live
-// heap is under half the floor, so that the next collection comes at about
-// the floor, and leaves it at 100 above that: a large message is collected
-// as it would be without Keep. The technique is cmd/compile's
+// (internal/bench's BenchmarkEchoPaired). After each collection Keep sets
+// GOGC so that the next one comes at about the floor, and leaves it at 100
+// where that would come later anyway: a large message is collected as it
+// would be without Keep. The technique is cmd/compile's
 // AdjustStartingHeap (golang/go#56546), kept for the life of the process.
 package heapfloor
 
@@ -20,7 +20,8 @@ import (
 )
 
 // Default is the floor bub-mcp serve keeps: the heap may grow to 16 MiB
-// between collections, a few MiB of memory for the CPU above.
+// between collections, up to ~12 MiB more resident memory under load for
+// the CPU above.
 const Default = 16 << 20
 
 var once sync.Once
@@ -37,29 +38,42 @@ func Keep(getenv func(string) string, floor uint64) {
 }
 
 // adjuster returns the function run after each collection: it sets GOGC
-// for the live heap the collection found.
+// for the heap the collection found.
 func adjuster(floor uint64) func() {
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	sample := []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/gc/scan/stack:bytes"},
+		{Name: "/gc/scan/globals:bytes"},
+	}
 	last := 100
 	return func() {
-		metrics.Read(live)
-		if live[0].Value.Kind() != metrics.KindUint64 {
-			return
+		metrics.Read(sample)
+		var v [3]uint64
+		for i, s := range sample {
+			if s.Value.Kind() != metrics.KindUint64 {
+				return // a runtime without these metrics: leave GOGC be
+			}
+			v[i] = s.Value.Uint64()
 		}
-		if p := percent(live[0].Value.Uint64(), floor); p != last {
+		if p := percent(v[0], v[0]+v[1]+v[2], floor); p != last {
 			debug.SetGCPercent(p)
 			last = p
 		}
 	}
 }
 
-// percent is the GOGC that puts the next collection at floor bytes for a
-// live heap of live bytes, and 100 once that would be less.
-func percent(live, floor uint64) int {
-	if live == 0 || 2*live >= floor {
+// percent is the GOGC that puts the next collection at floor bytes of
+// heap, and 100 where that would be less. The runtime's goal is the larger
+// of live + roots×GOGC/100 (roots: the live heap, stacks and globals) and
+// its minimum heap, 4 MiB×GOGC/100 (runtime/mgcpacer.go, heapMinimum):
+// the smaller GOGC that brings either to the floor does.
+func percent(live, roots, floor uint64) int {
+	if roots == 0 || live >= floor {
 		return 100
 	}
-	return int(floor*100/live) - 100
+	const minimumHeap = 4 << 20 // at GOGC=100
+	p := min((floor-live)*100/roots, floor*100/minimumHeap)
+	return max(100, int(p))
 }
 
 // forEachGC calls fn after every collection: a finalizer that sets itself
