@@ -149,23 +149,12 @@ func otlpEndpoint(getenv func(string) string) (string, error) {
 	default:
 		return "", fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%q is not supported (use otlp or none)", exp)
 	}
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		p := strings.TrimSpace(getenv(name))
-		if p == "" {
-			continue
-		}
-		// The per-signal variable wins, so the first one set decides.
-		if p != "http/protobuf" && p != "http/json" {
-			return "", fmt.Errorf("telemetry: %s=%q is not supported (use http/protobuf or http/json)", name, p)
-		}
-		break
+	// The per-signal variable wins over the generic one (otlpSetting).
+	if p, name := otlpSetting(getenv, "PROTOCOL"); p != "" && p != "http/protobuf" && p != "http/json" {
+		return "", fmt.Errorf("telemetry: %s=%q is not supported (use http/protobuf or http/json)", name, p)
 	}
-
-	name, raw := "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
-	perSignal := raw != ""
-	if !perSignal {
-		name, raw = "OTEL_EXPORTER_OTLP_ENDPOINT", strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
-	}
+	raw, name := otlpSetting(getenv, "ENDPOINT")
+	perSignal := name == "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 	if raw == "" {
 		return "", nil
 	}
