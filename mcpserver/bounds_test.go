@@ -80,10 +80,19 @@ func startStdio(t *testing.T, srv *mcpserver.Server) *stdioPeer {
 	return &stdioPeer{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
 }
 
+// send writes line; the pipe holds nothing, so a server that stopped
+// reading fails the test here.
 func (p *stdioPeer) send(line string) {
 	p.t.Helper()
-	if _, err := io.WriteString(p.in, line+"\n"); err != nil {
-		p.t.Fatal(err)
+	errc := make(chan error, 1)
+	go func() { _, err := io.WriteString(p.in, line+"\n"); errc <- err }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			p.t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		p.t.Fatal("the server did not read a line within 10 s")
 	}
 }
 

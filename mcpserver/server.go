@@ -155,6 +155,7 @@ type request struct {
 	header  http.Header                    // the HTTP request's; nil on stdio
 	span    atomic.Pointer[telemetry.Span] // set by the BeforeAny hook when tracing
 	calling string                         // the tools/call's tool name: a deferred one passes the gate
+	baton   *baton                         // stdio: set while the request runs on the reading goroutine
 }
 
 // withRequest attaches r to ctx.

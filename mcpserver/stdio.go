@@ -28,7 +28,8 @@ import (
 // protocol logic stays mcp-go's. What differs is the plumbing around it:
 // each line is parsed once (StdioServer parses it five times before
 // HandleMessage sees it, probing for responses to its own requests), one
-// write(2) per message, no goroutine per read, and a tool's progress and
+// write(2) per message, no goroutine per read, a request that came alone
+// served on the reading goroutine (runInline), and a tool's progress and
 // log notifications are written in order before its result (StdioServer
 // queues them to a goroutine that may write them after the result, when
 // the client drops them).
@@ -57,10 +58,11 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, co
 	base = context.WithValue(base, stdioKey{}, c)
 	go c.pump(calls)
 
-	errc := make(chan error, 1)
-	go func() { errc <- c.read(base, in) }()
+	c.in = bufio.NewReaderSize(in, 64<<10)
+	c.readCtx, c.readErr = base, make(chan error, 1)
+	go c.read()
 	select {
-	case err := <-errc:
+	case err := <-c.readErr:
 		cancelCalls()
 		c.wg.Wait()
 		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
@@ -114,7 +116,12 @@ type stdioConn struct {
 	sem     chan struct{} // bounds the requests running at once
 	queue   chan struct{} // bounds the requests running or waiting
 
-	pool *pool // runs requests
+	pool *pool // runs requests that arrive while others wait to be read
+
+	// One goroutine at a time reads in (see read and runInline).
+	in      *bufio.Reader
+	readCtx context.Context
+	readErr chan error // the reader that meets the end of in sends it here
 
 	notes       chan mcp.JSONRPCNotification
 	initialized atomic.Bool
@@ -149,20 +156,24 @@ func newStdioConn(s *Server, out io.Writer) *stdioConn {
 	}
 }
 
-// read serves in line by line until it ends.
-func (c *stdioConn) read(ctx context.Context, in io.Reader) error {
-	r := bufio.NewReaderSize(in, 64<<10)
+// read serves c.in line by line until it ends, then sends the error that
+// ended it to c.readErr; or until it handed reading to another goroutine
+// (runInline), then it just returns.
+func (c *stdioConn) read() {
 	for {
-		line, tooLong, err := readLine(r, c.s.limits.MaxMessageBytes)
+		line, tooLong, err := readLine(c.in, c.s.limits.MaxMessageBytes)
 		switch {
 		case tooLong:
 			c.s.log.Warn("mcp.stdio.message.too_long", "limit_bytes", c.s.limits.MaxMessageBytes)
 			c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, tooLargeMessage(c.s.limits.MaxMessageBytes)))
 		case len(bytes.TrimSpace(line)) > 0:
-			c.dispatch(ctx, line, c.s.reclaim.begin(len(line)))
+			if !c.dispatch(c.readCtx, line, c.s.reclaim.begin(len(line))) {
+				return
+			}
 		}
 		if err != nil {
-			return err
+			c.readErr <- err
+			return
 		}
 	}
 }
@@ -199,11 +210,13 @@ func (c *stdioConn) parseError() {
 
 // dispatch routes one message: responses to the server's own requests go
 // to their waiter, notifications are handled in order on the read loop,
-// requests each on their own goroutine (tools/call bounded by the worker
-// count) so a slow one never stalls the others.
+// requests concurrently (bounded by the worker count), so a slow one never
+// stalls the others: on a pooled goroutine when more messages are already
+// buffered, else on this one (runInline).
 //
-// done is called once the message is handled.
-func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) {
+// done is called once the message is handled. dispatch reports whether
+// the calling goroutine still reads.
+func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (reading bool) {
 	async := false
 	defer func() {
 		if !async {
@@ -213,28 +226,28 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) {
 	env, err := parseEnvelope(line)
 	if err != nil {
 		c.parseError()
-		return
+		return true
 	}
 	hasID := len(env.ID) > 0 && string(env.ID) != "null"
 	if env.Method == "" && hasID && (env.Result != nil || env.Error != nil) {
 		c.reply(env)
-		return
+		return true
 	}
 	if !hasID {
 		if resp := c.handle(ctx, line); resp != nil {
 			c.writeMessage(resp)
 		}
-		return
+		return true
 	}
 	valid, big := idKind(env.ID)
 	if !valid {
 		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, "invalid request id: an id must be a string or an integer"))
-		return
+		return true
 	}
 	if !c.Initialized() && !c.modern.Load() && env.Method != string(mcp.MethodInitialize) && env.Method != string(mcp.MethodPing) && env.Method != "server/discover" && !c.sawModern(line) {
 		// 2025-11-25: nothing but ping before initialize; nothing runs.
 		c.writeMessage(rpcError(env.ID, mcp.INVALID_REQUEST, "the session is not initialized: send initialize first"))
-		return
+		return true
 	}
 	rq := &request{caller: c.caller}
 	serve := func(ctx context.Context) mcp.JSONRPCMessage { return c.handle(ctx, line) }
@@ -245,12 +258,11 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) {
 		if env.Method == string(mcp.MethodToolsCall) && c.modern.Load() && c.s.needsAdmission(line, "") {
 			if e := c.s.admit(ctx, line, rq); e != nil {
 				c.writeMessage(*e)
-				return
+				return true
 			}
 		}
 		if big {
-			c.serveBigID(ctx, env, line, rq)
-			return
+			serve = func(ctx context.Context) mcp.JSONRPCMessage { return c.bigIDAnswer(ctx, env, line) }
 		}
 	}
 	// Up to the limit run, as many again wait their turn; beyond that a
@@ -259,11 +271,11 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) {
 	case c.queue <- struct{}{}:
 	default:
 		c.writeMessage(rpcError(env.ID, mcp.INTERNAL_ERROR, busyMessage))
-		return
+		return true
 	}
 	c.wg.Add(1)
 	async = true
-	c.pool.Go(func() {
+	job := func() {
 		defer c.wg.Done()
 		defer done()
 		select {
@@ -278,7 +290,69 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) {
 		if resp != nil {
 			c.writeMessage(resp)
 		}
+	}
+	if c.in.Buffered() > 0 {
+		c.pool.Go(job)
+		return true
+	}
+	return c.runInline(rq, job)
+}
+
+// inlineWait is how long a request runs on the reading goroutine before
+// reading goes on in another: the longest a message that arrives meanwhile
+// waits to be read.
+const inlineWait = time.Millisecond
+
+// runInline runs job, a request the client sent when nothing else was
+// buffered, on the reading goroutine. Such a client usually waits for the
+// answer, and handing the request to another goroutine costs more than a
+// quick request itself: a thread woken and put back to sleep each time,
+// ~40% of an echo call's CPU (BenchmarkEchoPaired, stdio, c=1). If job
+// still runs after inlineWait, or asks the client something (passReading),
+// reading goes on in a new goroutine, and this one ends with job. It
+// reports whether the caller still reads.
+func (c *stdioConn) runInline(rq *request, job func()) bool {
+	b := &baton{c: c}
+	rq.baton = b
+	t := time.AfterFunc(inlineWait, func() {
+		if b.pass() {
+			c.read()
+		}
 	})
+	job()
+	t.Stop()
+	return b.keep()
+}
+
+// baton is the reading role lent to a request run inline: exactly one of
+// pass (reading moves to another goroutine) and keep (the request is done
+// and its goroutine reads on) wins.
+type baton struct {
+	c      *stdioConn
+	once   sync.Once
+	passed bool
+}
+
+// pass takes the reading role from the inline request; it reports whether
+// the caller got it and must read.
+func (b *baton) pass() (got bool) {
+	b.once.Do(func() { b.passed, got = true, true })
+	return got
+}
+
+// keep ends the lending; it reports whether the request's goroutine still
+// reads.
+func (b *baton) keep() bool {
+	b.once.Do(func() {})
+	return !b.passed
+}
+
+// passReading makes sure someone reads while ctx's request waits on the
+// client: its answer comes in on the connection.
+func passReading(ctx context.Context) {
+	if r := requestFrom(ctx); r != nil && r.baton != nil && r.baton.pass() {
+		go r.baton.c.read()
+	}
 }
 
 // handle runs mcp-go's HandleMessage; a panic becomes an internal error
@@ -306,29 +380,27 @@ func (c *stdioConn) sawModern(msg []byte) bool {
 	return false
 }
 
-// serveBigID serves a request whose integer id mcp-go would round: the id
-// travels as a string through mcp-go and the response carries the
+// bigIDAnswer serves a request whose integer id mcp-go would round: the
+// id travels as a string through mcp-go and the response carries the
 // original digits. Workaround for mcp-go v1.2.1's RequestId, which
 // decodes numbers through float64 (mcp/types.go UnmarshalJSON).
-func (c *stdioConn) serveBigID(ctx context.Context, env envelope, line []byte, rq *request) {
+func (c *stdioConn) bigIDAnswer(ctx context.Context, env envelope, line []byte) mcp.JSONRPCMessage {
 	msg, _, err := withBigID(line, env.ID)
 	if err != nil {
-		c.parseError()
-		return
+		return rpcError(nil, mcp.PARSE_ERROR, "Parse error")
 	}
-	resp := c.handle(withRequest(ctx, rq), msg)
+	resp := c.handle(ctx, msg)
 	if resp == nil {
-		return
+		return nil
 	}
 	b, err := json.Marshal(resp)
 	if err == nil {
 		b, err = withID(b, env.ID)
 	}
 	if err != nil {
-		c.writeMessage(rpcError(nil, mcp.INTERNAL_ERROR, "encoding the response: "+err.Error()))
-		return
+		return rpcError(nil, mcp.INTERNAL_ERROR, "encoding the response: "+err.Error())
 	}
-	c.writeMessage(json.RawMessage(b))
+	return json.RawMessage(b)
 }
 
 // rpcError is an error response to the request with the raw id, which is
@@ -441,6 +513,7 @@ func (c *stdioConn) notify(method string, params map[string]any) {
 
 // request sends the client a request and waits for its result.
 func (c *stdioConn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	passReading(ctx)
 	id := c.nextID.Add(1)
 	ch := make(chan rpcReply, 1)
 	c.pendMu.Lock()
