@@ -452,3 +452,63 @@ func TestHTTPRequestIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledCallGetsNoAnswer: in a 2025 HTTP session, a call the
+// client cancels with notifications/cancelled (sent on another POST of
+// its session) ends without a JSON-RPC answer: its POST ends 204 No
+// Content. The cancellation reaches the tool, which returns.
+func TestCancelledCallGetsNoAnswer(t *testing.T) {
+	srv := boundsServer(t, mcpserver.Limits{}, nil)
+	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	ts := httptest.NewServer(handler)
+	defer func() { closeSessions(context.Background()); ts.Close() }()
+	var session string
+	post := func(body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if session == "" {
+			session = resp.Header.Get("Mcp-Session-Id")
+		}
+		return resp.StatusCode, string(b)
+	}
+	if status, body := post(initLine); status != http.StatusOK || session == "" {
+		t.Fatalf("initialize = %d %s (session %q)", status, body, session)
+	}
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	type answer struct {
+		Status int
+		Body   string
+	}
+	done := make(chan answer, 1)
+	go func() {
+		status, body := post(callLine("7", "test_block", `{}`))
+		done <- answer{status, body}
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("test_block did not start")
+	}
+	if status, body := post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"changed my mind"}}`); status != http.StatusAccepted {
+		t.Errorf("notifications/cancelled = %d %s; want 202", status, body)
+	}
+	select {
+	case a := <-done:
+		if diff := cmp.Diff(answer{http.StatusNoContent, ""}, a); diff != "" {
+			t.Errorf("the cancelled call's POST (-want +got):\n%s", diff)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call did not end")
+	}
+}

@@ -156,6 +156,7 @@ type request struct {
 	span    atomic.Pointer[telemetry.Span] // set by the BeforeAny hook when tracing
 	calling string                         // the tools/call's tool name: a deferred one passes the gate
 	baton   *baton                         // stdio: set while the request runs on the reading goroutine
+	dropped atomic.Bool                    // its answer is not sent (see drop)
 }
 
 // withRequest attaches r to ctx.
@@ -166,6 +167,16 @@ func withRequest(ctx context.Context, r *request) context.Context {
 func requestFrom(ctx context.Context) *request {
 	r, _ := ctx.Value(requestKey{}).(*request)
 	return r
+}
+
+// drop keeps the request's answer from being sent: the client cancelled
+// the request (notifications/cancelled, whose receivers "SHOULD NOT send a
+// response for the cancelled request") or is gone.
+func (r *request) drop() {
+	r.dropped.Store(true)
+	if r.pw != nil {
+		r.pw.silence()
+	}
 }
 
 // resolve returns the caller's resolved connection and View, once per
@@ -465,8 +476,15 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		p.round = newInputRound(info.ClientCapabilities, st, req.Params.InputResponses)
 	}
 	res := s.backend.Call(ctx, conn, app.Request{Tool: tool.Name, Args: call.Args, Decoded: call.Decoded, Peer: p, State: state})
-	if ctx.Err() != nil && s.cutCtx.Err() != nil {
-		return mcp.NewToolResultError(shuttingDown), nil
+	if ctx.Err() != nil {
+		if s.cutCtx.Err() != nil {
+			return mcp.NewToolResultError(shuttingDown), nil
+		}
+		// Cancelled by mcp-go (the client's notifications/cancelled) or
+		// by the transport (the client went away): nobody waits for it.
+		if r := requestFrom(ctx); r != nil {
+			r.drop()
+		}
 	}
 	if p.round != nil && len(p.round.pending()) > 0 {
 		// The run asked what this request does not answer: whatever it

@@ -287,7 +287,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		resp := serve(withRequest(ctx, rq))
 		<-c.sem // free before answering: a client may send its next request at once
 		<-c.queue
-		if resp != nil {
+		if resp != nil && !rq.dropped.Load() {
 			c.writeMessage(resp)
 		}
 	}

@@ -33,6 +33,8 @@ type pollableWriter struct {
 
 	detachable bool // a 2025 session's call of a ClosesStream tool
 	heldBack   bool // checkID refused the request's id: mcp-go's answer is dropped
+	silenced   bool // the request was cancelled: nothing more is written (request.drop)
+	sent       bool // a status or bytes went to the client
 
 	// An answer whose id may not be the one the client sent is held until
 	// the handler returns (finish): mcp-go refuses some requests
@@ -49,6 +51,15 @@ func (p *pollableWriter) holdBack() {
 	p.mu.Unlock()
 }
 
+// silence drops whatever mcp-go writes from now on: the request was
+// cancelled. Unlike holdBack, nothing is answered instead; a response
+// that sent nothing yet ends as 204 No Content (see finish).
+func (p *pollableWriter) silence() {
+	p.mu.Lock()
+	p.silenced = true
+	p.mu.Unlock()
+}
+
 // finish ends the writer's part in a request once its handler returned.
 // It writes the answer the writer held (see inexactID) with the id the
 // request carried, or null when that is no string or integer; body is the
@@ -57,8 +68,16 @@ func (p *pollableWriter) holdBack() {
 func (p *pollableWriter) finish(body []byte) (refused bool) {
 	p.mu.Lock()
 	b, holding, detached, refused := p.held, p.holding, p.detached, p.heldBack
+	silenced, sent := p.silenced, p.sent
 	p.held, p.holding = nil, false
 	p.mu.Unlock()
+	if silenced && !detached {
+		if !sent {
+			p.w.Header().Del("Content-Type") // mcp-go's, for the answer it did not send
+			p.w.WriteHeader(http.StatusNoContent)
+		}
+		return false
+	}
 	if !holding || detached {
 		return refused
 	}
@@ -129,7 +148,7 @@ func (p *pollableWriter) Write(b []byte) (int, error) {
 	if p.detached {
 		return 0, errDetached
 	}
-	if p.heldBack {
+	if p.heldBack || p.silenced {
 		return len(b), nil
 	}
 	if !p.sniffed {
@@ -140,6 +159,7 @@ func (p *pollableWriter) Write(b []byte) (int, error) {
 		p.held = append(p.held, b...)
 		return len(b), nil
 	}
+	p.sent = true
 	n, err := p.w.Write(b)
 	if c := bytes.Count(b[:n], notificationMarker); c > 0 {
 		p.notes += c
@@ -182,7 +202,8 @@ func (p *pollableWriter) waitNotifications(n int, timeout time.Duration) {
 func (p *pollableWriter) WriteHeader(code int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.detached && !p.heldBack {
+	if !p.detached && !p.heldBack && !p.silenced {
+		p.sent = true
 		p.w.WriteHeader(code)
 	}
 }
@@ -190,7 +211,7 @@ func (p *pollableWriter) WriteHeader(code int) {
 func (p *pollableWriter) Flush() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.detached || p.heldBack || p.holding {
+	if p.detached || p.heldBack || p.silenced || p.holding {
 		return
 	}
 	if f, ok := p.w.(http.Flusher); ok {
