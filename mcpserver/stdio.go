@@ -204,9 +204,9 @@ func readLine(r *bufio.Reader, limit int64) (line []byte, tooLong bool, err erro
 }
 
 // parseError answers a line that is no JSON-RPC message.
-func (c *stdioConn) parseError() {
-	c.writeMessage(rpcError(nil, mcp.PARSE_ERROR, "Parse error"))
-}
+func (c *stdioConn) parseError() { c.writeMessage(parseErrorAnswer()) }
+
+func parseErrorAnswer() mcp.JSONRPCError { return rpcError(nil, mcp.PARSE_ERROR, "Parse error") }
 
 // dispatch routes one message: responses to the server's own requests go
 // to their waiter, notifications are handled in order on the read loop,
@@ -387,7 +387,7 @@ func (c *stdioConn) sawModern(msg []byte) bool {
 func (c *stdioConn) bigIDAnswer(ctx context.Context, env envelope, line []byte) mcp.JSONRPCMessage {
 	msg, _, err := withBigID(line, env.ID)
 	if err != nil {
-		return rpcError(nil, mcp.PARSE_ERROR, "Parse error")
+		return parseErrorAnswer()
 	}
 	resp := c.handle(ctx, msg)
 	if resp == nil {
