@@ -462,37 +462,20 @@ func TestCancelledCallGetsNoAnswer(t *testing.T) {
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	defer func() { closeSessions(context.Background()); ts.Close() }()
-	var session string
-	post := func(body string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if session == "" {
-			session = resp.Header.Get("Mcp-Session-Id")
-		}
-		return resp.StatusCode, string(b)
+	url := ts.URL + "/mcp"
+	status, header, _ := post(t, url, nil, initLine)
+	session := map[string]string{"Mcp-Session-Id": header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-11-25"}
+	if status != http.StatusOK || session["Mcp-Session-Id"] == "" {
+		t.Fatalf("initialize = %d (session %q)", status, session["Mcp-Session-Id"])
 	}
-	if status, body := post(initLine); status != http.StatusOK || session == "" {
-		t.Fatalf("initialize = %d %s (session %q)", status, body, session)
-	}
-	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post(t, url, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	type answer struct {
 		Status int
-		Body   string
+		Body   map[string]any
 	}
 	done := make(chan answer, 1)
 	go func() {
-		status, body := post(callLine("7", "test_block", `{}`))
+		status, _, body := post(t, url, session, callLine("7", "test_block", `{}`))
 		done <- answer{status, body}
 	}()
 	select {
@@ -500,12 +483,12 @@ func TestCancelledCallGetsNoAnswer(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("test_block did not start")
 	}
-	if status, body := post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"changed my mind"}}`); status != http.StatusAccepted {
-		t.Errorf("notifications/cancelled = %d %s; want 202", status, body)
+	if status, _, body := post(t, url, session, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"changed my mind"}}`); status != http.StatusAccepted {
+		t.Errorf("notifications/cancelled = %d %v; want 202", status, body)
 	}
 	select {
 	case a := <-done:
-		if diff := cmp.Diff(answer{http.StatusNoContent, ""}, a); diff != "" {
+		if diff := cmp.Diff(answer{Status: http.StatusNoContent}, a); diff != "" {
 			t.Errorf("the cancelled call's POST (-want +got):\n%s", diff)
 		}
 	case <-time.After(10 * time.Second):

@@ -45,8 +45,9 @@ func TestStdioReadsWhileCallsRun(t *testing.T) {
 			if tc.cancel {
 				p.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + tc.id + `}}`)
 				p.send(`{"jsonrpc":"2.0","id":"ping-2","method":"ping"}`)
-				// The cancellation is noted before the tool hears of it, so
-				// its answer never comes: not before ping-2's, nor after.
+				// The tool's context ends with the cancellation, and the
+				// handler then drops its answer: it comes neither before
+				// ping-2's nor after.
 				if diff := cmp.Diff(map[string]any{"id": "ping-2", "result": map[string]any{}}, p.recv()); diff != "" {
 					t.Fatalf("after the cancellation (-want +got):\n%s", diff)
 				}
