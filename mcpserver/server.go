@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -348,33 +347,34 @@ func (s *Server) instructions(ctx context.Context, conn *providers.Connection, d
 
 // filter is mcp-go's tool filter: it ignores the global list and returns the
 // connection's View, which mcp-go also uses to gate tools/call.
-func (s *Server) filter(ctx context.Context, _ []mcp.Tool) []mcp.Tool {
+func (s *Server) filter(ctx context.Context, in []mcp.Tool) []mcp.Tool {
 	_, v, err := s.resolve(ctx)
 	if err != nil {
 		s.log.WarnContext(ctx, "mcp.view.failed", "error", err)
 		return nil
 	}
+	if r := requestFrom(ctx); r != nil {
+		r.mu.Lock()
+		name := r.calling
+		r.mu.Unlock()
+		if name != "" {
+			// mcp-go's tools/call gate asks about the one tool called: it
+			// passes if the View can call it, listed or deferred (a
+			// deferred tool is not listed but may be called by name).
+			if _, ok := v.Lookup(name); ok {
+				return in
+			}
+			return nil
+		}
+	}
 	// Cached on the View itself, so it is freed with the View.
-	listed := v.Memo(mcpToolsKey{}, func() any {
+	return v.Memo(mcpToolsKey{}, func() any {
 		out := make([]mcp.Tool, 0, len(v.Tools))
 		for _, t := range v.Tools {
 			out = append(out, MCPTool(t))
 		}
 		return out
 	}).([]mcp.Tool)
-	if len(v.Deferred) > 0 {
-		// A deferred tool is not listed but may be called by name: let it
-		// through mcp-go's call gate, which runs this filter too.
-		if r := requestFrom(ctx); r != nil {
-			r.mu.Lock()
-			name := r.calling
-			r.mu.Unlock()
-			if t, ok := v.Lookup(name); ok && slices.Contains(v.Deferred, t) {
-				return append(slices.Clip(listed), MCPTool(t))
-			}
-		}
-	}
-	return listed
 }
 
 // Memo keys of the per-View work the server caches.
