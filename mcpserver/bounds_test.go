@@ -306,8 +306,10 @@ func TestHTTPConcurrencyBound(t *testing.T) {
 }
 
 // TestHTTPSurface checks the answers that must come at once or not at all:
-// a GET without a session, the /p/<profile>/mcp form of a profile URL, and
-// a resource the caller cannot read left out of resources/list.
+// a GET without a session, or with one that does not exist (never made, or
+// ended) or an unsupported protocol version; the /p/<profile>/mcp form of
+// a profile URL; and a resource the caller cannot read left out of
+// resources/list.
 func TestHTTPSurface(t *testing.T) {
 	h := newHost(t, registry.New(), "[profiles.ro]\n")
 	readable := mcpserver.TextResource("test://ok", "ok", "Readable.", "text/plain", func(ctx context.Context, conn *providers.Connection) (string, error) { return "ok", nil })
@@ -331,6 +333,51 @@ func TestHTTPSurface(t *testing.T) {
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET /mcp without a session = %d; want 405", resp.StatusCode)
 	}
+	// A 2025 session, then GETs that name it, or another, or none valid.
+	status, hdr, _ := post(t, ts.URL+"/mcp", nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := hdr.Get("Mcp-Session-Id")
+	if status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d, session %q", status, sid)
+	}
+	get := func(session, version string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/mcp", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", version)
+		resp, err := client.Do(req) // returns once the headers are in
+		if err != nil {
+			t.Fatalf("GET with session %q, version %q: %v (it must answer at once)", session, version, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name, session, version string
+		want                   int
+	}{
+		{"its session", sid, "2025-11-25", http.StatusOK},
+		{"unknown session", "mcp-session-AAAAAAAAAAAAAAAAAAAAAAAAAA", "2025-11-25", http.StatusNotFound},
+		{"unsupported version", sid, "1999-01-01", http.StatusBadRequest},
+		{"malformed version", sid, "not-a-version", http.StatusBadRequest},
+	} {
+		if got := get(tc.session, tc.version); got != tc.want {
+			t.Errorf("GET, %s: %d; want %d", tc.name, got, tc.want)
+		}
+	}
+	del, _ := http.NewRequest(http.MethodDelete, ts.URL+"/mcp", nil)
+	del.Header.Set("Mcp-Session-Id", sid)
+	del.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if resp, err := client.Do(del); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: %v %v", resp, err)
+	}
+	if got := get(sid, "2025-11-25"); got != http.StatusNotFound {
+		t.Errorf("GET after DELETE: %d; want 404", got)
+	}
+	if status, _, _ := post(t, ts.URL+"/mcp", map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != http.StatusNotFound {
+		t.Errorf("POST after DELETE: %d; want 404", status)
+	}
+
 	for _, path := range []string{"/p/ro/mcp", "/mcp/p/ro"} {
 		c := connect(t, ts.URL+path, modern, nil)
 		res, err := c.ListResources(t.Context(), mcp.ListResourcesRequest{})

@@ -40,3 +40,27 @@ func TestCallsWait(t *testing.T) {
 		t.Fatal("second wait = false")
 	}
 }
+
+// TestSessionIDsForgetEnded: an ended session's id is refused and no
+// longer held, so a long-lived server does not keep every id it issued.
+func TestSessionIDsForgetEnded(t *testing.T) {
+	var m sessionIDs
+	a, b := m.Generate(), m.Generate()
+	if a == b {
+		t.Fatalf("two sessions got the same id %q", a)
+	}
+	if _, err := m.Terminate(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Validate(a); err == nil {
+		t.Error("an ended session's id is still valid")
+	}
+	if _, err := m.Validate(b); err != nil {
+		t.Errorf("a live session's id refused: %v", err)
+	}
+	var held []any
+	m.live.Range(func(k, _ any) bool { held = append(held, k); return true })
+	if len(held) != 1 || held[0] != b {
+		t.Errorf("ids held after one of two ended: %v; want [%s]", held, b)
+	}
+}

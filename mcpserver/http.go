@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/providers"
@@ -68,8 +70,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	if o.SessionIdleTTL <= 0 {
 		o.SessionIdleTTL = 30 * time.Minute
 	}
+	ids := &sessionIDs{}
 	streamable := server.NewStreamableHTTPServer(s.mcp,
-		server.WithStateful(true),
+		server.WithSessionIdManager(ids),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
 		// Without an event store mcp-go can drop the last notifications of
 		// a call (mcp-go PR #969); the store also enables Last-Event-ID
@@ -142,6 +145,12 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				}
 				return
 			}
+			if v := r.Header.Get("Mcp-Protocol-Version"); r.Method == http.MethodGet && v != "" && !mcp.IsValidProtocolVersion(v) {
+				// mcp-go v1.2.1 takes any version it does not know for a
+				// future sessionless one, and answers 405.
+				http.Error(w, "Unsupported protocol version: "+v, http.StatusBadRequest)
+				return
+			}
 			if r.Method == http.MethodGet && sid == "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol {
 				// Without a session there is no stream to listen on; answer
 				// at once instead of holding an empty stream open.
@@ -150,9 +159,18 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				return
 			}
 			r = r.WithContext(withRequest(r.Context(), &st.request))
-			if r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "" {
-				s.parking.serveGET(streamable, w, r, sid)
-				return
+			if r.Method == http.MethodGet && session {
+				if !ids.known(sid) {
+					// mcp-go v1.2.1 opens a stream (and a session) for any
+					// id a GET names; a client whose session expired must
+					// hear 404 to start a new one, as its POSTs do.
+					http.Error(w, "Invalid session ID", http.StatusNotFound)
+					return
+				}
+				if r.Header.Get("Last-Event-ID") == "" {
+					s.parking.serveGET(streamable, w, r, sid)
+					return
+				}
 			}
 			streamable.ServeHTTP(w, r)
 		})
@@ -189,6 +207,39 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		h = hostCheck(h, o.AllowedHosts)
 	}
 	return h, func(ctx context.Context) { streamable.CloseSessions(ctx) }
+}
+
+// sessionIDs is mcp-go's SessionIdManager for 2025 sessions: the ids
+// issued and not yet ended. mcp-go's InsecureStatefulSessionIdManager
+// would do but keeps every ended id for the process's life (173 bytes of
+// heap per session ever made); an ended id here is forgotten, and answers
+// 404 as an unknown one does.
+type sessionIDs struct{ live sync.Map }
+
+// Generate issues a new session id: 130 random bits.
+func (m *sessionIDs) Generate() string {
+	id := "mcp-session-" + rand.Text()
+	m.live.Store(id, struct{}{})
+	return id
+}
+
+// Validate refuses an id not issued, or ended.
+func (m *sessionIDs) Validate(id string) (isTerminated bool, err error) {
+	if !m.known(id) {
+		return false, fmt.Errorf("unknown session id %q", id)
+	}
+	return false, nil
+}
+
+// Terminate ends a session (DELETE, the idle sweep, shutdown).
+func (m *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
+	m.live.Delete(id)
+	return false, nil
+}
+
+func (m *sessionIDs) known(id string) bool {
+	_, ok := m.live.Load(id)
+	return ok
 }
 
 // authenticate finds the token a request carries. Hashes are compared in
