@@ -339,40 +339,40 @@ func TestHTTPSurface(t *testing.T) {
 	if status != http.StatusOK || sid == "" {
 		t.Fatalf("initialize: %d, session %q", status, sid)
 	}
-	get := func(session, version string) int {
+	do := func(method, session, version string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/mcp", nil)
+		req, _ := http.NewRequest(method, ts.URL+"/mcp", nil)
 		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Mcp-Session-Id", session)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
 		req.Header.Set("Mcp-Protocol-Version", version)
 		resp, err := client.Do(req) // returns once the headers are in
 		if err != nil {
-			t.Fatalf("GET with session %q, version %q: %v (it must answer at once)", session, version, err)
+			t.Fatalf("%s with session %q, version %q: %v (it must answer at once)", method, session, version, err)
 		}
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	const unknown = "mcp-session-AAAAAAAAAAAAAAAAAAAAAAAAAA"
 	for _, tc := range []struct {
-		name, session, version string
-		want                   int
+		name, method, session, version string
+		want                           int
 	}{
-		{"its session", sid, "2025-11-25", http.StatusOK},
-		{"unknown session", "mcp-session-AAAAAAAAAAAAAAAAAAAAAAAAAA", "2025-11-25", http.StatusNotFound},
-		{"unsupported version", sid, "1999-01-01", http.StatusBadRequest},
-		{"malformed version", sid, "not-a-version", http.StatusBadRequest},
+		{"GET, its session", "GET", sid, "2025-11-25", http.StatusOK},
+		{"GET, unknown session", "GET", unknown, "2025-11-25", http.StatusNotFound},
+		{"GET, unsupported version", "GET", sid, "1999-01-01", http.StatusBadRequest},
+		{"GET, malformed version", "GET", sid, "not-a-version", http.StatusBadRequest},
+		{"DELETE, no session", "DELETE", "", "2025-11-25", http.StatusBadRequest},
+		{"DELETE, unknown session", "DELETE", unknown, "2025-11-25", http.StatusNotFound},
+		{"DELETE, malformed version", "DELETE", sid, "not-a-version", http.StatusBadRequest},
+		{"DELETE, its session", "DELETE", sid, "2025-11-25", http.StatusOK},
+		{"GET, ended session", "GET", sid, "2025-11-25", http.StatusNotFound},
+		{"DELETE, ended session", "DELETE", sid, "2025-11-25", http.StatusNotFound},
 	} {
-		if got := get(tc.session, tc.version); got != tc.want {
-			t.Errorf("GET, %s: %d; want %d", tc.name, got, tc.want)
+		if got := do(tc.method, tc.session, tc.version); got != tc.want {
+			t.Errorf("%s: %d; want %d", tc.name, got, tc.want)
 		}
-	}
-	del, _ := http.NewRequest(http.MethodDelete, ts.URL+"/mcp", nil)
-	del.Header.Set("Mcp-Session-Id", sid)
-	del.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	if resp, err := client.Do(del); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("DELETE: %v %v", resp, err)
-	}
-	if got := get(sid, "2025-11-25"); got != http.StatusNotFound {
-		t.Errorf("GET after DELETE: %d; want 404", got)
 	}
 	if status, _, _ := post(t, ts.URL+"/mcp", map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != http.StatusNotFound {
 		t.Errorf("POST after DELETE: %d; want 404", status)
