@@ -158,7 +158,7 @@ func TestStdioBounds(t *testing.T) {
 	p.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 
 	// Ids are strings or integers; big integers come back digit for digit.
-	for _, id := range []string{`{"a":1}`, `true`, `1.5`, `[1]`} {
+	for _, id := range []string{`{"a":1}`, `true`, `1.5`, `[1]`, `null`} {
 		p.send(callLine(id, "test_echo", `{"message":"x"}`))
 		m := p.recv()
 		if code, _ := errorOf(m); code != "-32600" || m["id"] != nil {
@@ -480,7 +480,7 @@ func TestHTTPRequestIDs(t *testing.T) {
 		}
 	}
 	for _, wire := range wires {
-		for _, id := range []string{`{"a":1}`, `true`, `1.5`, `[1]`, `1e300`} {
+		for _, id := range []string{`{"a":1}`, `true`, `1.5`, `[1]`, `1e300`, `null`} {
 			status, _, m := post(t, ts.URL+"/mcp", wire.header, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"x"}`+wire.meta+`}}`)
 			if code, _ := errorOf(m); status != http.StatusBadRequest || code != "-32600" || m["id"] != nil {
 				t.Errorf("%s, id %s: HTTP %d %v; want 400, -32600 with id null", wire.name, id, status, m)

@@ -20,6 +20,12 @@ type envelope struct {
 	Error  *mcp.JSONRPCErrorDetails `json:"error"`
 }
 
+// nullID reports whether the message is a request or notification with
+// "id": null, which MCP forbids ("the ID MUST NOT be null"; a notification
+// has none) and mcp-go v1.2.1 takes for a notification: nothing would
+// answer, and a client waiting for one would wait forever.
+func (e envelope) nullID() bool { return e.Method != "" && string(e.ID) == "null" }
+
 // modernMessage reports whether msg declares the sessionless protocol in
 // its _meta, as 2026-07-28 requests do. It decodes the message again, so
 // it is asked only before initialize.

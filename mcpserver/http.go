@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -127,6 +128,15 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				return
 			}
 			if r.Method == http.MethodPost {
+				// Looked for only where it can be: a body without "null"
+				// has no null id.
+				if body := bodyBytes(r); bytes.Contains(body, []byte("null")) {
+					if env, err := parseEnvelope(body); err == nil && env.nullID() {
+						e := rpcError(nil, mcp.INVALID_REQUEST, errOddID.Error())
+						writeRPCError(w, &e)
+						return
+					}
+				}
 				if s.methods.funcs != nil && s.serveMethodHTTP(w, r, &st.request, session) {
 					return
 				}

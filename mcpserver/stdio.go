@@ -228,6 +228,10 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		c.parseError()
 		return true
 	}
+	if env.nullID() {
+		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, errOddID.Error()))
+		return true
+	}
 	hasID := len(env.ID) > 0 && string(env.ID) != "null"
 	if env.Method == "" && hasID && (env.Result != nil || env.Error != nil) {
 		c.reply(env)
@@ -241,7 +245,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 	}
 	valid, big := idKind(env.ID)
 	if !valid {
-		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, "invalid request id: an id must be a string or an integer"))
+		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, errOddID.Error()))
 		return true
 	}
 	if !c.Initialized() && !c.modern.Load() && env.Method != string(mcp.MethodInitialize) && env.Method != string(mcp.MethodPing) && env.Method != "server/discover" && !c.sawModern(line) {
