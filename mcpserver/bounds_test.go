@@ -147,6 +147,16 @@ func TestStdioBounds(t *testing.T) {
 	if code, msg := errorOf(p.recv()); code != "-32600" || !strings.Contains(msg, "not initialized") {
 		t.Errorf("tools/call before initialize = %s %q; want -32600 not initialized", code, msg)
 	}
+	// A 2026-07-28 request needs no initialize; a request without _meta
+	// after it is of the 2025 era, and still refused.
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{` + modernMeta + `}}`)
+	if m := p.recv(); m["result"] == nil {
+		t.Errorf("2026-07-28 tools/list before initialize = %v; want a result", m)
+	}
+	p.send(callLine("3", "test_echo", `{"message":"early"}`))
+	if code, msg := errorOf(p.recv()); code != "-32600" || !strings.Contains(msg, "not initialized") {
+		t.Errorf("tools/call without _meta after a 2026-07-28 request = %s %q; want -32600 not initialized", code, msg)
+	}
 	p.send(callLine("12345678901234567890124", "test_echo", `{"message":"early"}`))
 	if m := p.recv(); m["id"] != json.Number("12345678901234567890124") {
 		t.Errorf("refusal before initialize = %v; want the big id echoed exactly", m)

@@ -237,6 +237,9 @@ func New(opts *Options) (*Server, error) {
 		conn := ConnectionFromContext(ctx)
 		conn.ClientName, conn.ClientVersion = req.Params.ClientInfo.Name, req.Params.ClientInfo.Version
 		s.instructions(ctx, conn, &res.Instructions)
+		if c := stdioFrom(ctx); c != nil {
+			c.handshook.Store(true)
+		}
 	})
 	readable := map[string]func(ctx context.Context, conn *providers.Connection) bool{}
 	for _, e := range o.Extensions {

@@ -124,7 +124,8 @@ type stdioConn struct {
 	readErr chan error // the reader that meets the end of in sends it here
 
 	notes       chan mcp.JSONRPCNotification
-	initialized atomic.Bool
+	initialized atomic.Bool  // mcp-go's: also set by a 2026-07-28 request
+	handshook   atomic.Bool  // a 2025 initialize was answered
 	modern      atomic.Bool  // a 2026-07-28 request came: that era needs no initialize
 	level       atomic.Value // mcp.LoggingLevel
 
@@ -248,9 +249,13 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, errOddID.Error()))
 		return true
 	}
-	if !c.Initialized() && !c.modern.Load() && env.Method != string(mcp.MethodInitialize) && env.Method != string(mcp.MethodPing) && env.Method != "server/discover" && !c.sawModern(line) {
+	if !c.handshook.Load() && env.Method != string(mcp.MethodInitialize) && env.Method != string(mcp.MethodPing) && env.Method != "server/discover" && !c.sawModern(line) {
 		// 2025-11-25: nothing but ping before initialize; nothing runs.
-		c.writeMessage(rpcError(env.ID, mcp.INVALID_REQUEST, "the session is not initialized: send initialize first"))
+		msg := "the session is not initialized: send initialize first"
+		if c.modern.Load() {
+			msg += " (a 2026-07-28 request carries " + mcp.MetaKeyProtocolVersion + " in its _meta)"
+		}
+		c.writeMessage(rpcError(env.ID, mcp.INVALID_REQUEST, msg))
 		return true
 	}
 	rq := &request{caller: c.caller}
@@ -373,10 +378,21 @@ func (c *stdioConn) handle(ctx context.Context, msg json.RawMessage) (resp mcp.J
 	return c.s.mcp.HandleMessage(ctx, msg)
 }
 
-// sawModern reports whether msg is a 2026-07-28 request and remembers
-// it: a client of that era never initializes, and its later requests
-// need not be decoded again for the check.
+// protocolVersionKey is in every 2026-07-28 request (its _meta).
+var protocolVersionKey = []byte(`"` + mcp.MetaKeyProtocolVersion + `"`)
+
+// sawModern reports whether msg is a 2026-07-28 request, whose era needs
+// no initialize; a request without _meta is of the 2025 era even on a
+// connection that spoke 2026-07-28 before. Only the first 2026-07-28
+// request is decoded for it (8 µs): after that the key's presence is
+// taken for the era.
 func (c *stdioConn) sawModern(msg []byte) bool {
+	if !bytes.Contains(msg, protocolVersionKey) {
+		return false
+	}
+	if c.modern.Load() {
+		return true
+	}
 	if modernMessage(msg) {
 		c.modern.Store(true)
 		return true
