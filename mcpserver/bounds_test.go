@@ -175,6 +175,11 @@ func TestStdioBounds(t *testing.T) {
 			t.Errorf("id %s: answer %v; want -32600 with id null", id, m)
 		}
 	}
+	// A batch (removed in 2025-06-18) is refused as such, not as bad JSON.
+	p.send(` [{"jsonrpc":"2.0","id":5,"method":"ping"}]`)
+	if code, msg := errorOf(p.recv()); code != "-32600" || !strings.Contains(msg, "batches are not supported") {
+		t.Errorf("batch = %s %q; want -32600 batches are not supported", code, msg)
+	}
 	p.send(callLine("12345678901234567890123", "test_echo", `{"message":"big"}`))
 	if m := p.recv(); m["id"] != json.Number("12345678901234567890123") || m["result"] == nil {
 		t.Errorf("big id answer = %v; want the id echoed exactly", m)
@@ -495,6 +500,10 @@ func TestHTTPRequestIDs(t *testing.T) {
 			if code, _ := errorOf(m); status != http.StatusBadRequest || code != "-32600" || m["id"] != nil {
 				t.Errorf("%s, id %s: HTTP %d %v; want 400, -32600 with id null", wire.name, id, status, m)
 			}
+		}
+		status, _, m := post(t, ts.URL+"/mcp", wire.header, `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"x"}`+wire.meta+`}}]`)
+		if code, msg := errorOf(m); status != http.StatusBadRequest || code != "-32600" || !strings.Contains(msg, "batches are not supported") {
+			t.Errorf("%s, a batch: HTTP %d %v; want 400, -32600 batches are not supported", wire.name, status, m)
 		}
 		for _, id := range []string{"9007199254740993", "12345678901234567890123", "-9007199254740993", "9007199254740991", `"s"`} {
 			_, _, m := post(t, ts.URL+"/mcp", wire.header, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"exact"}`+wire.meta+`}}`)

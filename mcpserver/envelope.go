@@ -20,6 +20,16 @@ type envelope struct {
 	Error  *mcp.JSONRPCErrorDetails `json:"error"`
 }
 
+// errBatch refuses a JSON-RPC batch: MCP removed batching in 2025-06-18,
+// and mcp-go v1.2.1 answers one with a parse error, as if it were not JSON.
+var errBatch = errors.New("JSON-RPC batches are not supported (MCP removed them in 2025-06-18): send one message at a time")
+
+// isBatch reports whether msg is a JSON array.
+func isBatch(msg []byte) bool {
+	b := bytes.TrimLeft(msg, " \t\r\n")
+	return len(b) > 0 && b[0] == '['
+}
+
 // nullID reports whether the message is a request or notification with
 // "id": null, which MCP forbids ("the ID MUST NOT be null"; a notification
 // has none) and mcp-go v1.2.1 takes for a notification: nothing would

@@ -128,6 +128,11 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				return
 			}
 			if r.Method == http.MethodPost {
+				if isBatch(bodyBytes(r)) {
+					e := rpcError(nil, mcp.INVALID_REQUEST, errBatch.Error())
+					writeRPCError(w, &e)
+					return
+				}
 				// Looked for only where it can be: a body without "null"
 				// has no null id.
 				if body := bodyBytes(r); bytes.Contains(body, []byte("null")) {

@@ -225,6 +225,10 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		}
 	}()
 	env, err := parseEnvelope(line)
+	if err != nil && isBatch(line) {
+		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, errBatch.Error()))
+		return true
+	}
 	if err != nil {
 		c.parseError()
 		return true
