@@ -163,9 +163,12 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 			if r.Method == http.MethodGet || r.Method == http.MethodDelete {
 				// mcp-go v1.2.1 checks neither the session a GET or DELETE
 				// names (a GET gets a stream and a new session for any id,
-				// a DELETE 200) nor a malformed version, which it takes for
-				// a future sessionless one (405). A client whose session
-				// expired must hear 404 to start a new one.
+				// a DELETE 200; mark3labs/mcp-go PR #689 made only POSTs
+				// answer 404, and no upstream issue covers the others) nor
+				// a malformed version, which it takes for a future
+				// sessionless one (405). A client whose session expired
+				// must hear 404 to start a new one. TestHTTPSurface fails
+				// without this.
 				switch v := r.Header.Get("Mcp-Protocol-Version"); {
 				case v != "" && !mcp.IsValidProtocolVersion(v):
 					http.Error(w, "Unsupported protocol version: "+v, http.StatusBadRequest)
