@@ -21,7 +21,9 @@ type envelope struct {
 }
 
 // errBatch refuses a JSON-RPC batch: MCP removed batching in 2025-06-18,
-// and mcp-go v1.2.1 answers one with a parse error, as if it were not JSON.
+// and mcp-go v1.2.1 answers one with a parse error, as if it were not JSON
+// (no upstream issue covers it). TestStdioBounds and TestHTTPRequestIDs
+// fail without it.
 var errBatch = errors.New("JSON-RPC batches are not supported (MCP removed them in 2025-06-18): send one message at a time")
 
 // isBatch reports whether msg is a JSON array.
@@ -33,7 +35,8 @@ func isBatch(msg []byte) bool {
 // nullID reports whether the message is a request or notification with
 // "id": null, which MCP forbids ("the ID MUST NOT be null"; a notification
 // has none) and mcp-go v1.2.1 takes for a notification: nothing would
-// answer, and a client waiting for one would wait forever.
+// answer, and a client waiting for one would wait forever (no upstream
+// issue covers it; TestStdioBounds and TestHTTPRequestIDs fail without).
 func (e envelope) nullID() bool { return e.Method != "" && string(e.ID) == "null" }
 
 // modernMessage reports whether msg declares the sessionless protocol in
