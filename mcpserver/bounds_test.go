@@ -322,9 +322,9 @@ func TestHTTPConcurrencyBound(t *testing.T) {
 
 // TestHTTPSurface checks the answers that must come at once or not at all:
 // a GET without a session, or with one that does not exist (never made, or
-// ended) or an unsupported protocol version; the /p/<profile>/mcp form of
-// a profile URL; and a resource the caller cannot read left out of
-// resources/list.
+// ended) or an unsupported protocol version, a DELETE likewise, a method
+// MCP does not use; the /p/<profile>/mcp form of a profile URL; and a
+// resource the caller cannot read left out of resources/list.
 func TestHTTPSurface(t *testing.T) {
 	h := newHost(t, registry.New(), "[profiles.ro]\n")
 	readable := mcpserver.TextResource("test://ok", "ok", "Readable.", "text/plain", func(ctx context.Context, conn *providers.Connection) (string, error) { return "ok", nil })
@@ -381,6 +381,7 @@ func TestHTTPSurface(t *testing.T) {
 		{"DELETE, no session", "DELETE", "", "2025-11-25", http.StatusBadRequest},
 		{"DELETE, unknown session", "DELETE", unknown, "2025-11-25", http.StatusNotFound},
 		{"DELETE, malformed version", "DELETE", sid, "not-a-version", http.StatusBadRequest},
+		{"PUT", "PUT", sid, "2025-11-25", http.StatusMethodNotAllowed},
 		{"DELETE, its session", "DELETE", sid, "2025-11-25", http.StatusOK},
 		{"GET, ended session", "GET", sid, "2025-11-25", http.StatusNotFound},
 		{"DELETE, ended session", "DELETE", sid, "2025-11-25", http.StatusNotFound},

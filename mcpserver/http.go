@@ -160,33 +160,37 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				}
 				return
 			}
-			if r.Method == http.MethodGet || r.Method == http.MethodDelete {
-				// mcp-go v1.2.1 checks neither the session a GET or DELETE
-				// names (a GET gets a stream and a new session for any id,
-				// a DELETE 200; mark3labs/mcp-go PR #689 made only POSTs
-				// answer 404, and no upstream issue covers the others) nor
-				// a malformed version, which it takes for a future
-				// sessionless one (405). A client whose session expired
-				// must hear 404 to start a new one. TestHTTPSurface fails
-				// without this.
-				switch v := r.Header.Get("Mcp-Protocol-Version"); {
-				case v != "" && !mcp.IsValidProtocolVersion(v):
-					http.Error(w, "Unsupported protocol version: "+v, http.StatusBadRequest)
-					return
-				case v == modernProtocol: // mcp-go answers 405
-				case sid == "" && r.Method == http.MethodGet:
-					// No stream to listen on: answer at once instead of
-					// holding an empty stream open.
-					w.Header().Set("Allow", "POST")
-					http.Error(w, "GET needs an Mcp-Session-Id (2025-11-25 sessions); the 2026-07-28 protocol has no GET stream", http.StatusMethodNotAllowed)
-					return
-				case sid == "":
-					http.Error(w, "DELETE needs the Mcp-Session-Id of the session to end", http.StatusBadRequest)
-					return
-				case !ids.known(sid):
-					http.Error(w, "Invalid session ID", http.StatusNotFound)
-					return
-				}
+			if r.Method != http.MethodGet && r.Method != http.MethodDelete {
+				// mcp-go v1.2.1 answers 404 for the endpoint it serves.
+				w.Header().Set("Allow", "GET, POST, DELETE")
+				http.Error(w, r.Method+" is not supported: MCP uses POST (and GET, DELETE for 2025-11-25 sessions)", http.StatusMethodNotAllowed)
+				return
+			}
+			// mcp-go v1.2.1 checks neither the session a GET or DELETE
+			// names (a GET gets a stream and a new session for any id,
+			// a DELETE 200; mark3labs/mcp-go PR #689 made only POSTs
+			// answer 404, and no upstream issue covers the others) nor
+			// a malformed version, which it takes for a future
+			// sessionless one (405). A client whose session expired
+			// must hear 404 to start a new one. TestHTTPSurface fails
+			// without this.
+			switch v := r.Header.Get("Mcp-Protocol-Version"); {
+			case v != "" && !mcp.IsValidProtocolVersion(v):
+				http.Error(w, "Unsupported protocol version: "+v, http.StatusBadRequest)
+				return
+			case v == modernProtocol: // mcp-go answers 405
+			case sid == "" && r.Method == http.MethodGet:
+				// No stream to listen on: answer at once instead of
+				// holding an empty stream open.
+				w.Header().Set("Allow", "POST")
+				http.Error(w, "GET needs an Mcp-Session-Id (2025-11-25 sessions); the 2026-07-28 protocol has no GET stream", http.StatusMethodNotAllowed)
+				return
+			case sid == "":
+				http.Error(w, "DELETE needs the Mcp-Session-Id of the session to end", http.StatusBadRequest)
+				return
+			case !ids.known(sid):
+				http.Error(w, "Invalid session ID", http.StatusNotFound)
+				return
 			}
 			r = r.WithContext(withRequest(r.Context(), &st.request))
 			if r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "" {
