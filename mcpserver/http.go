@@ -128,19 +128,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				return
 			}
 			if r.Method == http.MethodPost {
-				if isBatch(bodyBytes(r)) {
-					e := rpcError(nil, mcp.INVALID_REQUEST, errBatch.Error())
-					writeRPCError(w, &e)
+				if e := refusedBody(bodyBytes(r)); e != nil {
+					writeRPCError(w, e)
 					return
-				}
-				// Looked for only where it can be: a body without "null"
-				// has no null id.
-				if body := bodyBytes(r); bytes.Contains(body, []byte("null")) {
-					if env, err := parseEnvelope(body); err == nil && env.nullID() {
-						e := rpcError(nil, mcp.INVALID_REQUEST, errOddID.Error())
-						writeRPCError(w, &e)
-						return
-					}
 				}
 				if s.methods.funcs != nil && s.serveMethodHTTP(w, r, &st.request, session) {
 					return
@@ -403,6 +393,26 @@ func writeRPCError(w http.ResponseWriter, e *mcp.JSONRPCError) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(b)
+}
+
+// refusedBody is the answer to a POST body mcp-go would misread: a batch
+// (a parse error) or a request with a null id (a notification, never
+// answered). Only a body containing "null" is decoded for the latter.
+func refusedBody(body []byte) *mcp.JSONRPCError {
+	msg := ""
+	switch {
+	case isBatch(body):
+		msg = errBatch.Error()
+	case bytes.Contains(body, []byte("null")):
+		if env, err := parseEnvelope(body); err == nil && env.nullID() {
+			msg = errOddID.Error()
+		}
+	}
+	if msg == "" {
+		return nil
+	}
+	e := rpcError(nil, mcp.INVALID_REQUEST, msg)
+	return &e
 }
 
 // serveOddID answers a POST whose id checkID refused before anything ran:
