@@ -348,8 +348,10 @@ func (s *Server) instructions(ctx context.Context, conn *providers.Connection, d
 	}
 }
 
-// filter is mcp-go's tool filter: it ignores the global list and returns the
-// connection's View, which mcp-go also uses to gate tools/call.
+// filter is mcp-go's tool filter. For tools/list it ignores the global
+// list and returns the connection's View; for mcp-go's tools/call gate,
+// which passes the one tool called, it passes that tool if the View can
+// call it.
 func (s *Server) filter(ctx context.Context, in []mcp.Tool) []mcp.Tool {
 	_, v, err := s.resolve(ctx)
 	if err != nil {
@@ -361,9 +363,8 @@ func (s *Server) filter(ctx context.Context, in []mcp.Tool) []mcp.Tool {
 		name := r.calling
 		r.mu.Unlock()
 		if name != "" {
-			// mcp-go's tools/call gate asks about the one tool called: it
-			// passes if the View can call it, listed or deferred (a
-			// deferred tool is not listed but may be called by name).
+			// Listed or deferred: a deferred tool is not listed but may
+			// be called by name.
 			if _, ok := v.Lookup(name); ok {
 				return in
 			}

@@ -233,16 +233,12 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		c.parseError()
 		return true
 	}
-	if env.nullID() {
-		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, errOddID.Error()))
-		return true
-	}
 	hasID := len(env.ID) > 0 && string(env.ID) != "null"
 	if env.Method == "" && hasID && (env.Result != nil || env.Error != nil) {
 		c.reply(env)
 		return true
 	}
-	if !hasID {
+	if !hasID && !env.nullID() { // a null id is refused with the odd ones below
 		if resp := c.handle(ctx, line); resp != nil {
 			c.writeMessage(resp)
 		}
