@@ -384,6 +384,53 @@ func TestStubReadableWhenConfined(t *testing.T) {
 	}
 }
 
+// TestStubDirNotWritableWhenConfined checks that a confined profile's
+// file tools cannot write into $BUB_HOME/codemode: the stub directory is
+// readable for the model, but a file planted there (or a rewritten stub)
+// would be Python that code mode later runs.
+func TestStubDirNotWritableWhenConfined(t *testing.T) {
+	needPython(t)
+	home := t.TempDir()
+	a, _ := newApp(t, appOptions{home: home, reg: registry.New(), modules: []string{"builtin", "codemode"}})
+	conn, v := resolve(t, a, "confined")
+	content, stub, ok, err := codemode.ViewStub(home, conn, v)
+	if err != nil || !ok {
+		t.Fatalf("ViewStub: %v, %v", ok, err)
+	}
+	tests := []struct {
+		name, tool string
+		args       map[string]any
+	}{
+		{name: "plant a file", tool: "fs_write", args: map[string]any{"path": filepath.Join(home, "codemode", "planted.py"), "content": "import os"}},
+		{name: "plant in a session directory", tool: "fs_write", args: map[string]any{"path": filepath.Join(filepath.Dir(stub), "sitecustomize.py"), "content": "import os"}},
+		{name: "rewrite the stub", tool: "fs_write", args: map[string]any{"path": stub, "content": "import os"}},
+		{name: "edit the stub", tool: "fs_edit", args: map[string]any{"path": stub, "old": "async def", "new": "def"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := a.Call(context.Background(), conn, app.Request{Tool: tt.tool, Args: args(t, tt.args)})
+			if res.Err == nil || !strings.Contains(res.Err.Error(), "is read-only") {
+				t.Errorf("%s = %q, %v; want a read-only error", tt.tool, res.Text, res.Err)
+			}
+		})
+	}
+	for _, p := range []string{filepath.Join(home, "codemode", "planted.py"), filepath.Join(filepath.Dir(stub), "sitecustomize.py")} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was planted (stat: %v)", p, err)
+		}
+	}
+	if b, err := os.ReadFile(stub); err != nil || string(b) != content {
+		t.Errorf("the stub changed: %v", err)
+	}
+	// Reading it still works, and so does writing in the workspace.
+	if res := a.Call(context.Background(), conn, app.Request{Tool: "fs_read", Args: args(t, map[string]any{"path": stub})}); res.Err != nil {
+		t.Errorf("fs.read(stub): %v", res.Err)
+	}
+	if res := a.Call(context.Background(), conn, app.Request{Tool: "fs_write", Args: args(t, map[string]any{"path": "ok.txt", "content": "x"})}); res.Err != nil {
+		t.Errorf("fs.write(ok.txt): %v", res.Err)
+	}
+}
+
 // TestRunCodeKillsTheTree checks that after a timeout, a cancellation and
 // a normal end no process the code started is left.
 func TestRunCodeKillsTheTree(t *testing.T) {

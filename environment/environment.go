@@ -178,6 +178,10 @@ var (
 	// ErrOutsideWorkspace means a confined environment refused a path
 	// that resolves outside its workspace.
 	ErrOutsideWorkspace = errors.New("environment: path resolves outside the workspace")
+	// ErrReadOnly means a confined environment refused to write beneath
+	// a root it may only read (LocalOptions.AllowPaths, the sandbox's
+	// read-only mounts).
+	ErrReadOnly = errors.New("environment: path is read-only")
 	// ErrBinary means a file is not UTF-8 text.
 	ErrBinary = errors.New("environment: file is binary")
 	// ErrTooLarge means a file exceeds the read size limit.
