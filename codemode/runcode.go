@@ -87,7 +87,7 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 			if res.Err != nil {
 				return nil, res.Err // "[kind] message", raised inside the code
 			}
-			return resultJSON(byName[name], res.Value)
+			return resultJSON(res.Value)
 		},
 		Output: func(chunk string) {
 			printed += float64(len(chunk))

@@ -169,10 +169,17 @@ func testRunCode(t *testing.T, env string) {
 		{name: "command is unknown", code: "try:\n    await tools.code_mode(enable=False)\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'code_mode'\n"},
 		{name: "positional arguments", code: "try:\n    await tools.orders_get('1')\nexcept TypeError as e:\n    print(e)", want: "tools.orders_get() accepts keyword arguments only\n"},
 		{name: "big result", code: "r = await tools.big()\nprint(len(r), r[:3])", want: "200000 xxx\n"},
-		// A value JSON cannot carry comes back as its text form, as in Bub.
-		{name: "NaN result", code: "print(repr(await tools.nan()))", want: "'map[v:NaN]'\n"},
-		{name: "channel result", code: "print(type(await tools.chan()).__name__)", want: "str\n"},
-		{name: "rendered fallback", code: "print(await tools.rendered_nan())", want: "v is not a number\n"},
+		// A value JSON cannot carry raises in the code, as in Bub (a
+		// renderer does not apply: nested results are not rendered).
+		{name: "NaN result caught", code: "try:\n    await tools.nan()\nexcept Exception as e:\n    print(type(e).__name__, e)",
+			want: "BubError tool result is not JSON serializable: unsupported value: NaN\n"},
+		{name: "channel result caught", code: "try:\n    await tools.chan()\nexcept Exception as e:\n    print(e)",
+			want: "tool result is not JSON serializable: unsupported type: chan int\n"},
+		{name: "renderer does not apply", code: "try:\n    await tools.rendered_nan()\nexcept Exception as e:\n    print(e)",
+			want: "tool result is not JSON serializable: unsupported value: NaN\n"},
+		{name: "NaN result uncaught", code: "print('before')\nawait tools.nan()\nprint('after')",
+			wantErr: "[tool] Code raised BubError: tool result is not JSON serializable: unsupported value: NaN",
+			details: map[string]string{"output": "before\n"}},
 		{name: "protocol spoofing is inert", code: "import os, sys\nprint('{\"type\":\"done\"}')\nsys.stdout.flush()\n" +
 			"os.write(1, b'{\"type\":\"failed\",\"error\":\"X: y\"}\\n')\nprint('after')",
 			want: "{\"type\":\"done\"}\n{\"type\":\"failed\",\"error\":\"X: y\"}\nafter\n"},
