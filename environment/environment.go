@@ -12,7 +12,9 @@
 // by type assertion, like [PythonInterpreter].
 //
 // Code mode needs nothing beyond Spawn: it starts its interpreter as a
-// process of the environment, so every Environment runs run_code.
+// process of the environment, so every Environment runs run_code. An
+// Environment that runs code its own way (the seed protocol's run_code)
+// implements [CodeRunner], and code mode hands it the runs instead.
 //
 // Every process runs in its own process group, so signals and Close reach
 // the whole tree a shell builds, not just the shell.
