@@ -215,13 +215,13 @@ type CodeModeIn struct {
 // it), Bub's ",code_mode enable=true|false". It records the session's
 // switch, which applies from the next turn (the next tools/list) and
 // survives restarts.
-func codeModeTool() *registry.Tool {
-	return registry.MustNewTool(CodeModeName, "Turn code mode on or off for this session (applies from the next turn).", codeModeSwitch,
+func (m *Module) codeModeTool() *registry.Tool {
+	return registry.MustNewTool(CodeModeName, "Turn code mode on or off for this session (applies from the next turn).", m.codeModeSwitch,
 		registry.WithCommandOnly(),
 		registry.WithAnnotations(registry.Annotations{Title: "Code mode switch", Idempotent: true}))
 }
 
-func codeModeSwitch(ctx context.Context, tc *registry.ToolContext, in CodeModeIn) (string, error) {
+func (m *Module) codeModeSwitch(ctx context.Context, tc *registry.ToolContext, in CodeModeIn) (string, error) {
 	if tc == nil || tc.Session == nil {
 		return "", registry.NewError(registry.KindConfig, "code_mode needs a session, and this call has none.", nil)
 	}
@@ -232,5 +232,13 @@ func codeModeSwitch(ctx context.Context, tc *registry.ToolContext, in CodeModeIn
 	if in.Enable {
 		state = "enabled"
 	}
-	return "Session code mode " + state + " (applies from the next turn).", nil
+	msg := "Session code mode " + state + " (applies from the next turn)."
+	if in.Enable && !m.available {
+		// The switch is recorded (it applies once Python is there), but
+		// the next turn would be direct: say so rather than let the user
+		// wonder where run_code went.
+		msg += "\n" + fmt.Sprintf("run_code will not be offered: Python was not found (%q is not on PATH), so the tools stay direct. "+
+			"Install Python 3, or set [codemode] python in bub.toml to the interpreter's path.", m.Python)
+	}
+	return msg, nil
 }

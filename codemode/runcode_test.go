@@ -361,6 +361,44 @@ func TestPythonMissing(t *testing.T) {
 	}
 }
 
+// TestCodeModeSwitchWithoutPython checks that turning code mode on where
+// no interpreter was found says run_code will not be offered and why,
+// instead of enabling it silently; turning it off says nothing more.
+func TestCodeModeSwitchWithoutPython(t *testing.T) {
+	tests := []struct {
+		name, python string
+		enable       bool
+		want         string
+	}{
+		{"enable without Python", "no-such-python-3", true, "Session code mode enabled (applies from the next turn).\n" +
+			`run_code will not be offered: Python was not found ("no-such-python-3" is not on PATH), so the tools stay direct. ` +
+			"Install Python 3, or set [codemode] python in bub.toml to the interpreter's path."},
+		{"disable without Python", "no-such-python-3", false, "Session code mode disabled (applies from the next turn)."},
+		{"enable with Python", "python3", true, "Session code mode enabled (applies from the next turn)."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.python == "python3" {
+				needPython(t)
+			}
+			a, _ := newApp(t, appOptions{codemode: "python = \"" + tt.python + "\""})
+			conn, _ := resolve(t, a, "direct")
+			res := command(a, conn, "code_mode", args(t, map[string]any{"enable": tt.enable}))
+			if res.Err != nil {
+				t.Fatalf("code_mode: %v", res.Err)
+			}
+			if diff := cmp.Diff(tt.want, res.Text); diff != "" {
+				t.Errorf("code_mode (-want +got):\n%s", diff)
+			}
+			// The switch is recorded either way.
+			conn, _ = resolve(t, a, "direct")
+			if conn.CodeMode != tt.enable {
+				t.Errorf("session code mode = %v; want %v", conn.CodeMode, tt.enable)
+			}
+		})
+	}
+}
+
 func TestStubReadableWhenConfined(t *testing.T) {
 	needPython(t)
 	home := t.TempDir()
