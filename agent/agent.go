@@ -264,6 +264,10 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 	if err := a.app.Resolve(ctx, &conn); err != nil {
 		return nil, err
 	}
+	// state["code_mode"] switches code mode for this turn only.
+	if err := app.ApplyState(&conn, t.State); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	res := &Result{SessionID: conn.SessionKey, ToolCalls: []CallRecord{}}
 	if strings.TrimSpace(t.Prompt) == "" {
 		return res, errors.New("agent: empty prompt")

@@ -62,7 +62,10 @@ type Request struct {
 	Peer registry.Peer
 	// RunID groups the calls of one turn; empty assigns a fresh one.
 	RunID string
-	// State is shared by the calls of one run (ToolContext.State).
+	// State is shared by the calls of one run (ToolContext.State). In a
+	// Command call its StateCodeMode entry switches code mode for the
+	// call; Direct callers apply it to conn with ApplyState, before they
+	// ask for the View they show.
 	State map[string]any
 	// EnvSession names the session whose Environment the call uses; empty
 	// means the connection's own. A subagent shares its parent's
@@ -85,6 +88,23 @@ type Request struct {
 // every failure is in Result.Err.
 func (a *App) Call(ctx context.Context, conn *providers.Connection, req Request) registry.Result {
 	start := time.Now()
+	if _, ok := req.State[StateCodeMode]; ok && req.Mode == Command {
+		// A per-call switch for a command (`bub-mcp call --state
+		// code_mode=true run_code ...`): its nested calls see the View it
+		// selects; the caller's conn and the session stay as they are.
+		// Direct callers apply it themselves (ApplyState) before they
+		// show a View, so that the View listed and the one checked here
+		// agree.
+		c := *conn
+		if err := ApplyState(&c, req.State); err != nil {
+			res := registry.Result{Tool: req.Tool, Args: req.Args, Err: &registry.Error{Kind: registry.KindInvalidInput, Message: err.Error()}}
+			if !req.NoAudit {
+				a.record(conn, &req, req.Tool, nil, start, &res)
+			}
+			return res
+		}
+		conn = &c
+	}
 	tool, view, rerr := a.lookup(ctx, conn, &req)
 	if rerr != nil {
 		res := registry.Result{Tool: req.Tool, Args: req.Args, Err: rerr}

@@ -26,7 +26,7 @@ const (
 type bashArgs struct {
 	Command        string  `json:"command" jsonschema_description:"The shell command to run (bash -c, or sh -c without bash)."`
 	Cwd            *string `json:"cwd,omitempty" jsonschema:"nullable" jsonschema_description:"Working directory; relative paths resolve against the workspace. Default: the workspace."`
-	TimeoutSeconds int     `json:"timeout_seconds,omitempty" jsonschema:"default=30" jsonschema_description:"Seconds to wait before the command continues in the background and its shell id is returned."`
+	TimeoutSeconds int     `json:"timeout_seconds,omitempty" jsonschema:"default=30" jsonschema_description:"Seconds to wait before the command continues in the background and its shell id is returned; 0 returns the shell id at once."`
 	Background     bool    `json:"background,omitempty" jsonschema:"default=false" jsonschema_description:"Start the command in the background and return its shell id at once."`
 }
 
@@ -78,9 +78,11 @@ func (m *Module) runBash(ctx context.Context, tc *registry.ToolContext, in bashA
 	if strings.TrimSpace(in.Command) == "" {
 		return BashResult{}, fail(registry.KindInvalidInput, "`command` must not be empty.")
 	}
-	if in.TimeoutSeconds < 1 { // when absent, the schema's default (30) applies
-		return BashResult{}, fail(registry.KindInvalidInput, "`timeout_seconds` must be >= 1.")
-	}
+	// When absent, the schema's default (30) applies. Zero or less is a
+	// timeout that has already passed, as asyncio.timeout(0) is in Bub: the
+	// command starts and goes on in the background at once, and the call
+	// returns its shell id.
+	in.TimeoutSeconds = max(in.TimeoutSeconds, 0)
 	env, err := envOf(tc, "bash")
 	if err != nil {
 		return BashResult{}, err
@@ -104,6 +106,10 @@ func (m *Module) runBash(ctx context.Context, tc *registry.ToolContext, in bashA
 		return BashResult{ShellID: sh.id, Status: "running"}, nil
 	}
 
+	if in.TimeoutSeconds == 0 {
+		sh.detached.Store(true)
+		return BashResult{ShellID: sh.id, Status: "running", TimedOut: true}, nil
+	}
 	timeout := time.NewTimer(seconds(in.TimeoutSeconds))
 	defer timeout.Stop()
 	var tick <-chan time.Time
@@ -194,15 +200,11 @@ func (m *Module) bashOutputTool() *registry.Tool {
 }
 
 func (m *Module) runBashOutput(ctx context.Context, tc *registry.ToolContext, in bashOutputArgs) (BashOutputResult, error) {
-	if err := nonNegative("offset", in.Offset); err != nil {
-		return BashOutputResult{}, err
-	}
+	// As lax as Bub's output[max(0, offset):][:max(0, limit)].
+	in.Offset = max(in.Offset, 0)
 	limit := int64(-1)
 	if in.Limit != nil {
-		if err := nonNegative("limit", *in.Limit); err != nil {
-			return BashOutputResult{}, err
-		}
-		limit = int64(*in.Limit)
+		limit = int64(max(*in.Limit, 0))
 	}
 	env, err := envOf(tc, "bash.output")
 	if err != nil {

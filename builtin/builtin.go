@@ -84,14 +84,6 @@ func seconds(n int) time.Duration {
 	return time.Duration(min(n, math.MaxInt32)) * time.Second
 }
 
-// nonNegative refuses a negative count argument with Bub's wording.
-func nonNegative(name string, v int) error {
-	if v < 0 {
-		return fail(registry.KindInvalidInput, "`%s` must be >= 0.", name)
-	}
-	return nil
-}
-
 // JSONSchemaExtend implementations: every argument struct with a nullable
 // field hoists its descriptions.
 func (bashArgs) JSONSchemaExtend(s *jsonschema.Schema)       { registry.HoistNullable(s) }

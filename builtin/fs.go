@@ -99,15 +99,12 @@ func fsReadTool() *registry.Tool {
 }
 
 func runFSRead(ctx context.Context, tc *registry.ToolContext, in fsReadArgs) (FSReadResult, error) {
-	if err := nonNegative("offset", in.Offset); err != nil {
-		return FSReadResult{}, err
-	}
+	// As lax as Bub's lines[max(0, offset):][:max(0, limit)]: a negative
+	// offset reads from the start, a negative limit (like 0) reads none.
+	in.Offset = max(in.Offset, 0)
 	limit := -1
 	if in.Limit != nil {
-		if err := nonNegative("limit", *in.Limit); err != nil {
-			return FSReadResult{}, err
-		}
-		limit = *in.Limit
+		limit = max(*in.Limit, 0)
 	}
 	env, err := envOf(tc, "fs.read")
 	if err != nil {
@@ -362,6 +359,17 @@ func lineStart(text string, n int) int {
 	return skipLines(text, n, strings.IndexByte(text, '\r') >= 0)
 }
 
+// lineCount is how many lines text has, as len(text.splitlines()) in
+// Python (for "\n", "\r\n" and "\r").
+func lineCount(text string) int {
+	cr := strings.IndexByte(text, '\r') >= 0
+	n := 0
+	for i := 0; i < len(text); n++ {
+		_, i = lineEnd(text, i, cr)
+	}
+	return n
+}
+
 // skipLines returns where line n of text starts; cr is as for lineEnd.
 func skipLines(text string, n int, cr bool) int {
 	i := 0
@@ -440,9 +448,6 @@ func runFSEdit(ctx context.Context, tc *registry.ToolContext, in fsEditArgs) (FS
 	if in.Old == "" {
 		return FSEditResult{}, fail(registry.KindInvalidInput, "`old` must not be empty.")
 	}
-	if err := nonNegative("start", in.Start); err != nil {
-		return FSEditResult{}, err
-	}
 	env, err := envOf(tc, "fs.edit")
 	if err != nil {
 		return FSEditResult{}, err
@@ -454,6 +459,12 @@ func runFSEdit(ctx context.Context, tc *registry.ToolContext, in fsEditArgs) (FS
 	text, err := env.ReadText(ctx, path)
 	if err != nil {
 		return FSEditResult{}, envError(err)
+	}
+	if in.Start < 0 {
+		// Bub slices lines[:start] and lines[start:]: a negative start
+		// counts from the end (-1 is the last line), and one beyond the
+		// first line is the whole file.
+		in.Start = max(lineCount(text)+in.Start, 0)
 	}
 	pos := lineStart(text, in.Start)
 	rest := text[pos:]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/app"
+	_ "github.com/bubbuild/bub-mcp/builtin"
 	"github.com/bubbuild/bub-mcp/codemode"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment/envtest"

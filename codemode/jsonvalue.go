@@ -3,27 +3,18 @@ package codemode
 import (
 	"encoding/json"
 	"fmt"
-
-	"github.com/bubbuild/bub-mcp/registry"
+	"strings"
 )
 
 // resultJSON encodes a nested call's structured result for the Python
-// child. A value JSON cannot carry (a NaN, a channel, a cycle) falls back
-// to its text form, as Bub's host does with to_jsonable_python's str
-// fallback: the tool's renderer when it has one that works, else Go's %v.
-func resultJSON(t *registry.Tool, v any) (json.RawMessage, error) {
+// child. A value JSON cannot carry (a NaN, a channel, a cycle) is an
+// error, as Bub's host makes it when to_jsonable_python fails: the code
+// gets "tool result is not JSON serializable: ..." raised at its await,
+// and can catch it.
+func resultJSON(v any) (json.RawMessage, error) {
 	b, err := json.Marshal(v)
-	if err == nil {
-		return b, nil
+	if err != nil {
+		return nil, fmt.Errorf("tool result is not JSON serializable: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
-	text := ""
-	if t != nil && t.Renderer != nil {
-		if s, rerr := registry.Render(t, v); rerr == nil {
-			text = s
-		}
-	}
-	if text == "" {
-		text = fmt.Sprintf("%v", v)
-	}
-	return json.Marshal(text)
+	return b, nil
 }

@@ -161,7 +161,7 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		// that comes first asks itself.
 		m.resolveSoon = time.AfterFunc(pythonResolveDelay, func() { m.python() })
 	}
-	for _, t := range []*registry.Tool{m.runCodeTool(), codeModeTool()} {
+	for _, t := range []*registry.Tool{m.runCodeTool(), m.codeModeTool()} {
 		if err := a.RegisterTool(t); err != nil {
 			return fmt.Errorf("codemode: %w", err)
 		}

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/codemode/runner"
+	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -68,41 +71,106 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 		return "", registry.NewError(registry.KindConfig, "run_code needs the session's environment, and this call has none.", nil)
 	}
 	names := make([]string, len(code))
-	byName := make(map[string]*registry.Tool, len(code))
 	for i, t := range code {
 		names[i] = t.ModelName()
-		byName[names[i]] = t
+	}
+	call := func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+		res := tc.Tools.Call(ctx, name, args)
+		if res.Err != nil {
+			return nil, res.Err // "[kind] message", raised inside the code
+		}
+		return resultJSON(res.Value)
+	}
+	var printed float64
+	output := func(chunk string) {
+		printed += float64(len(chunk))
+		tc.Progress(ctx, printed, 0, chunk)
+	}
+	runCtx, cancel := context.WithTimeoutCause(ctx, time.Duration(timeout)*time.Second, errRunTimeout)
+	defer cancel()
+	if cr, ok := env.(environment.CodeRunner); ok {
+		return m.runIn(ctx, runCtx, cr, in.Code, names, call, output, timeout)
 	}
 	r, release, err := m.runners.get(env, m.pythonFor(env), m.Pool, int64(m.Memory))
 	if err != nil {
 		return "", codeError(ctx, ctx, err, "", timeout)
 	}
 	defer release()
-	var printed float64
 	req := runner.Request{
-		Code:  in.Code,
-		Tools: names, // the runner refuses any other name, as Bub does
-		Call: func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
-			res := tc.Tools.Call(ctx, name, args)
-			if res.Err != nil {
-				return nil, res.Err // "[kind] message", raised inside the code
-			}
-			return resultJSON(byName[name], res.Value)
-		},
-		Output: func(chunk string) {
-			printed += float64(len(chunk))
-			tc.Progress(ctx, printed, 0, chunk)
-		},
+		Code:     in.Code,
+		Tools:    names, // the runner refuses any other name, as Bub does
+		Call:     call,
+		Output:   output,
 		MaxCalls: m.MaxCalls,
 	}
-	runCtx, cancel := context.WithTimeoutCause(ctx, time.Duration(timeout)*time.Second, errRunTimeout)
-	defer cancel()
 	out, err := r.Run(runCtx, req)
 	if err == nil {
 		return out, nil
 	}
 	m.runners.failed(env, r, err)
 	return "", codeError(ctx, runCtx, err, out, timeout)
+}
+
+// runIn runs code with the environment's own CodeRunner. The host keeps
+// what Bub's run_code keeps: the names the code may call and the bound on
+// their number, the output (streamed as progress and returned), the
+// timeout and Bub's error messages.
+func (m *Module) runIn(ctx, runCtx context.Context, cr environment.CodeRunner, code string, names []string,
+	call func(context.Context, string, json.RawMessage) (json.RawMessage, error), output func(string), timeout int) (string, error) {
+	allowed := make(map[string]bool, len(names))
+	for _, n := range names {
+		allowed[n] = true
+	}
+	var (
+		mu    sync.Mutex
+		out   strings.Builder
+		calls int
+	)
+	req := environment.CodeRequest{
+		Code:  code,
+		Tools: names,
+		CallTool: func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			switch {
+			case !allowed[name]:
+				return nil, fmt.Errorf("[tool] unknown tool %q", name)
+			case n > m.MaxCalls:
+				return nil, fmt.Errorf("[tool] too many tool calls: the limit is %d per run", m.MaxCalls)
+			}
+			if len(args) == 0 || string(args) == "null" {
+				args = json.RawMessage("{}")
+			}
+			return call(ctx, name, args)
+		},
+		Write: func(chunk string) {
+			mu.Lock()
+			defer mu.Unlock()
+			out.WriteString(chunk)
+			output(chunk)
+		},
+	}
+	err := cr.RunCode(runCtx, req)
+	mu.Lock()
+	printed := out.String()
+	mu.Unlock()
+	var cf *environment.CodeFailed
+	switch {
+	case err == nil && runCtx.Err() == nil:
+		return printed, nil
+	case ctx.Err() != nil:
+		return "", ctx.Err() // the caller left: the executor reports the cancellation
+	case errors.Is(context.Cause(runCtx), errRunTimeout):
+		return "", &registry.Error{Kind: registry.KindTool, Message: fmt.Sprintf("Code timed out after %d seconds", timeout),
+			Details: map[string]any{"output": printed}, Cause: err}
+	case errors.As(err, &cf):
+		return "", &registry.Error{Kind: registry.KindTool, Message: "Code raised " + cf.Message,
+			Details: map[string]any{"output": printed, "traceback": cf.Traceback}, Cause: err}
+	}
+	return "", &registry.Error{Kind: registry.KindTool, Message: "Code runner failed: " + err.Error(),
+		Details: map[string]any{"output": printed}, Cause: err}
 }
 
 // codeError turns what the runner returned into run_code's error, with
@@ -147,13 +215,13 @@ type CodeModeIn struct {
 // it), Bub's ",code_mode enable=true|false". It records the session's
 // switch, which applies from the next turn (the next tools/list) and
 // survives restarts.
-func codeModeTool() *registry.Tool {
-	return registry.MustNewTool(CodeModeName, "Turn code mode on or off for this session (applies from the next turn).", codeModeSwitch,
+func (m *Module) codeModeTool() *registry.Tool {
+	return registry.MustNewTool(CodeModeName, "Turn code mode on or off for this session (applies from the next turn).", m.codeModeSwitch,
 		registry.WithCommandOnly(),
 		registry.WithAnnotations(registry.Annotations{Title: "Code mode switch", Idempotent: true}))
 }
 
-func codeModeSwitch(ctx context.Context, tc *registry.ToolContext, in CodeModeIn) (string, error) {
+func (m *Module) codeModeSwitch(ctx context.Context, tc *registry.ToolContext, in CodeModeIn) (string, error) {
 	if tc == nil || tc.Session == nil {
 		return "", registry.NewError(registry.KindConfig, "code_mode needs a session, and this call has none.", nil)
 	}
@@ -164,5 +232,13 @@ func codeModeSwitch(ctx context.Context, tc *registry.ToolContext, in CodeModeIn
 	if in.Enable {
 		state = "enabled"
 	}
-	return "Session code mode " + state + " (applies from the next turn).", nil
+	msg := "Session code mode " + state + " (applies from the next turn)."
+	if in.Enable && !m.available {
+		// The switch is recorded (it applies once Python is there), but
+		// the next turn would be direct: say so rather than let the user
+		// wonder where run_code went.
+		msg += "\n" + fmt.Sprintf("run_code will not be offered: Python was not found (%q is not on PATH), so the tools stay direct. "+
+			"Install Python 3, or set [codemode] python in bub.toml to the interpreter's path.", m.Python)
+	}
+	return msg, nil
 }

@@ -169,10 +169,17 @@ func testRunCode(t *testing.T, env string) {
 		{name: "command is unknown", code: "try:\n    await tools.code_mode(enable=False)\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'code_mode'\n"},
 		{name: "positional arguments", code: "try:\n    await tools.orders_get('1')\nexcept TypeError as e:\n    print(e)", want: "tools.orders_get() accepts keyword arguments only\n"},
 		{name: "big result", code: "r = await tools.big()\nprint(len(r), r[:3])", want: "200000 xxx\n"},
-		// A value JSON cannot carry comes back as its text form, as in Bub.
-		{name: "NaN result", code: "print(repr(await tools.nan()))", want: "'map[v:NaN]'\n"},
-		{name: "channel result", code: "print(type(await tools.chan()).__name__)", want: "str\n"},
-		{name: "rendered fallback", code: "print(await tools.rendered_nan())", want: "v is not a number\n"},
+		// A value JSON cannot carry raises in the code, as in Bub (a
+		// renderer does not apply: nested results are not rendered).
+		{name: "NaN result caught", code: "try:\n    await tools.nan()\nexcept Exception as e:\n    print(type(e).__name__, e)",
+			want: "BubError tool result is not JSON serializable: unsupported value: NaN\n"},
+		{name: "channel result caught", code: "try:\n    await tools.chan()\nexcept Exception as e:\n    print(e)",
+			want: "tool result is not JSON serializable: unsupported type: chan int\n"},
+		{name: "renderer does not apply", code: "try:\n    await tools.rendered_nan()\nexcept Exception as e:\n    print(e)",
+			want: "tool result is not JSON serializable: unsupported value: NaN\n"},
+		{name: "NaN result uncaught", code: "print('before')\nawait tools.nan()\nprint('after')",
+			wantErr: "[tool] Code raised BubError: tool result is not JSON serializable: unsupported value: NaN",
+			details: map[string]string{"output": "before\n"}},
 		{name: "protocol spoofing is inert", code: "import os, sys\nprint('{\"type\":\"done\"}')\nsys.stdout.flush()\n" +
 			"os.write(1, b'{\"type\":\"failed\",\"error\":\"X: y\"}\\n')\nprint('after')",
 			want: "{\"type\":\"done\"}\n{\"type\":\"failed\",\"error\":\"X: y\"}\nafter\n"},
@@ -354,6 +361,44 @@ func TestPythonMissing(t *testing.T) {
 	}
 }
 
+// TestCodeModeSwitchWithoutPython checks that turning code mode on where
+// no interpreter was found says run_code will not be offered and why,
+// instead of enabling it silently; turning it off says nothing more.
+func TestCodeModeSwitchWithoutPython(t *testing.T) {
+	tests := []struct {
+		name, python string
+		enable       bool
+		want         string
+	}{
+		{"enable without Python", "no-such-python-3", true, "Session code mode enabled (applies from the next turn).\n" +
+			`run_code will not be offered: Python was not found ("no-such-python-3" is not on PATH), so the tools stay direct. ` +
+			"Install Python 3, or set [codemode] python in bub.toml to the interpreter's path."},
+		{"disable without Python", "no-such-python-3", false, "Session code mode disabled (applies from the next turn)."},
+		{"enable with Python", "python3", true, "Session code mode enabled (applies from the next turn)."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.python == "python3" {
+				needPython(t)
+			}
+			a, _ := newApp(t, appOptions{codemode: "python = \"" + tt.python + "\""})
+			conn, _ := resolve(t, a, "direct")
+			res := command(a, conn, "code_mode", args(t, map[string]any{"enable": tt.enable}))
+			if res.Err != nil {
+				t.Fatalf("code_mode: %v", res.Err)
+			}
+			if diff := cmp.Diff(tt.want, res.Text); diff != "" {
+				t.Errorf("code_mode (-want +got):\n%s", diff)
+			}
+			// The switch is recorded either way.
+			conn, _ = resolve(t, a, "direct")
+			if conn.CodeMode != tt.enable {
+				t.Errorf("session code mode = %v; want %v", conn.CodeMode, tt.enable)
+			}
+		})
+	}
+}
+
 func TestStubReadableWhenConfined(t *testing.T) {
 	needPython(t)
 	home := t.TempDir()
@@ -381,6 +426,53 @@ func TestStubReadableWhenConfined(t *testing.T) {
 	}
 	if _, err := env.ReadText(context.Background(), tape); !errors.Is(err, environment.ErrOutsideWorkspace) {
 		t.Errorf("ReadText(%s) = %v; want ErrOutsideWorkspace", tape, err)
+	}
+}
+
+// TestStubDirNotWritableWhenConfined checks that a confined profile's
+// file tools cannot write into $BUB_HOME/codemode: the stub directory is
+// readable for the model, but a file planted there (or a rewritten stub)
+// would be Python that code mode later runs.
+func TestStubDirNotWritableWhenConfined(t *testing.T) {
+	needPython(t)
+	home := t.TempDir()
+	a, _ := newApp(t, appOptions{home: home, reg: registry.New(), modules: []string{"builtin", "codemode"}})
+	conn, v := resolve(t, a, "confined")
+	content, stub, ok, err := codemode.ViewStub(home, conn, v)
+	if err != nil || !ok {
+		t.Fatalf("ViewStub: %v, %v", ok, err)
+	}
+	tests := []struct {
+		name, tool string
+		args       map[string]any
+	}{
+		{name: "plant a file", tool: "fs_write", args: map[string]any{"path": filepath.Join(home, "codemode", "planted.py"), "content": "import os"}},
+		{name: "plant in a session directory", tool: "fs_write", args: map[string]any{"path": filepath.Join(filepath.Dir(stub), "sitecustomize.py"), "content": "import os"}},
+		{name: "rewrite the stub", tool: "fs_write", args: map[string]any{"path": stub, "content": "import os"}},
+		{name: "edit the stub", tool: "fs_edit", args: map[string]any{"path": stub, "old": "async def", "new": "def"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := a.Call(context.Background(), conn, app.Request{Tool: tt.tool, Args: args(t, tt.args)})
+			if res.Err == nil || !strings.Contains(res.Err.Error(), "is read-only") {
+				t.Errorf("%s = %q, %v; want a read-only error", tt.tool, res.Text, res.Err)
+			}
+		})
+	}
+	for _, p := range []string{filepath.Join(home, "codemode", "planted.py"), filepath.Join(filepath.Dir(stub), "sitecustomize.py")} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s was planted (stat: %v)", p, err)
+		}
+	}
+	if b, err := os.ReadFile(stub); err != nil || string(b) != content {
+		t.Errorf("the stub changed: %v", err)
+	}
+	// Reading it still works, and so does writing in the workspace.
+	if res := a.Call(context.Background(), conn, app.Request{Tool: "fs_read", Args: args(t, map[string]any{"path": stub})}); res.Err != nil {
+		t.Errorf("fs.read(stub): %v", res.Err)
+	}
+	if res := a.Call(context.Background(), conn, app.Request{Tool: "fs_write", Args: args(t, map[string]any{"path": "ok.txt", "content": "x"})}); res.Err != nil {
+		t.Errorf("fs.write(ok.txt): %v", res.Err)
 	}
 }
 

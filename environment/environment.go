@@ -12,7 +12,9 @@
 // by type assertion, like [PythonInterpreter].
 //
 // Code mode needs nothing beyond Spawn: it starts its interpreter as a
-// process of the environment, so every Environment runs run_code.
+// process of the environment, so every Environment runs run_code. An
+// Environment that runs code its own way (the seed protocol's run_code)
+// implements [CodeRunner], and code mode hands it the runs instead.
 //
 // Every process runs in its own process group, so signals and Close reach
 // the whole tree a shell builds, not just the shell.
@@ -178,6 +180,10 @@ var (
 	// ErrOutsideWorkspace means a confined environment refused a path
 	// that resolves outside its workspace.
 	ErrOutsideWorkspace = errors.New("environment: path resolves outside the workspace")
+	// ErrReadOnly means a confined environment refused to write beneath
+	// a root it may only read (LocalOptions.AllowPaths, the sandbox's
+	// read-only mounts).
+	ErrReadOnly = errors.New("environment: path is read-only")
 	// ErrBinary means a file is not UTF-8 text.
 	ErrBinary = errors.New("environment: file is binary")
 	// ErrTooLarge means a file exceeds the read size limit.

@@ -70,6 +70,29 @@ func (e *LocalEnvironment) allowed(real string) bool {
 	return false
 }
 
+// checkWritable refuses, in a confined environment, a write whose real
+// location lies beneath a read-only root (AllowPaths): code mode's stub
+// directory is readable so run_code's model can read its stub, but a
+// file planted there would be Python that later runs.
+func (e *LocalEnvironment) checkWritable(p, path string) error {
+	if !e.confine || len(e.readOnly) == 0 {
+		return nil
+	}
+	real, err := realPath(path)
+	if err != nil {
+		return fmt.Errorf("environment: resolve %q: %w", p, err)
+	}
+	for _, root := range e.readOnly {
+		if real == root || strings.HasPrefix(real, root+"/") {
+			return &wrapError{
+				msg: fmt.Sprintf("environment: path %q is read-only: %s may be read but not written by file tools", p, root),
+				err: ErrReadOnly,
+			}
+		}
+	}
+	return nil
+}
+
 // expandHome expands a leading "~" or "~user" as a POSIX shell (and
 // Python's expanduser) does. An unknown user leaves the path unchanged.
 func expandHome(p string) (string, error) {
@@ -266,6 +289,9 @@ func (e *LocalEnvironment) WriteText(ctx context.Context, p, content string) err
 	}
 	path, err := e.ResolvePath(p)
 	if err != nil {
+		return err
+	}
+	if err := e.checkWritable(p, path); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -243,7 +243,15 @@ func TestWriteText(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "file"), []byte("old content"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := newTestEnv(t, &LocalOptions{Workspace: ws, Confine: true})
+	// Read-only roots (code mode's stub directory): one beside the
+	// workspace, reachable through a symlink too, and one inside it.
+	if err := os.Mkdir(filepath.Join(ws, "ro"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "stubs"), filepath.Join(ws, "tostubs")); err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t, &LocalOptions{Workspace: ws, Confine: true, AllowPaths: []string{filepath.Join(root, "stubs"), filepath.Join(ws, "ro")}})
 
 	tests := []struct {
 		name     string
@@ -261,6 +269,11 @@ func TestWriteText(t *testing.T) {
 		{name: "parent is a file", path: "file/x", content: "x"},
 		{name: "outside", path: "../out/x", content: "x", wantIs: ErrOutsideWorkspace},
 		{name: "dangling symlink outside", path: "dangle", content: "x", wantIs: ErrOutsideWorkspace},
+		{name: "read-only root", path: root + "/stubs/tools.pyi", content: "x", wantIs: ErrReadOnly,
+			wantMsg: `environment: path "` + root + `/stubs/tools.pyi" is read-only: ` + root + `/stubs may be read but not written by file tools`},
+		{name: "read-only root, new subdirectory", path: root + "/stubs/s/planted.py", content: "x", wantIs: ErrReadOnly},
+		{name: "read-only root through a symlink", path: "tostubs/planted.py", content: "x", wantIs: ErrReadOnly},
+		{name: "read-only root inside the workspace", path: "ro/planted.py", content: "x", wantIs: ErrReadOnly},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -298,6 +311,11 @@ func TestWriteText(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "out", "new")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("dangling symlink target was created (stat: %v)", err)
+	}
+	for _, p := range []string{"stubs/tools.pyi", "stubs/s", "stubs/planted.py", "ws/ro/planted.py"} {
+		if _, err := os.Lstat(filepath.Join(root, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s was created in a read-only root (stat: %v)", p, err)
+		}
 	}
 	fi, err := os.Stat(filepath.Join(ws, "file"))
 	if err != nil {

@@ -40,8 +40,11 @@ type LocalOptions struct {
 	// against mistakes; it is not a sandbox: spawned processes can still
 	// reach anything the server can.
 	Confine bool
-	// AllowPaths are extra roots that pass confinement, such as the
-	// directory holding code mode's tool stubs.
+	// AllowPaths are extra roots that pass confinement for reading only,
+	// such as the directory holding code mode's tool stubs: a confined
+	// environment refuses to write beneath them (ErrReadOnly), even where
+	// they lie inside the workspace, so a model cannot plant Python that
+	// code mode would later run.
 	AllowPaths []string
 	// Python is the interpreter code runs with; empty means "python3".
 	Python string
@@ -71,6 +74,7 @@ type LocalOptions struct {
 type LocalEnvironment struct {
 	workspace string   // absolute, cleaned, as configured
 	realRoots []string // symlink-free workspace and AllowPaths, for Confine
+	readOnly  []string // symlink-free AllowPaths: readable, never written under Confine
 	confine   bool
 	python    string
 	extraEnv  []string
@@ -157,6 +161,7 @@ func NewLocal(opts *LocalOptions) (*LocalEnvironment, error) {
 			return nil, fmt.Errorf("environment: allowed path %q: %w", p, err)
 		}
 		e.realRoots = append(e.realRoots, real)
+		e.readOnly = append(e.readOnly, real)
 	}
 
 	if sh, err := exec.LookPath("bash"); err == nil {

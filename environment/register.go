@@ -20,8 +20,9 @@ type Options struct {
 	// Confine asks file tools' paths to stay inside Workspace (and
 	// AllowPaths).
 	Confine bool
-	// AllowPaths are extra roots that pass confinement, such as the
-	// directory holding code mode's tool stubs.
+	// AllowPaths are extra roots that pass confinement for reading only,
+	// such as the directory holding code mode's tool stubs; writes
+	// beneath them are refused (ErrReadOnly) wherever paths are confined.
 	AllowPaths []string
 	// Python is the interpreter code runs with; empty means DefaultPython.
 	Python string

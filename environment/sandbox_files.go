@@ -74,7 +74,7 @@ func (s *SandboxEnvironment) openRoot(p string, write bool) (*os.Root, string, s
 			insideRoot = "/tmp"
 		}
 		if !s.writeable[insideRoot] {
-			return nil, "", "", fmt.Errorf("environment: %s is read-only in the sandbox", inside)
+			return nil, "", "", &wrapError{msg: fmt.Sprintf("environment: %s is read-only in the sandbox", inside), err: ErrReadOnly}
 		}
 	}
 	r, err := os.OpenRoot(hostRoot)

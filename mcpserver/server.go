@@ -154,6 +154,7 @@ type request struct {
 	header  http.Header                    // the HTTP request's; nil on stdio
 	span    atomic.Pointer[telemetry.Span] // set by the BeforeAny hook when tracing
 	calling string                         // the tools/call's tool name: a deferred one passes the gate
+	meta    map[string]any                 // the request's _meta "bub/state" (tools/list, tools/call): its code_mode picks the View
 	baton   *baton                         // stdio: set while the request runs on the reading goroutine
 	dropped atomic.Bool                    // its answer is not sent (see drop)
 }
@@ -190,7 +191,17 @@ func (s *Server) resolve(ctx context.Context) (*providers.Connection, *providers
 		}
 	}
 	conn := ConnectionFromContext(ctx)
-	v, err := s.view(ctx, conn)
+	if err := s.backend.Resolve(ctx, conn); err != nil {
+		return nil, nil, err
+	}
+	if r != nil {
+		// A per-request code-mode switch (_meta "bub/state" code_mode),
+		// for this request's View only.
+		if err := app.ApplyState(conn, r.meta); err != nil {
+			return nil, nil, err
+		}
+	}
+	v, err := s.backend.View(ctx, conn)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -275,8 +286,17 @@ func New(opts *Options) (*Server, error) {
 	})
 	hooks.AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) {
 		if r := requestFrom(ctx); r != nil {
+			state, _ := callerState(*req) // a bad one is refused by handle
 			r.mu.Lock()
-			r.calling = req.Params.Name
+			r.calling, r.meta = req.Params.Name, state
+			r.mu.Unlock()
+		}
+	})
+	hooks.AddBeforeListTools(func(ctx context.Context, id any, req *mcp.ListToolsRequest) {
+		if r := requestFrom(ctx); r != nil && req.Params.Meta != nil {
+			state, _ := metaState(req.Params.Meta)
+			r.mu.Lock()
+			r.meta = state
 			r.mu.Unlock()
 		}
 	})

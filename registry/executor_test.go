@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,6 +164,49 @@ func TestRender(t *testing.T) {
 		if got, err := Render(nil, c.v); err != nil || got != c.want {
 			t.Errorf("Render(%v) = %q, %v; want %q", c.v, got, err, c.want)
 		}
+	}
+}
+
+// TestRenderNotJSON checks that a direct call whose result JSON cannot
+// carry answers with the value's text form (Bub's str(result)) instead of
+// failing, and that a value referring to itself is named, not printed
+// until the stack overflows.
+func TestRenderNotJSON(t *testing.T) {
+	cycle := map[string]any{"a": 1}
+	cycle["self"] = cycle
+	type pair struct {
+		N float64
+		C chan int
+	}
+	var ch chan int
+	tests := []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"NaN", math.NaN(), "NaN"},
+		{"infinity in a map", map[string]any{"v": math.Inf(1)}, "map[v:+Inf]"},
+		{"channel", ch, "<nil>"},
+		{"function", map[string]any{"f": (func())(nil)}, "map[f:<nil>]"},
+		{"struct with NaN", pair{N: math.NaN()}, "{NaN <nil>}"},
+		{"cyclic map", cycle, "<map[string]interface {} value with a reference cycle>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tool, err := NewRawTool("weird", "", json.RawMessage(`{"type":"object"}`), func(ctx context.Context, tc *ToolContext, args json.RawMessage) (any, error) {
+				return tt.v, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := newExec(t, nil, tool).Call(context.Background(), Call{Tool: "weird"})
+			if res.Err != nil {
+				t.Fatalf("Call = %v; want the text form", res.Err)
+			}
+			if res.Text != tt.want {
+				t.Errorf("Text = %q; want %q", res.Text, tt.want)
+			}
+		})
 	}
 }
 

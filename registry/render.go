@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 )
 
@@ -24,7 +25,9 @@ type Contents []Content
 
 // Render turns a result into the text a model reads: the tool's renderer if
 // it has one; strings as they are; everything else as JSON (UTF-8, no HTML
-// escaping), as Bub's Tool.render does.
+// escaping), as Bub's Tool.render does. A value JSON cannot carry (a NaN,
+// a channel, a function, a cycle) is rendered as its text form, Go's %v
+// (Bub's str(result)), so a direct call still answers.
 func Render(t *Tool, v any) (string, error) {
 	if t != nil && t.Renderer != nil {
 		return t.Renderer(v)
@@ -45,9 +48,75 @@ func defaultRender(v any) (string, error) {
 	}
 	b, err := marshalNoEscape(v)
 	if err != nil {
-		return "", fmt.Errorf("registry: render %T: %w", v, err)
+		return str(v), nil
 	}
 	return string(b), nil
+}
+
+// str is v's text form for a value JSON cannot carry: Go's %v, as Bub
+// falls back to str(result). A value that refers to itself (a map holding
+// itself) would make %v recurse until the stack overflows, which no
+// recover catches; it is named instead.
+func str(v any) string {
+	if cyclic(reflect.ValueOf(v), map[visit]bool{}) {
+		return fmt.Sprintf("<%T value with a reference cycle>", v)
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// visit is a container on the path being walked: its address and type.
+type visit struct {
+	ptr uintptr
+	typ reflect.Type
+}
+
+// cyclic reports whether v reaches itself through maps, slices, pointers
+// or interfaces. onPath holds the containers between the root and v.
+func cyclic(v reflect.Value, onPath map[visit]bool) bool {
+	switch v.Kind() {
+	case reflect.Interface:
+		return !v.IsNil() && cyclic(v.Elem(), onPath)
+	case reflect.Pointer, reflect.Map, reflect.Slice:
+		if v.IsNil() {
+			return false
+		}
+		k := visit{v.Pointer(), v.Type()}
+		if onPath[k] {
+			return true
+		}
+		onPath[k] = true
+		defer delete(onPath, k)
+		switch v.Kind() {
+		case reflect.Pointer:
+			return cyclic(v.Elem(), onPath)
+		case reflect.Map:
+			it := v.MapRange()
+			for it.Next() {
+				if cyclic(it.Key(), onPath) || cyclic(it.Value(), onPath) {
+					return true
+				}
+			}
+			return false
+		}
+		for i := range v.Len() {
+			if cyclic(v.Index(i), onPath) {
+				return true
+			}
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			if cyclic(v.Index(i), onPath) {
+				return true
+			}
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if cyclic(v.Field(i), onPath) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func renderContents(cs Contents) string {
