@@ -78,10 +78,14 @@ type Options struct {
 // of one session should not overlap (their steps would interleave on the
 // tape).
 type Agent struct {
-	app      *app.App
-	opts     Options
-	log      *slog.Logger
-	llmHooks []LLMHooks // in running order
+	app  *app.App
+	opts Options
+	log  *slog.Logger
+	// llmHooks returns the LLM hooks in running order. They are collected
+	// on the first model call, not in New: the agent module builds its
+	// Agent during its own Provision, before modules whose IDs sort after
+	// "agent" are loaded, and their hooks would be lost.
+	llmHooks func() []LLMHooks
 }
 
 // New returns an Agent over a, whose View, sessions and Call its turns
@@ -110,7 +114,7 @@ func New(a *app.App, opts *Options) *Agent {
 	if o.Logger == nil {
 		o.Logger = a.Logger()
 	}
-	return &Agent{app: a, opts: o, log: o.Logger, llmHooks: collectLLMHooks(a, o.LLMHooks)}
+	return &Agent{app: a, opts: o, log: o.Logger, llmHooks: sync.OnceValue(func() []LLMHooks { return collectLLMHooks(a, o.LLMHooks) })}
 }
 
 // toolConcurrency reads [tools] max_concurrency, which bounds a step's
@@ -469,7 +473,7 @@ type llmCall struct {
 // finished the step: its text is the reply), then the after_llm_call
 // hooks.
 func (a *Agent) callModel(ctx context.Context, c *llmCall, sink Sink) (*model.Reply, error) {
-	if len(a.llmHooks) == 0 {
+	if len(a.llmHooks()) == 0 {
 		req := &model.Request{Model: modelID(c.spec), Messages: c.msgs, Tools: c.specs, MaxTokens: a.opts.Settings.MaxTokens, ReasoningEffort: c.effort}
 		return a.complete(ctx, c.client, req, c.step, sink)
 	}
