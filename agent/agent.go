@@ -359,6 +359,21 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 				prompt = t.Prompt
 				continue
 			}
+			if ctx.Err() != nil {
+				// Cancelled (Ctrl-C in the REPL): the prompt and what the
+				// model streamed so far stay on the tape, so the next turn
+				// knows what was asked and already answered.
+				recordPrompt()
+				var cut *interrupted
+				if errors.As(err, &cut) && cut.text != "" {
+					res.Text = cut.text
+					a.append(tape, sessions.KindMessage, map[string]any{"role": "assistant", "content": cut.text}, map[string]any{"run_id": runID, "interrupted": true})
+				}
+				a.event(tape, "run", map[string]any{"status": "cancelled", "model": spec}, meta)
+				endStep("error", "cancelled")
+				sink.Emit(Event{Kind: EventError, Step: step, Error: "cancelled"})
+				return res, err
+			}
 			a.append(tape, sessions.KindError, map[string]any{"kind": "provider", "message": err.Error()}, meta)
 			a.event(tape, "run", map[string]any{"status": "error", "model": spec}, meta)
 			endStep("error", err.Error())
@@ -516,9 +531,11 @@ func (a *Agent) complete(ctx context.Context, client model.Client, req *model.Re
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		seq, err := client.Stream(actx, req)
 		var reply *model.Reply
+		var streamed strings.Builder // this attempt's text so far
 		if err == nil {
 			reply, err = model.Collect(seq, func(ev model.Event) {
 				if ev.Text != "" {
+					streamed.WriteString(ev.Text)
 					sink.Emit(Event{Kind: EventText, Step: step, Delta: ev.Text})
 				}
 				if ev.Reasoning != "" {
@@ -532,7 +549,7 @@ func (a *Agent) complete(ctx context.Context, client model.Client, req *model.Re
 			return reply, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, &interrupted{text: streamed.String(), err: ctx.Err()}
 		}
 		if timedOut {
 			err = &model.Error{Message: fmt.Sprintf("no complete reply within %s (BUB_MODEL_TIMEOUT_SECONDS)", timeout), Retryable: true, Err: err}
@@ -555,6 +572,16 @@ func (a *Agent) complete(ctx context.Context, client model.Client, req *model.Re
 	}
 	return nil, fmt.Errorf("agent: model call failed: %w", last)
 }
+
+// interrupted is a model call cancelled (Ctrl-C) while it streamed; text
+// is what the person already saw, which the tape keeps.
+type interrupted struct {
+	text string
+	err  error
+}
+
+func (e *interrupted) Error() string { return e.err.Error() }
+func (e *interrupted) Unwrap() error { return e.err }
 
 // tools returns the View and the tools the model gets: the View's direct
 // tools, restricted to allowed when set (a restricted turn without

@@ -41,7 +41,8 @@ const helpText = `Commands start with ',' at the beginning of a line:
   ,model [provider:model]             show or set the session's model; ,model '' clears it
   ,reasoning_effort [low|medium|high] show or set how hard the model thinks; '' clears it
   ,code_mode enable=true|false        turn code mode on or off for this session
-  ,history                            what was typed in this REPL
+  ,history                            what was typed (kept across runs; a line
+                                      typed with a leading space is not kept)
   ,fs.read path=README.md             run a tool directly, without the model
   ,tape.info  ,tape.anchors  ,tape.handoff name=phase-1 summary='done'
   ,bash command='sleep 5' background=true
