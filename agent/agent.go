@@ -78,10 +78,14 @@ type Options struct {
 // of one session should not overlap (their steps would interleave on the
 // tape).
 type Agent struct {
-	app      *app.App
-	opts     Options
-	log      *slog.Logger
-	llmHooks []LLMHooks // in running order
+	app  *app.App
+	opts Options
+	log  *slog.Logger
+	// llmHooks returns the LLM hooks in running order. They are collected
+	// on the first model call, not in New: the agent module builds its
+	// Agent during its own Provision, before modules whose IDs sort after
+	// "agent" are loaded, and their hooks would be lost.
+	llmHooks func() []LLMHooks
 }
 
 // New returns an Agent over a, whose View, sessions and Call its turns
@@ -110,7 +114,7 @@ func New(a *app.App, opts *Options) *Agent {
 	if o.Logger == nil {
 		o.Logger = a.Logger()
 	}
-	return &Agent{app: a, opts: o, log: o.Logger, llmHooks: collectLLMHooks(a, o.LLMHooks)}
+	return &Agent{app: a, opts: o, log: o.Logger, llmHooks: sync.OnceValue(func() []LLMHooks { return collectLLMHooks(a, o.LLMHooks) })}
 }
 
 // toolConcurrency reads [tools] max_concurrency, which bounds a step's
@@ -359,6 +363,21 @@ func (a *Agent) run(ctx context.Context, t *Turn, sink Sink) (*Result, error) {
 				prompt = t.Prompt
 				continue
 			}
+			if ctx.Err() != nil {
+				// Cancelled (Ctrl-C in the REPL): the prompt and what the
+				// model streamed so far stay on the tape, so the next turn
+				// knows what was asked and already answered.
+				recordPrompt()
+				var cut *interrupted
+				if errors.As(err, &cut) && cut.text != "" {
+					res.Text = cut.text
+					a.append(tape, sessions.KindMessage, map[string]any{"role": "assistant", "content": cut.text}, map[string]any{"run_id": runID, "interrupted": true})
+				}
+				a.event(tape, "run", map[string]any{"status": "cancelled", "model": spec}, meta)
+				endStep("error", "cancelled")
+				sink.Emit(Event{Kind: EventError, Step: step, Error: "cancelled"})
+				return res, err
+			}
 			a.append(tape, sessions.KindError, map[string]any{"kind": "provider", "message": err.Error()}, meta)
 			a.event(tape, "run", map[string]any{"status": "error", "model": spec}, meta)
 			endStep("error", err.Error())
@@ -473,7 +492,7 @@ type llmCall struct {
 // finished the step: its text is the reply), then the after_llm_call
 // hooks.
 func (a *Agent) callModel(ctx context.Context, c *llmCall, sink Sink) (*model.Reply, error) {
-	if len(a.llmHooks) == 0 {
+	if len(a.llmHooks()) == 0 {
 		req := &model.Request{Model: modelID(c.spec), Messages: c.msgs, Tools: c.specs, MaxTokens: a.opts.Settings.MaxTokens, ReasoningEffort: c.effort}
 		return a.complete(ctx, c.client, req, c.step, sink)
 	}
@@ -516,9 +535,11 @@ func (a *Agent) complete(ctx context.Context, client model.Client, req *model.Re
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		seq, err := client.Stream(actx, req)
 		var reply *model.Reply
+		var streamed strings.Builder // this attempt's text so far
 		if err == nil {
 			reply, err = model.Collect(seq, func(ev model.Event) {
 				if ev.Text != "" {
+					streamed.WriteString(ev.Text)
 					sink.Emit(Event{Kind: EventText, Step: step, Delta: ev.Text})
 				}
 				if ev.Reasoning != "" {
@@ -532,7 +553,7 @@ func (a *Agent) complete(ctx context.Context, client model.Client, req *model.Re
 			return reply, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, &interrupted{text: streamed.String(), err: ctx.Err()}
 		}
 		if timedOut {
 			err = &model.Error{Message: fmt.Sprintf("no complete reply within %s (BUB_MODEL_TIMEOUT_SECONDS)", timeout), Retryable: true, Err: err}
@@ -555,6 +576,16 @@ func (a *Agent) complete(ctx context.Context, client model.Client, req *model.Re
 	}
 	return nil, fmt.Errorf("agent: model call failed: %w", last)
 }
+
+// interrupted is a model call cancelled (Ctrl-C) while it streamed; text
+// is what the person already saw, which the tape keeps.
+type interrupted struct {
+	text string
+	err  error
+}
+
+func (e *interrupted) Error() string { return e.err.Error() }
+func (e *interrupted) Unwrap() error { return e.err }
 
 // tools returns the View and the tools the model gets: the View's direct
 // tools, restricted to allowed when set (a restricted turn without

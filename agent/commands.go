@@ -41,7 +41,8 @@ const helpText = `Commands start with ',' at the beginning of a line:
   ,model [provider:model]             show or set the session's model; ,model '' clears it
   ,reasoning_effort [low|medium|high] show or set how hard the model thinks; '' clears it
   ,code_mode enable=true|false        turn code mode on or off for this session
-  ,history                            what was typed in this REPL
+  ,history                            what was typed (kept across runs; a line
+                                      typed with a leading space is not kept)
   ,fs.read path=README.md             run a tool directly, without the model
   ,tape.info  ,tape.anchors  ,tape.handoff name=phase-1 summary='done'
   ,bash command='sleep 5' background=true
@@ -141,6 +142,9 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 		}
 		return result(a.app.Call(ctx, conn, app.Request{Tool: bash.Name, Args: mustJSON(map[string]any{"command": line}), Mode: app.Command, State: state, Peer: peer}))
 	}
+	if cmd, ok := shellLine(tool, line, words); ok {
+		return result(a.app.Call(ctx, conn, app.Request{Tool: tool.Name, Args: mustJSON(map[string]any{"command": cmd}), Mode: app.Command, State: state, Peer: peer}))
+	}
 	c, err := command.FromWords(words[0], words[1:])
 	if err != nil {
 		return "", err
@@ -150,6 +154,30 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 		return "", err
 	}
 	return result(a.app.Call(ctx, conn, app.Request{Tool: tool.Name, Args: args, Mode: app.Command, State: state, Peer: peer}))
+}
+
+// shellLine returns the shell command a ",bash ..." line means when its
+// words are not bash's own arguments: ",bash echo hi" runs "echo hi"
+// rather than reading "hi" as the second positional argument (cwd). The
+// words are bash's arguments only when there is at most one positional
+// word (",bash 'echo hi'") and every key=value names a parameter
+// (",bash command='sleep 5' background=true"); otherwise the rest of the
+// line, as typed, is the command.
+func shellLine(tool *registry.Tool, line string, words []string) (string, bool) {
+	if tool.Name != "bash" || len(words) < 2 || !strings.HasPrefix(line, words[0]) {
+		return "", false
+	}
+	if c, err := command.FromWords(words[0], words[1:]); err == nil && len(c.Positional) <= 1 {
+		params := command.PropertyNames(tool.InputSchema)
+		known := true
+		for _, k := range c.Keywords {
+			known = known && slices.Contains(params, k.Key)
+		}
+		if known {
+			return "", false
+		}
+	}
+	return strings.TrimSpace(line[len(words[0]):]), true
 }
 
 // SessionCommands are the builtin commands that are no tool: they act on

@@ -24,7 +24,12 @@ func TestCommands(t *testing.T) {
 		{line: "fs_read path=c.txt", name: "fs_read", err: "unknown command \"fs_read\": did you mean `fs.read`? (to run it with bash: ,bash command='fs_read path=c.txt')"}, // model names are not commands
 		{line: "fs.raed path=c.txt", name: "fs.raed", err: "unknown command \"fs.raed\": did you mean `fs.read`?"},
 		{line: "no-such-program-xyz", name: "no-such-program-xyz", err: "[tool] command exited with code 127"}, // no close tool: bash runs it
-		{line: "ls c.txt", name: "ls", out: "c.txt"}, // a program on PATH, however close
+		{line: "ls c.txt", name: "ls", out: "c.txt"},    // a program on PATH, however close
+		{line: "bash echo hi", name: "bash", out: "hi"}, // the rest of the line is the command, not command=echo cwd=hi
+		{line: "bash echo a=b  'c  d'", name: "bash", out: "a=b c  d"},
+		{line: "bash FOO=1 sh -c 'echo $FOO'", name: "bash", out: "1"},
+		{line: "bash 'echo one word'", name: "bash", out: "one word"},
+		{line: "bash command='echo kw' timeout_seconds=5", name: "bash", out: "kw"},
 		{line: "reasoning_effort", name: "reasoning_effort", out: "Session reasoning effort: the model's default"},
 		{line: "reasoning_effort high", name: "reasoning_effort", out: "Session reasoning effort set to high (applies from the next turn)."},
 		{line: "reasoning_effort", name: "reasoning_effort", out: "Session reasoning effort: high"},

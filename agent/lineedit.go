@@ -1,164 +1,238 @@
 package agent
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
+	"github.com/peterh/liner"
 	"golang.org/x/term"
 )
 
-// maxHistory bounds the lines a LineEditor remembers.
-const maxHistory = 1000
+// HistoryFile is the REPL's history under $BUB_HOME: one line per entry,
+// the last maxHistory kept, mode 0600.
+const HistoryFile = "agent_history"
 
-// keyInterrupt stands in for Ctrl-C inside the editor: x/term ends
-// ReadLine on Ctrl-C whatever the line holds, while a shell (and this
-// REPL) discards a half-typed line and asks again, and exits only on an
-// empty one. The byte (Ctrl-\, SIGQUIT's key in cooked mode) reaches the
-// completion callback, which sees the line.
-const keyInterrupt = 0x1c
+// maxHistory bounds the lines a LineEditor remembers and saves; liner
+// keeps as many.
+const maxHistory = liner.HistoryLimit
 
-// ErrLineDiscarded is returned by ReadLine when Ctrl-C discarded a
-// half-typed line; the caller asks again.
+// maxHistoryLine bounds one remembered line: longer ones (a pasted
+// document) are run but not kept, and skipped when the file is read
+// (liner cannot read back a line of 4 KiB or more).
+const maxHistoryLine = 4000
+
+// maxHistoryRead bounds what is read of the history file: its tail, as
+// much as maxHistory lines of maxHistoryLine bytes can take.
+const maxHistoryRead = maxHistory * (maxHistoryLine + 1)
+
+// ErrLineDiscarded is returned by ReadLine when Ctrl-C discarded the line
+// being typed (empty or not); the caller asks again.
 var ErrLineDiscarded = errors.New("line discarded")
 
-// LineEditor reads lines from a terminal with editing and history (the
-// arrow keys, Ctrl-A/E/K/U/W, as golang.org/x/term provides them). The
-// terminal is in raw mode only while a line is read, so what runs between
-// lines prints normally and Ctrl-C then interrupts (SIGINT).
+// LineEditor reads the REPL's lines from the terminal with
+// github.com/peterh/liner: editing, history on the arrow keys and Ctrl-R
+// (reverse search), Tab completion, Ctrl-C discarding the line and
+// Ctrl-D on an empty line ending the input. Between lines the terminal
+// sends Ctrl-C as SIGINT again, so it interrupts a running turn.
+//
+// liner drives the process's own stdin and stdout, so the editor exists
+// only when in and out are those and both are terminals.
 type LineEditor struct {
-	in   *os.File
-	t    *term.Terminal
-	raw  *term.State // the mode to restore while a line is being read
-	hist *history
-	// cut is set by the completion callback when Ctrl-C arrived: ok, and
-	// whether the line held anything.
-	mu               sync.Mutex
-	cut, cutNonEmpty bool
+	st *liner.State
+
+	mu       sync.Mutex
+	closed   bool
+	histPath string      // "" until SetHistoryFile
+	warn     func(error) // told, once, that the history could not be saved
 }
 
-// NewLineEditor returns an editor on in (a terminal) writing to out;
-// false when in or out is not a terminal.
+// NewLineEditor returns an editor on in and out, which must be os.Stdin
+// and os.Stdout on a terminal; false otherwise (a pipe, a file), when the
+// REPL reads plain lines.
 func NewLineEditor(in, out *os.File) (*LineEditor, bool) {
-	if !term.IsTerminal(int(in.Fd())) || !term.IsTerminal(int(out.Fd())) {
+	if in.Fd() != os.Stdin.Fd() || out.Fd() != os.Stdout.Fd() ||
+		!term.IsTerminal(int(in.Fd())) || !term.IsTerminal(int(out.Fd())) {
 		return nil, false
 	}
-	e := &LineEditor{in: in, hist: &history{}}
-	e.t = term.NewTerminal(struct {
-		io.Reader
-		io.Writer
-	}{interruptReader{in}, out}, "")
-	e.t.History = e.hist
-	e.t.AutoCompleteCallback = func(line string, pos int, key rune) (string, int, bool) {
-		if key != keyInterrupt {
-			return "", 0, false
-		}
-		e.mu.Lock()
-		e.cut, e.cutNonEmpty = true, line != ""
-		e.mu.Unlock()
-		return "", 0, true
-	}
-	return e, true
+	st := liner.NewLiner()
+	st.SetCtrlCAborts(true)
+	st.SetTabCompletionStyle(liner.TabPrints)
+	return &LineEditor{st: st}, true
 }
 
 // ReadLine shows prompt and returns the line typed. Ctrl-D on an empty
-// line and Ctrl-C on an empty line return io.EOF; Ctrl-C on a non-empty
-// one returns ErrLineDiscarded.
+// line returns io.EOF; Ctrl-C returns ErrLineDiscarded. A line is
+// remembered (and saved to the history file) unless it is empty, starts
+// with a space (as with a shell's ignorespace: type a leading space to
+// keep a line out of the history) or is longer than 4000 bytes.
 func (e *LineEditor) ReadLine(prompt string) (string, error) {
-	fd := int(e.in.Fd())
-	if w, h, err := term.GetSize(fd); err == nil {
-		e.t.SetSize(w, h)
-	}
-	old, err := term.MakeRaw(fd)
-	if err != nil {
+	line, err := e.st.Prompt(prompt)
+	switch {
+	case errors.Is(err, liner.ErrPromptAborted):
+		return "", ErrLineDiscarded
+	case err != nil:
 		return "", err
 	}
-	e.mu.Lock()
-	e.raw, e.cut = old, false
-	e.mu.Unlock()
-	defer e.Close()
-	e.t.SetPrompt(prompt)
-	line, err := e.t.ReadLine()
-	e.mu.Lock()
-	cut, nonEmpty := e.cut, e.cutNonEmpty
-	e.mu.Unlock()
-	switch {
-	case cut && nonEmpty:
-		return "", ErrLineDiscarded
-	case cut:
-		return "", io.EOF
+	if strings.TrimSpace(line) != "" && !strings.HasPrefix(line, " ") && len(line) <= maxHistoryLine {
+		e.st.AppendHistory(line)
+		if err := e.saveHistory(); err != nil {
+			e.mu.Lock()
+			warn := e.warn
+			e.warn = nil // once: the next save will most likely fail alike
+			e.mu.Unlock()
+			if warn != nil {
+				warn(fmt.Errorf("agent: saving the REPL history: %w", err))
+			}
+		}
 	}
-	return line, err
+	return line, nil
 }
 
-// Close gives the terminal back its mode if a read left it raw (the
-// REPL ending while a line is being read).
+// SetCompleter makes Tab complete the line's first word from words(): a
+// line starting with one of them is completed to it, several are listed
+// on a second Tab.
+func (e *LineEditor) SetCompleter(words func() []string) {
+	e.st.SetCompleter(func(line string) []string {
+		if strings.ContainsAny(line, " \t") {
+			return nil
+		}
+		var out []string
+		for _, w := range words() {
+			if strings.HasPrefix(w, line) {
+				out = append(out, w)
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	})
+}
+
+// SetHistoryFile reads the history kept at path (its last maxHistory
+// usable lines; a missing file is an empty history) and saves the history
+// there after each line read. Lines too long or not UTF-8 are skipped.
+func (e *LineEditor) SetHistoryFile(path string) error {
+	lines, err := readHistory(path)
+	if err != nil {
+		return fmt.Errorf("agent: reading the REPL history: %w", err)
+	}
+	e.st.ClearHistory()
+	if _, err := e.st.ReadHistory(strings.NewReader(strings.Join(lines, "\n"))); err != nil {
+		return fmt.Errorf("agent: reading the REPL history %s: %w", path, err)
+	}
+	e.mu.Lock()
+	e.histPath = path
+	e.mu.Unlock()
+	return nil
+}
+
+// onSaveError sets who is told, once, that saving the history failed.
+func (e *LineEditor) onSaveError(f func(error)) {
+	e.mu.Lock()
+	e.warn = f
+	e.mu.Unlock()
+}
+
+// readHistory returns the usable lines at the end of the file at path.
+func readHistory(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	partial := false
+	if st.Size() > maxHistoryRead {
+		if _, err := f.Seek(st.Size()-maxHistoryRead, io.SeekStart); err != nil {
+			return nil, err
+		}
+		partial = true // the first line read is a tail
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxHistoryRead))
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 64*1024), maxHistoryRead)
+	for sc.Scan() {
+		if partial {
+			partial = false
+			continue
+		}
+		l := sc.Text()
+		if l == "" || len(l) > maxHistoryLine || !utf8.ValidString(l) || strings.ContainsAny(l, "\r\x00") {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) > maxHistory {
+		lines = lines[len(lines)-maxHistory:]
+	}
+	return lines, sc.Err()
+}
+
+// saveHistory replaces the history file with the history, readable by
+// its owner only; a rename, so a reader never sees half a file.
+func (e *LineEditor) saveHistory() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.histPath == "" || e.closed {
+		return nil
+	}
+	var b bytes.Buffer
+	if _, err := e.st.WriteHistory(&b); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(e.histPath), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(e.histPath), "."+filepath.Base(e.histPath)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename there is nothing to remove
+	if _, err := tmp.Write(b.Bytes()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), e.histPath)
+}
+
+// Close gives the terminal back the mode it had before the editor. The
+// REPL may end while a line is being read; that read then ends with the
+// process.
 func (e *LineEditor) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.raw != nil {
-		_ = term.Restore(int(e.in.Fd()), e.raw)
-		e.raw = nil
+	if !e.closed {
+		e.closed = true
+		_ = e.st.Close()
 	}
 }
 
-// History returns the lines read, oldest first.
-func (e *LineEditor) History() []string { return e.hist.lines() }
-
-// interruptReader turns Ctrl-C into keyInterrupt followed by Enter, so
-// ReadLine returns to its caller, which then knows what the line held.
-type interruptReader struct{ r io.Reader }
-
-func (r interruptReader) Read(p []byte) (int, error) {
-	if len(p) < 2 {
-		return r.r.Read(p)
+// History returns the lines remembered, oldest first.
+func (e *LineEditor) History() []string {
+	var b bytes.Buffer
+	if _, err := e.st.WriteHistory(&b); err != nil || b.Len() == 0 {
+		return nil
 	}
-	n, err := r.r.Read(p[:len(p)/2]) // room to grow each ^C into two bytes
-	out := make([]byte, 0, 2*n)
-	for _, b := range p[:n] {
-		if b == 3 {
-			out = append(out, keyInterrupt, '\r')
-			continue
-		}
-		out = append(out, b)
-	}
-	return copy(p, out), err
-}
-
-// history is the editor's term.History: bounded, without empty lines or
-// immediate repeats.
-type history struct {
-	mu    sync.Mutex
-	items []string // oldest first
-}
-
-func (h *history) Add(s string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if s == "" || (len(h.items) > 0 && h.items[len(h.items)-1] == s) {
-		return
-	}
-	if len(h.items) == maxHistory {
-		h.items = h.items[1:]
-	}
-	h.items = append(h.items, s)
-}
-
-func (h *history) Len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.items)
-}
-
-func (h *history) At(i int) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.items[len(h.items)-1-i]
-}
-
-func (h *history) lines() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.items...)
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 }

@@ -52,7 +52,8 @@ type LLMHooks struct {
 }
 
 // LLMHooker is implemented by modules that contribute LLM hooks; the
-// agent collects them from the App's modules when it is built.
+// agent collects them from the App's modules on its first model call,
+// when every module is loaded, whatever their IDs.
 type LLMHooker interface {
 	LLMHooks() []LLMHooks
 }
@@ -75,8 +76,9 @@ func collectLLMHooks(a *app.App, opts []LLMHooks) []LLMHooks {
 // beforeLLM runs the before hooks; finished reports a Finish, with its
 // text.
 func (a *Agent) beforeLLM(ctx context.Context, req *LLMCallRequest) (text string, finished bool) {
-	for i := range a.llmHooks {
-		h := &a.llmHooks[i]
+	hooks := a.llmHooks()
+	for i := range hooks {
+		h := &hooks[i]
 		if h.Before == nil {
 			continue
 		}
@@ -104,8 +106,9 @@ func (a *Agent) runLLMBefore(ctx context.Context, h *LLMHooks, req *LLMCallReque
 
 // afterLLM runs the after hooks.
 func (a *Agent) afterLLM(ctx context.Context, req *LLMCallRequest, reply *model.Reply, err error) {
-	for i := range a.llmHooks {
-		h := &a.llmHooks[i]
+	hooks := a.llmHooks()
+	for i := range hooks {
+		h := &hooks[i]
 		if h.After == nil {
 			continue
 		}

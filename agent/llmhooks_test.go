@@ -151,3 +151,45 @@ func TestLLMHooksFromModules(t *testing.T) {
 		t.Errorf("turn = %+v, %v after %d hook calls; want the module hook's answer", res, err, llmHookCalls)
 	}
 }
+
+// lateHookModule's ID sorts after "agent", so the App provisions it after
+// the agent module has built its Agent.
+type lateHookModule struct{}
+
+func (lateHookModule) BubModule() app.ModuleInfo {
+	return app.ModuleInfo{ID: "zz.hooks", New: func() app.Module { return lateHookModule{} }}
+}
+
+func (lateHookModule) LLMHooks() []agent.LLMHooks {
+	return []agent.LLMHooks{{Name: "late", Before: func(ctx context.Context, req *agent.LLMCallRequest) agent.LLMDecision {
+		return agent.Finish("late module answers")
+	}}}
+}
+
+func init() { app.RegisterModule(lateHookModule{}) }
+
+// TestLLMHooksFromLaterModule: a module loaded after the agent module
+// (ID "zz.hooks", as App.Modules sorts them) still steers the model calls
+// of the Agent the module built in Provision, not only one made later
+// with Configure.
+func TestLLMHooksFromLaterModule(t *testing.T) {
+	env := map[string]string{"BUB_MODEL": "openai:never-called", "BUB_API_KEY": "k", "BUB_API_BASE": "http://127.0.0.1:1/v1"}
+	for _, modules := range [][]string{{"agent", "zz.hooks"}, {"zz.hooks", "agent"}} {
+		a, err := newApp(t, "", env, modules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := agent.FromApp(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := &providers.Connection{Transport: "agent"}
+		if err := a.Resolve(t.Context(), conn); err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.Agent().Run(t.Context(), &agent.Turn{Conn: conn, Prompt: "hello"})
+		if err != nil || res.Text != "late module answers" {
+			t.Errorf("modules %v: turn = %+v, %v; want the zz.hooks module's answer", modules, res, err)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/bubbuild/bub-mcp/agent/command"
@@ -20,8 +22,10 @@ type REPLOptions struct {
 	// the terminal's own cooked-mode editing applies.
 	In io.Reader
 	// Editor, when set, reads the lines instead of In: a line editor with
-	// history on the arrow keys, where Ctrl-C discards a half-typed line
-	// and Ctrl-C or Ctrl-D on an empty line leaves.
+	// history on the arrow keys and Ctrl-R, kept across runs in
+	// $BUB_HOME/agent_history (HistoryFile), Tab completing the comma
+	// commands and tool names, Ctrl-C discarding the line (on an empty
+	// one it says how to leave) and Ctrl-D on an empty line leaving.
 	Editor *LineEditor
 	// Interrupt delivers Ctrl-C (SIGINT) while a turn or command runs: it
 	// cancels that turn, and the REPL goes on. Nil means none.
@@ -70,6 +74,14 @@ func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLO
 			fmt.Fprintf(opts.Out, "bub-mcp agent · session %s · %v\n", conn.SessionKey, ErrNoModel)
 		}
 	}
+	if ed := opts.Editor; ed != nil {
+		ed.SetCompleter(a.completions)
+		warn := func(err error) { fmt.Fprintf(opts.Out, "%v (the history of this run is not kept)\n", err) }
+		if err := ed.SetHistoryFile(filepath.Join(a.app.Home(), HistoryFile)); err != nil {
+			warn(err)
+		}
+		ed.onSaveError(warn)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the reader when the REPL ends first
 	read := a.lineReader(ctx, opts, prompt)
@@ -77,6 +89,7 @@ func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLO
 	for {
 		line, err := read()
 		if errors.Is(err, ErrLineDiscarded) {
+			fmt.Fprintf(opts.Out, "(Ctrl-D or %squit leaves)\n", a.CommandPrefix())
 			continue
 		}
 		if err != nil {
@@ -98,7 +111,9 @@ func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLO
 				past := typed[:len(typed)-1]
 				if opts.Editor != nil {
 					past = opts.Editor.History()
-					past = past[:max(len(past)-1, 0)]
+					if n := len(past); n > 0 && past[n-1] == line {
+						past = past[:n-1] // this ,history itself
+					}
 				}
 				emitOutput(sink, "history", strings.Join(past, "\n"), nil)
 				continue
@@ -229,6 +244,19 @@ func (progressPeer) Sample(context.Context, registry.SampleRequest) (*registry.S
 
 func (progressPeer) Elicit(context.Context, registry.ElicitRequest) (*registry.ElicitResult, error) {
 	return nil, registry.ErrNoPeer
+}
+
+// completions are what Tab completes a line's start to: the comma
+// commands, builtin and tools (by runtime name).
+func (a *Agent) completions() []string {
+	prefix := a.CommandPrefix()
+	names := append(slices.Clone(SessionCommands), "code_mode", "history")
+	names = append(names, a.app.Registry().Names()...)
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = prefix + n
+	}
+	return out
 }
 
 func firstWord(s string) string {
