@@ -61,7 +61,7 @@ type fixture struct {
 	pairAll  chan struct{}
 	// sessions are the sessions the whoami tool was called in.
 	sessMu   sync.Mutex
-	sessions []*sessions.Session
+	sessions []registry.Session
 }
 
 type fixtureOpts struct {

@@ -170,8 +170,8 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	if err := storeOptions(o.Config, o.Getenv, so); err != nil {
 		return nil, err
 	}
-	if so.PostgresDSN != "" {
-		a.replica = replicaName(o.Getenv)
+	if so.Store != "" && so.Store != "file" {
+		a.replica = replicaName(o.Getenv) // a shared store: name this replica
 	}
 	var serr error
 	if a.store, serr = sessions.Open(o.Home, so); serr != nil {
@@ -184,7 +184,11 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 			}
 		}
 	}()
-	if a.audit, err = openAudit(o.Config, a.store.Home(), so.PostgresDSN, &o); err != nil {
+	pgDSN := ""
+	if so.Store == "postgres" {
+		pgDSN = so.DSN
+	}
+	if a.audit, err = openAudit(o.Config, a.store.Home(), pgDSN, &o); err != nil {
 		return nil, err
 	}
 	if err := a.loadModules(ctx, o.Modules); err != nil {

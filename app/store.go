@@ -2,6 +2,7 @@ package app
 
 import (
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/bubbuild/bub-mcp/config"
@@ -11,13 +12,16 @@ import (
 // storeConfig is the [store] table: where sessions (tapes, settings,
 // spill chunks) are kept.
 type storeConfig struct {
-	// Kind is "file" (the default: files under $BUB_HOME) or "postgres".
+	// Kind is "file" (the default: files under $BUB_HOME) or a kind a
+	// store package registered with sessions.Register ("postgres", from
+	// sessions/pgstore, which the bub-mcp binary imports).
 	Kind string `toml:"kind"`
-	// DSN is the PostgreSQL connection string; DSNEnv names a variable
-	// holding it instead (keeps passwords out of the file).
+	// DSN tells that store where its data lives (for "postgres", the
+	// connection string); DSNEnv names a variable holding it instead
+	// (keeps passwords out of the file).
 	DSN    string `toml:"dsn"`
 	DSNEnv string `toml:"dsn_env"`
-	// PoolSize caps the connections to PostgreSQL; 0 means pgx's default.
+	// PoolSize caps the store's connections; 0 means its default.
 	PoolSize int `toml:"pool_size"`
 }
 
@@ -43,7 +47,8 @@ func replicaName(getenv func(string) string) string {
 	return name
 }
 
-// storeOptions decodes [store] into the session store's options.
+// storeOptions decodes [store] into the session store's options. A kind
+// no imported store package registered fails naming the kinds known.
 func storeOptions(cfg *config.Config, getenv func(string) string, o *sessions.Options) error {
 	var sc storeConfig
 	if err := cfg.Decode("store", &sc); err != nil {
@@ -55,9 +60,12 @@ func storeOptions(cfg *config.Config, getenv func(string) string, o *sessions.Op
 			return cfg.Fail(`dsn, dsn_env and pool_size need kind = "postgres"`, "store", "kind")
 		}
 		return nil
-	case "postgres":
-	default:
-		return cfg.Fail(`unknown store kind `+quote(sc.Kind)+` (known: "file", "postgres")`, "store", "kind")
+	}
+	if known := sessions.Backends(); !slices.Contains(known, sc.Kind) {
+		for i, k := range known {
+			known[i] = quote(k)
+		}
+		return cfg.Fail(`unknown store kind `+quote(sc.Kind)+` (known: `+strings.Join(known, ", ")+`; forgotten import of its store package?)`, "store", "kind")
 	}
 	if sc.PoolSize < 0 {
 		return cfg.Fail("must be >= 0", "store", "pool_size")
@@ -71,9 +79,9 @@ func storeOptions(cfg *config.Config, getenv func(string) string, o *sessions.Op
 			return cfg.Fail("environment variable "+sc.DSNEnv+" is empty or unset", "store", "dsn_env")
 		}
 	case dsn == "":
-		return cfg.Fail(`kind = "postgres" needs dsn or dsn_env`, "store", "kind")
+		return cfg.Fail(`kind = `+quote(sc.Kind)+` needs dsn or dsn_env`, "store", "kind")
 	}
-	o.PostgresDSN, o.PostgresPoolSize = dsn, sc.PoolSize
+	o.Store, o.DSN, o.PoolSize = sc.Kind, dsn, sc.PoolSize
 	return nil
 }
 

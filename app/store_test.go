@@ -6,6 +6,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
+	_ "github.com/bubbuild/bub-mcp/sessions/pgstore" // the "postgres" store kind, as the binary has it
 )
 
 func TestStoreConfig(t *testing.T) {

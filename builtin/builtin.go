@@ -32,7 +32,6 @@ import (
 
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/registry"
-	"github.com/bubbuild/bub-mcp/sessions"
 	"github.com/invopop/jsonschema"
 )
 
@@ -52,7 +51,7 @@ func envOf(tc *registry.ToolContext, tool string) (environment.Environment, erro
 }
 
 // sessionOf returns the calling session, or a config error naming the tool.
-func sessionOf(tc *registry.ToolContext, tool string) (*sessions.Session, error) {
+func sessionOf(tc *registry.ToolContext, tool string) (registry.Session, error) {
 	if tc != nil && tc.Session != nil {
 		return tc.Session, nil
 	}

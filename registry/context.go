@@ -33,6 +33,37 @@ type Connection struct {
 	ClientVersion string
 }
 
+// Session is what a tool may do with its session: read and annotate its
+// tape, switch its settings, spill and read back large results. It is
+// storage-neutral (the file store, PostgreSQL and temp/ memory sessions
+// look alike); *sessions.Session implements it, and a test may pass its
+// own.
+type Session interface {
+	// ID is the session id as given (e.g. "mcp:default", "temp/1a2b3c4d").
+	ID() string
+	// Workspace is the resolved workspace the session belongs to.
+	Workspace() string
+	// Tape is the session's main tape (tape.info, tape.search,
+	// tape.anchors, tape.handoff).
+	Tape() *sessions.Tape
+	// Settings are the session's switches, replayed from its tape.
+	Settings() sessions.Settings
+	// SetCodeMode records a code-mode switch for the next turn.
+	SetCodeMode(enable bool) error
+	// LoadTools records deferred tools whose definitions the session has
+	// now loaded.
+	LoadTools(names []string) error
+	// Reset clears the tape and spills (moving them to an archive with
+	// archive set) and returns the archive's name.
+	Reset(archive bool) (string, error)
+	// Spill stores a result too large for the model's context.
+	Spill(tool, text string) (sessions.SpillRef, error)
+	// ReadSpill reads a bounded page of a spilled result back.
+	ReadSpill(handle string, cursor, count int, fromEnd bool) (sessions.SpillPage, error)
+}
+
+var _ Session = (*sessions.Session)(nil)
+
 // Tools is what a call may reach of the other tools: the caller's View,
 // scoped as the caller is. run_code calls the View's code tools through it
 // and subagent lists the caller's direct tools; both stay inside the
@@ -55,7 +86,7 @@ type Tools interface {
 type ToolContext struct {
 	// Session is the session's tape, settings and spill storage; nil when
 	// the call runs outside any session.
-	Session *sessions.Session
+	Session Session
 	// Env is the session's environment, nil when the caller has none.
 	Env environment.Environment
 	// Tools reaches the caller's other tools (run_code's nested calls,

@@ -65,6 +65,18 @@
 //
 // [Tape.Flush] and [Store.Close] write everything queued and fsync.
 //
+// # Backends
+//
+// The above describes the file backend, the default. A [Tape] does what
+// every backend shares (ids, the [Summary], the AppendAsync queue,
+// settings replay, spills) and leaves storing lines to a [TapeBackend]
+// that its [Backend] gives it: [Options.Store] picks the backend by kind,
+// "file" or one a store package registered with [Register] from init, as
+// database/sql drivers do. sessions/pgstore registers "postgres", which
+// keeps tapes in a database replicas share; importing sessions alone
+// links no database driver. Tapes of temp/ sessions live in memory
+// whatever the backend.
+//
 // After a crash the last line may be torn. Opening such a tape warns about
 // it (it is never an error); the next append ends it with a newline, so it
 // is skipped as a line of its own, and ids continue after the last good

@@ -17,14 +17,14 @@ func (t *Tape) Entries() []Entry {
 		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
 		return nil
 	}
-	defer src.close()
+	defer src.Close()
 	return t.readRange(src, 0)
 }
 
 // readRange decodes the good lines of src from position from on.
 func (t *Tape) readRange(src *source, from int64) []Entry {
 	var out []Entry
-	err := src.forward(from, func(_, _ int64, line []byte) bool {
+	err := src.Forward(from, func(_, _ int64, line []byte) bool {
 		if e, err := parseLine(line); err == nil {
 			out = append(out, e)
 		}
@@ -45,7 +45,7 @@ func (t *Tape) SinceLastAnchor() []Entry {
 		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
 		return nil
 	}
-	defer src.close()
+	defer src.Close()
 	var from int64
 	if src.st.Anchor != nil {
 		from = src.st.Anchor.End
@@ -92,9 +92,9 @@ func (t *Tape) Anchors(limit int) []Anchor {
 		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
 		return nil
 	}
-	defer src.close()
+	defer src.Close()
 	var out []Anchor
-	err = src.backward(func(_, _ int64, line []byte) bool {
+	err = src.Backward(func(_, _ int64, line []byte) bool {
 		if !bytes.Contains(line, []byte(`"anchor"`)) {
 			return true // cheap: most lines are not anchors
 		}
@@ -173,7 +173,7 @@ func (t *Tape) Info() Info {
 		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
 	}
 	t.mu.Lock()
-	st := t.st
+	st := t.st.st
 	t.mu.Unlock()
 	info := Info{
 		Name:                   t.name,
@@ -330,17 +330,17 @@ func (s *Settings) apply(payload map[string]any) {
 	}
 }
 
-// currentSettings catches up with the file (one stat when nothing is
-// new, so another process's switch shows at once; on PostgreSQL one query
-// per pgRefreshInterval) and returns a copy that shares nothing with the
-// tape.
+// currentSettings catches up with the backend (for a file one stat per
+// fileRefreshInterval when nothing is new, for PostgreSQL one query per
+// refresh interval, so another process's switch shows within it) and
+// returns a copy that shares nothing with the tape.
 func (t *Tape) currentSettings() Settings {
 	if err := t.refreshAt(false); err != nil {
 		t.store.log.Warn("sessions: reading a tape", "tape", t.name, "error", err)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.st.Settings
+	s := t.st.st.Settings
 	if s.CodeMode != nil {
 		b := *s.CodeMode
 		s.CodeMode = &b

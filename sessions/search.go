@@ -79,14 +79,14 @@ func (t *Tape) Search(q SearchQuery) SearchResult {
 		t.store.log.Warn("sessions: searching a tape", "tape", t.name, "error", err)
 		return SearchResult{}
 	}
-	defer src.close()
+	defer src.Close()
 	fz := textmatch.NewFuzzy(needle)
 	// Renderings already considered, by hash: a search of a long tape
 	// keeps 8 bytes per distinct entry, not its text.
 	seed := maphash.MakeSeed()
 	seen := map[uint64]struct{}{}
 	var hits []Entry
-	err = src.backward(func(_, _ int64, line []byte) bool {
+	err = src.Backward(func(_, _ int64, line []byte) bool {
 		e, err := parseLine(line)
 		if err != nil || !slices.Contains(kinds, e.Kind) || !inRange(e, q.Start, q.End) {
 			return true

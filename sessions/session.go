@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"path/filepath"
 	"sync"
 	"time"
 )
@@ -225,12 +224,7 @@ func (s *Session) spillTape() (*Tape, error) {
 	if s.store.isClosed() {
 		return nil, ErrClosed
 	}
-	name := s.tape.name + "__sidecar__" + SpillSidecar
-	path := ""
-	if !s.temp {
-		path = filepath.Join(s.store.tapesDir, name+".jsonl")
-	}
-	t := newTape(s.store, name, path)
+	t := newTape(s.store, s.tape.name+"__sidecar__"+SpillSidecar, s.temp)
 	if err := t.load(); err != nil {
 		return nil, err
 	}

@@ -217,7 +217,7 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 	if err != nil {
 		return SpillPage{}, err
 	}
-	defer src.close()
+	defer src.Close()
 	manEnd, ok, err := lastAnchor(src, h, manifestAnchor(h))
 	if err != nil {
 		return SpillPage{}, err
@@ -302,7 +302,7 @@ func (t *Tape) readSpill(h string, cursor, count int, fromEnd bool) (SpillPage, 
 func lastAnchor(src *source, handle, name string) (int64, bool, error) {
 	var end int64
 	found := false
-	err := src.backward(func(_, lineEnd int64, line []byte) bool {
+	err := src.Backward(func(_, lineEnd int64, line []byte) bool {
 		if !bytes.Contains(line, []byte(handle)) {
 			return true
 		}
@@ -325,7 +325,7 @@ func nextEntries(src *source, off int64, kind string, n int) ([]Entry, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	err := src.forward(off, func(_, _ int64, line []byte) bool {
+	err := src.Forward(off, func(_, _ int64, line []byte) bool {
 		e, err := parseLine(line)
 		if err == nil && e.Kind == kind {
 			out = append(out, e)

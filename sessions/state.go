@@ -105,36 +105,36 @@ type snapshotFile struct {
 
 // snapshotPath is the snapshot beside the tape: "<tape>.jsonl.idx", a name
 // Bub's "*.jsonl" tape listing does not pick up.
-func (t *Tape) snapshotPath() string { return t.path + ".idx" }
+func (t *fileTape) snapshotPath() string { return t.path + ".idx" }
 
-// writeSnapshot persists st (write to a unique temporary name, rename).
+// writeSnapshot persists sum (write to a unique temporary name, rename).
 // It is a cache: failures are logged, never returned, and it is not
-// fsynced, since a stale or missing one is only rebuilt. t.mu must be held.
-func (t *Tape) writeSnapshot() {
-	b, err := json.Marshal(snapshotFile{Version: snapshotVersion, State: t.st})
+// fsynced, since a stale or missing one is only rebuilt.
+func (t *fileTape) writeSnapshot(sum *Summary) {
+	b, err := json.Marshal(snapshotFile{Version: snapshotVersion, State: sum.st})
 	if err != nil {
-		t.store.log.Warn("sessions: encode tape snapshot", "tape", t.name, "error", err)
+		t.log.Warn("sessions: encode tape snapshot", "tape", t.name, "error", err)
 		return
 	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := t.snapshotPath() + ".tmp-" + hex.EncodeToString(rnd[:])
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.store.log.Warn("sessions: write tape snapshot", "tape", t.name, "error", err)
+		t.log.Warn("sessions: write tape snapshot", "tape", t.name, "error", err)
 		return
 	}
 	if err := os.Rename(tmp, t.snapshotPath()); err != nil {
 		os.Remove(tmp)
-		t.store.log.Warn("sessions: write tape snapshot", "tape", t.name, "error", err)
+		t.log.Warn("sessions: write tape snapshot", "tape", t.name, "error", err)
 		return
 	}
-	t.snapAt = t.st.Size
+	t.snapAt = sum.st.Size
 }
 
 // readSnapshot returns the snapshot when it still describes a prefix of f
 // (of size size): its last good line and its last anchor are where it
 // says, with the ids it says, and its end is a line boundary.
-func (t *Tape) readSnapshot(f io.ReaderAt, size int64) (state, bool) {
+func (t *fileTape) readSnapshot(f io.ReaderAt, size int64) (state, bool) {
 	b, err := os.ReadFile(t.snapshotPath())
 	if err != nil {
 		return state{}, false

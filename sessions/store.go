@@ -40,24 +40,27 @@ type Options struct {
 	// commits). Nil means slog.Default().
 	Logger *slog.Logger
 
-	// PostgresDSN, when set, keeps tapes, settings and spill chunks in
-	// that PostgreSQL database instead of under home/tapes, so replicas
-	// share them. Its schema is created and migrated at open.
-	PostgresDSN string
-	// PostgresPoolSize caps the pool's connections; 0 means pgx's
-	// default (max(4, CPUs)).
-	PostgresPoolSize int
+	// Store is the kind of backend that keeps tapes, settings and spill
+	// chunks: "" or "file" for files under home/tapes, or a kind a store
+	// package registered (import sessions/pgstore for "postgres", which
+	// replicas share). An unknown kind fails Open naming the missing
+	// import.
+	Store string
+	// DSN tells the backend where its data lives (for "postgres", a
+	// connection string); the file store ignores it.
+	DSN string
+	// PoolSize caps the backend's connections; 0 means its default.
+	PoolSize int
 }
 
 // Store owns the session tapes under one $BUB_HOME and the background
 // goroutine that group-commits their asynchronous entries. It is safe for
 // concurrent use; open one per process and Close it on shutdown.
 type Store struct {
-	home     string
-	tapesDir string
-	opts     Options
-	log      *slog.Logger
-	pg       *pgStore // nil: tapes are files
+	home    string
+	opts    Options
+	log     *slog.Logger
+	backend Backend
 
 	mu       sync.Mutex
 	closed   bool
@@ -125,20 +128,20 @@ func Open(home string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sessions: resolve home: %w", err)
 	}
-	tapes := filepath.Join(abs, "tapes")
-	if err := os.MkdirAll(tapes, 0o700); err != nil {
-		return nil, fmt.Errorf("sessions: create tapes directory: %w", err)
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("sessions: create home directory: %w", err)
 	}
-	var pg *pgStore
-	if o.PostgresDSN != "" {
-		if pg, err = openPG(o.PostgresDSN, o.PostgresPoolSize, log); err != nil {
-			return nil, err
-		}
+	openBackend, err := lookupBackend(o.Store)
+	if err != nil {
+		return nil, err
+	}
+	backend, err := openBackend(BackendOptions{Home: abs, DSN: o.DSN, PoolSize: o.PoolSize, Logger: log})
+	if err != nil {
+		return nil, err
 	}
 	s := &Store{
-		pg:       pg,
+		backend:  backend,
 		home:     abs,
-		tapesDir: tapes,
 		opts:     o,
 		log:      log,
 		sessions: map[sessionKey]*sessionSlot{},
@@ -238,12 +241,7 @@ type sessionKey struct{ workspace, id string }
 
 func (s *Store) openSession(ws, id string) (*Session, error) {
 	sess := &Session{store: s, workspace: ws, id: id, temp: IsTemp(id)}
-	name := TapeName(ws, id)
-	path := ""
-	if !sess.temp {
-		path = filepath.Join(s.tapesDir, name+".jsonl")
-	}
-	t := newTape(s, name, path)
+	t := newTape(s, TapeName(ws, id), sess.temp)
 	if err := t.load(); err != nil {
 		return nil, err
 	}
@@ -301,9 +299,7 @@ func (s *Store) Close() error {
 	for _, sess := range open {
 		errs = append(errs, sess.close())
 	}
-	if s.pg != nil {
-		s.pg.close()
-	}
+	errs = append(errs, s.backend.Close())
 	return errors.Join(errs...)
 }
 

@@ -1,55 +1,39 @@
 package sessions
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/bubbuild/bub-mcp/internal/sharedfile"
 )
 
 // Tape is one append-only log: a session's main tape or its spill sidecar.
-// It keeps no entries in memory, only a summary of the file (see state):
-// every reader streams from the file, and every append first takes an
-// exclusive flock, picks up what other processes appended since, and only
-// then assigns ids, so several processes can share a tape. All methods are
-// safe for concurrent use.
+// It keeps no entries in memory, only a summary of the stored lines (see
+// Summary): every reader streams from its backend, and every append goes
+// through the backend, which first picks up what other processes or
+// replicas appended since, so ids are assigned only then and several
+// processes can share a tape. The Tape does what every backend shares
+// (ids, the summary, the AppendAsync queue, settings); its TapeBackend
+// stores lines. All methods are safe for concurrent use.
 type Tape struct {
 	name  string
-	path  string // "" keeps the tape in memory only (temp/ sessions)
 	store *Store
+	mem   bool // a temp/ session's tape: in this process only
 
-	// mu serialises this process's writes and guards the fields below;
-	// the flock on file serialises processes. It is held across a write
-	// and its fsync, never across a reader's scan.
+	// mu serialises this process's writes and every call to b, and
+	// guards the fields below. It is held across a write and its fsync,
+	// never across a reader's scan.
 	mu      sync.Mutex
+	b       TapeBackend
 	closed  bool
-	file    *sharedfile.File // nil for memory and PostgreSQL tapes
-	pg      *pgTape          // nil unless the store is PostgreSQL
-	ident   os.FileInfo      // the file st describes; nil before there is one
-	statAt  time.Time        // when a settings read last looked at the file (refreshAt)
-	st      state
-	mem     []byte // memory tapes: the whole tape
-	failing bool   // the last write failed; log once until one succeeds
-	snapAt  int64  // st.Size when the snapshot was last written or read
+	st      Summary
+	failing bool // the last write failed; log once until one succeeds
 
 	// qmu guards pending, so AppendAsync never waits for the disk.
 	qmu     sync.Mutex
 	pending []draft
 }
-
-// snapshotEvery is how many bytes a tape may grow past its snapshot before
-// a new one is written: a restart then scans at most this much.
-const snapshotEvery = 1 << 20
 
 // draft is an entry before it has an id: its kind, its encoded objects,
 // its date and, for anchors and events (which feed the tape's summary and
@@ -62,29 +46,29 @@ type draft struct {
 	p, m    map[string]any
 }
 
-// newTape makes a tape: in memory when path is "" (temp/ sessions), else
-// in the store's PostgreSQL database when it has one, else at path.
-func newTape(s *Store, name, path string) *Tape {
-	t := &Tape{name: name, path: path, store: s}
-	switch {
-	case path == "":
-	case s.pg != nil:
-		t.path, t.pg = "", &pgTape{s: s.pg, name: name}
-	default:
-		t.file = sharedfile.New(path)
+// newTape makes a tape: in memory for a temp/ session, else in the
+// store's backend.
+func newTape(s *Store, name string, temp bool) *Tape {
+	t := &Tape{name: name, store: s, mem: temp}
+	if temp {
+		t.b = &memTape{}
+	} else {
+		t.b = s.backend.Tape(name)
 	}
 	return t
 }
-
-// memory reports whether the tape lives in this process only.
-func (t *Tape) memory() bool { return t.path == "" && t.pg == nil }
 
 // Name is the tape's name, the file name without ".jsonl".
 func (t *Tape) Name() string { return t.name }
 
 // Path is the tape's file, or "" for a memory-only (temp/) tape or one
-// kept in PostgreSQL.
-func (t *Tape) Path() string { return t.path }
+// kept by a backend without files (PostgreSQL).
+func (t *Tape) Path() string {
+	if p, ok := t.b.(interface{ Path() string }); ok {
+		return p.Path()
+	}
+	return ""
+}
 
 func makeDraft(kind string, payload, meta map[string]any) (draft, error) {
 	if kind == "" {
@@ -163,7 +147,7 @@ func (t *Tape) AppendAsync(kind string, payload, meta map[string]any) error {
 	if closed {
 		return ErrClosed
 	}
-	if t.memory() {
+	if t.mem {
 		_, err := t.appendDrafts([]draft{d}, false, nil)
 		return err
 	}
@@ -210,12 +194,12 @@ func needsSync(d draft) bool {
 	return false
 }
 
-// appendDrafts writes the queued entries and then ds with a single write,
-// under the file lock, after catching up with what others appended. When
-// cond is set it is asked first, with the caught-up summary, and nothing
-// of ds is written when it returns false (EnsureBootstrap's "only if no
-// anchor yet" across processes). It fsyncs when forceSync is set or any
-// entry needs it. It returns ds as entries, with their ids.
+// appendDrafts writes the queued entries and then ds with a single
+// backend append, after catching up with what others appended. When cond
+// is set it is asked first, with the caught-up summary, and nothing of ds
+// is written when it returns false (EnsureBootstrap's "only if no anchor
+// yet" across processes). It asks for durability when forceSync is set or
+// any entry needs it. It returns ds as entries, with their ids.
 func (t *Tape) appendDrafts(ds []draft, forceSync bool, cond func(*state) bool) ([]Entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -223,85 +207,53 @@ func (t *Tape) appendDrafts(ds []draft, forceSync bool, cond func(*state) bool) 
 		return nil, ErrClosed
 	}
 	queued := t.takePending()
-	es, err := t.writeLocked(queued, ds, forceSync, cond)
-	if err != nil {
+	es, stored, err := t.writeLocked(queued, ds, forceSync, cond)
+	if err != nil && !stored {
 		t.requeue(queued)
 		return nil, err
 	}
-	return es, nil
+	return es, err
 }
 
-// writeLocked does appendDrafts' work; t.mu must be held.
-func (t *Tape) writeLocked(queued, ds []draft, forceSync bool, cond func(*state) bool) ([]Entry, error) {
-	if t.pg != nil {
-		return t.pgWriteLocked(queued, ds, forceSync, cond)
-	}
-	if t.path == "" {
-		if cond != nil && !cond(&t.st) {
-			ds = nil
-		}
-		all := append(queued, ds...)
-		buf, es := t.encodeLocked(all)
-		t.mem = append(t.mem, buf...)
-		t.foldWritten(all, es, buf, t.st.Size)
-		return es[len(queued):], nil
-	}
+// writeLocked does appendDrafts' work; t.mu must be held. stored reports
+// whether the entries reached the backend, even when err reports a
+// failure after that (an fsync).
+func (t *Tape) writeLocked(queued, ds []draft, forceSync bool, cond func(*state) bool) (es []Entry, stored bool, err error) {
 	if len(queued) == 0 && len(ds) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
-	f, fi, created, err := t.file.Lock()
-	if err != nil {
-		return nil, t.writeFailed(fmt.Errorf("sessions: open tape %s: %w", t.name, err))
+	sync := forceSync || t.store.opts.SyncCommits && len(ds) == 0
+	for _, d := range queued {
+		sync = sync || needsSync(d)
 	}
-	defer t.file.Unlock()
-	if created {
-		sharedfile.SyncDir(filepath.Dir(t.path))
+	for _, d := range ds {
+		sync = sync || needsSync(d)
 	}
-	torn, err := t.refreshLocked(f, fi)
-	if err == nil && torn {
-		// The file ends in a line nobody is writing (we hold the lock): a
-		// crash's torn line, or one written without its newline. End it,
-		// so it is read (or skipped) as a line of its own before ids are
-		// given out after it.
-		if _, err = f.Write([]byte{'\n'}); err == nil {
-			if fi, err = f.Stat(); err == nil {
-				_, err = t.refreshLocked(f, fi)
-			}
+	var all []Entry
+	err = t.b.Append(&t.st, func(cur *Summary) []Line {
+		d := ds
+		if cond != nil && !cond(&cur.st) {
+			d = nil
 		}
-	}
+		var lines []Line
+		lines, all = encodeDrafts(cur.st.LastID, queued, d)
+		return lines
+	}, sync)
+	stored = len(all) > 0 && t.st.st.LastID >= all[len(all)-1].ID
 	if err != nil {
-		return nil, t.writeFailed(err)
-	}
-	if cond != nil && !cond(&t.st) {
-		ds = nil
-	}
-	all := append(queued, ds...)
-	if len(all) == 0 {
-		return nil, nil
-	}
-	buf, es := t.encodeLocked(all)
-	if _, err := f.Write(buf); err != nil {
-		// Whatever part reached the file is a torn line the next writer
-		// starts after; the next refresh reads what did arrive.
-		return nil, t.writeFailed(fmt.Errorf("sessions: write tape %s: %w", t.name, err))
+		if !stored {
+			return nil, false, t.writeFailed(err)
+		}
+		return all[len(queued):], true, err
 	}
 	if t.failing {
 		t.store.log.Info("sessions: tape writes recovered", "tape", t.name)
 		t.failing = false
 	}
-	// We hold the lock and the file ended at st.Size: our lines follow.
-	t.foldWritten(all, es, buf, t.st.Size)
-	sync := forceSync || t.store.opts.SyncCommits && len(ds) == 0
-	for _, d := range all {
-		sync = sync || needsSync(d)
+	if len(all) == 0 {
+		return nil, false, nil
 	}
-	if sync {
-		if err := f.Sync(); err != nil {
-			return es[len(queued):], fmt.Errorf("sessions: fsync tape %s: %w", t.name, err)
-		}
-	}
-	t.maybeSnapshotLocked()
-	return es[len(queued):], nil
+	return all[len(queued):], true, nil
 }
 
 // writeFailed logs the first of a run of failures and returns err.
@@ -313,59 +265,36 @@ func (t *Tape) writeFailed(err error) error {
 	return err
 }
 
-// encodeLocked assigns ids after the tape's last one and encodes the
+// encodeDrafts assigns ids after last to a and then b and encodes their
 // lines.
-func (t *Tape) encodeLocked(ds []draft) ([]byte, []Entry) {
-	var buf []byte
-	es := make([]Entry, len(ds))
-	id := t.st.LastID
-	for i, d := range ds {
-		id++
-		buf = append(buf, encodeLine(id, d.kind, d.payload, d.meta, d.date)...)
-		es[i] = Entry{ID: id, Kind: d.kind, Payload: d.p, Meta: d.m, Date: d.date}
-	}
-	return buf, es
-}
-
-// refreshLocked brings st up to date with the file f (which the path
-// names now): a different file than st describes (a reset by another
-// process, or the first look) is summarised afresh, from its snapshot when
-// that is still valid; a grown one has its new complete lines folded in.
-// It reports whether the file ends in a torn line. t.mu must be held.
-func (t *Tape) refreshLocked(f *os.File, fi os.FileInfo) (torn bool, err error) {
-	if t.ident == nil || !os.SameFile(fi, t.ident) || fi.Size() < t.st.Size {
-		t.st = state{}
-		t.ident = fi
-		t.snapAt = 0
-		if snap, ok := t.readSnapshot(f, fi.Size()); ok {
-			t.st = snap
-			t.snapAt = snap.Size
+func encodeDrafts(last int, a, b []draft) ([]Line, []Entry) {
+	n := len(a) + len(b)
+	lines := make([]Line, 0, n)
+	es := make([]Entry, 0, n)
+	id := last
+	for _, ds := range [2][]draft{a, b} {
+		for _, d := range ds {
+			id++
+			lines = append(lines, Line{
+				Text: encodeLine(id, d.kind, d.payload, d.meta, d.date),
+				h:    header{id: id, kind: d.kind, payload: d.p},
+			})
+			es = append(es, Entry{ID: id, Kind: d.kind, Payload: d.p, Meta: d.m, Date: d.date})
 		}
 	}
-	if fi.Size() == t.st.Size {
-		return false, nil
-	}
-	end, err := t.foldFile(f, t.st.Size, fi.Size())
-	if err != nil {
-		return false, err
-	}
-	return end < fi.Size(), nil
+	return lines, es
 }
 
-// refresh catches up with the file without writing; readers call it. It
-// also writes what AppendAsync queued, so a reader sees it with its id.
+// refresh catches up with the backend without writing; readers call it.
+// It also writes what AppendAsync queued, so a reader sees it with its id.
 func (t *Tape) refresh() error { return t.refreshAt(true) }
 
-// fileRefreshInterval is how stale a process's view of a file tape's
-// settings may be: another process's switch shows within it.
-const fileRefreshInterval = 250 * time.Millisecond
-
-// refreshAt is refresh; fresh=false lets a tape answer from a summary up
-// to fileRefreshInterval (files) or pgRefreshInterval (PostgreSQL) old:
-// Settings, asked on every request, then costs a stat(2) at most four
-// times a second instead of once per call (5% of an echo call's CPU).
+// refreshAt is refresh; fresh=false lets the backend answer from a
+// summary a short interval old: Settings, asked on every request, then
+// costs a stat(2) at most four times a second instead of once per call
+// (5% of an echo call's CPU).
 func (t *Tape) refreshAt(fresh bool) error {
-	if t.memory() {
+	if t.mem {
 		return nil
 	}
 	t.mu.Lock()
@@ -374,124 +303,21 @@ func (t *Tape) refreshAt(fresh bool) error {
 		return nil // readers still read what is there
 	}
 	if q := t.takePending(); len(q) > 0 {
-		if _, err := t.writeLocked(q, nil, false, nil); err != nil {
-			t.requeue(q)
+		if _, stored, err := t.writeLocked(q, nil, false, nil); err != nil {
+			if !stored {
+				t.requeue(q)
+			}
 			t.store.log.Warn("sessions: writing queued entries before a read", "tape", t.name, "error", err)
 		}
-		return nil // writeLocked refreshed
+		return nil // the append caught up
 	}
-	if t.pg != nil {
-		// A database that does not answer leaves the last summary in
-		// place: settings stay as last seen, and writes say what fails.
-		if err := t.pgRefreshLocked(fresh); err != nil {
-			t.store.log.Warn("sessions: refreshing a tape", "tape", t.name, "error", err)
-		}
-		return nil
-	}
-	if !fresh && time.Since(t.statAt) < fileRefreshInterval {
-		return nil
-	}
-	t.statAt = time.Now()
-	pst, err := os.Stat(t.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		if t.ident != nil { // removed by another process (a reset without archive)
-			t.ident, t.st, t.snapAt = nil, state{}, 0
-			t.file.Drop()
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
-	}
-	if t.ident != nil && os.SameFile(pst, t.ident) && pst.Size() == t.st.Size {
-		return nil // the common case: one stat, nothing new
-	}
-	f, err := os.Open(t.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
-	}
-	_, err = t.refreshLocked(f, fi)
-	t.maybeSnapshotLocked()
-	return err
-}
-
-// foldFile folds the complete lines of f in [from, to) into st and returns
-// where the last complete line ends.
-func (t *Tape) foldFile(f *os.File, from, to int64) (int64, error) {
-	r := bufio.NewReaderSize(io.NewSectionReader(f, from, to-from), int(min(to-from, 64<<10)))
-	off := from
-	for {
-		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: gather it whole.
-			long := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = r.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
-		}
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			t.foldLine(line[:len(line)-1], off)
-			off += int64(len(line))
-			t.st.Size = off
-		}
-		if err == io.EOF {
-			return off, nil
-		}
-		if err != nil {
-			return off, fmt.Errorf("sessions: read tape %s: %w", t.name, err)
-		}
-	}
-}
-
-// foldWritten folds the entries this process just wrote as buf at offset
-// base, from what it knows of them rather than by parsing the lines again.
-func (t *Tape) foldWritten(ds []draft, es []Entry, buf []byte, base int64) {
-	off := base
-	for i, e := range es {
-		n := int64(bytes.IndexByte(buf[off-base:], '\n')) + 1
-		t.st.add(header{id: e.ID, kind: e.Kind, payload: ds[i].p}, off, n)
-		off += n
-		t.st.Size = off
-	}
-}
-
-// foldLine adds one line (without its newline) at off to the summary.
-// Lines that do not parse are skipped with a warning — a torn line after
-// a crash is expected, never an error.
-func (t *Tape) foldLine(line []byte, off int64) {
-	h, err := peekLine(line)
-	if errors.Is(err, errBlankLine) {
-		return
-	}
-	if err != nil {
-		t.store.log.Warn("sessions: skipping invalid tape line", "tape", t.name, "offset", off, "error", err)
-		return
-	}
-	t.st.add(h, off, int64(len(line))+1)
-}
-
-// maybeSnapshotLocked writes the snapshot when the tape grew enough since
-// the last one. t.mu must be held.
-func (t *Tape) maybeSnapshotLocked() {
-	if t.path != "" && t.st.Size-t.snapAt >= snapshotEvery {
-		t.writeSnapshot()
-	}
+	return t.b.Refresh(&t.st, fresh)
 }
 
 // commit writes queued entries; called by the group-commit goroutine.
 // Errors are logged and the entries retried on the next commit.
 func (t *Tape) commit() {
-	if t.memory() {
+	if t.mem {
 		return
 	}
 	if _, err := t.appendDrafts(nil, false, nil); err != nil && !errors.Is(err, ErrClosed) {
@@ -499,51 +325,25 @@ func (t *Tape) commit() {
 	}
 }
 
-// Flush writes every entry queued by AppendAsync and fsyncs the file, for
-// callers that need them durable now (before handing a tape to another
-// process, say). It is a no-op for memory-only tapes.
+// Flush writes every entry queued by AppendAsync and makes the tape
+// durable (an fsync for a file), for callers that need it now (before
+// handing a tape to another process, say). It is a no-op for memory-only
+// tapes.
 func (t *Tape) Flush() error {
-	if t.memory() {
+	if t.mem {
 		return nil
 	}
 	if _, err := t.appendDrafts(nil, false, nil); err != nil {
 		return err
 	}
-	if t.pg != nil {
-		return nil // a committed transaction is durable
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.ident == nil {
-		return nil
-	}
-	f, _, _, err := t.file.Lock()
-	if err != nil {
-		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
-	}
-	defer t.file.Unlock()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sessions: fsync tape %s: %w", t.name, err)
-	}
-	return nil
+	return t.b.Sync()
 }
 
-// close flushes, snapshots and closes the file; later appends fail with
+// close flushes and closes the backend's tape; later appends fail with
 // ErrClosed.
 func (t *Tape) close() error {
-	if t.pg != nil {
-		err := t.Flush()
-		t.mu.Lock()
-		t.closed = true
-		t.mu.Unlock()
-		return err
-	}
-	if t.path == "" {
-		t.mu.Lock()
-		t.closed = true
-		t.mu.Unlock()
-		return nil
-	}
 	err := t.Flush()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -551,251 +351,56 @@ func (t *Tape) close() error {
 		return nil
 	}
 	t.closed = true
-	if t.ident != nil && t.st.Size != t.snapAt {
-		t.writeSnapshot()
-	}
-	if cerr := t.file.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("sessions: close tape %s: %w", t.name, cerr)
+	if cerr := t.b.Close(&t.st); cerr != nil && err == nil {
+		err = cerr
 	}
 	return err
 }
 
-// load summarises the tape file, if any: from its snapshot plus what was
-// appended after it, else by one streaming pass that writes the snapshot.
+// load summarises the stored tape, if any.
 func (t *Tape) load() error {
-	if t.pg != nil {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if err := t.pgRefreshLocked(true); err != nil {
-			t.store.log.Warn("sessions: loading a tape", "tape", t.name, "error", err)
-		}
-		return nil
-	}
-	if t.path == "" {
-		return nil
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	f, err := os.Open(t.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("sessions: open tape %s: %w", t.name, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
-	}
-	torn, err := t.refreshLocked(f, fi)
-	if err != nil {
-		return err
-	}
-	if torn {
-		t.warnTorn(f)
-	}
-	if t.st.Size != t.snapAt {
-		t.writeSnapshot()
-	}
-	return nil
-}
-
-// warnTorn says, once at open, that the tape ends in a line that does not
-// parse (a crash tore it); the next append ends it and it is skipped. A
-// good line that only lacks its newline is kept, silently.
-func (t *Tape) warnTorn(f *os.File) {
-	fi, err := f.Stat()
-	if err != nil || fi.Size()-t.st.Size > 64<<20 {
-		return
-	}
-	frag := make([]byte, fi.Size()-t.st.Size)
-	if _, err := f.ReadAt(frag, t.st.Size); err != nil {
-		return
-	}
-	if _, err := peekLine(frag); err != nil {
-		t.store.log.Warn("sessions: skipping torn last tape line", "tape", t.path, "offset", t.st.Size, "error", err)
-	}
+	return t.b.Load(&t.st)
 }
 
 // source is a consistent view of the tape for one reader: st summarises
-// what it holds. Positions are byte offsets for a file and a memory tape,
-// row numbers for PostgreSQL; a line's end is where the next one starts.
+// what it holds.
 type source struct {
-	r    io.ReaderAt // file and memory tapes: the bytes [0, size)
-	size int64
-	st   state
-	f    *os.File
-	pg   *pgSource
+	Source
+	st state
 }
 
-func (s *source) close() {
-	if s.f != nil {
-		s.f.Close()
-	}
-}
-
-// forward calls fn for each line from position from on, oldest first,
-// until fn returns false.
-func (s *source) forward(from int64, fn func(pos, end int64, line []byte) bool) error {
-	if s.pg != nil {
-		return s.pg.forward(from, fn)
-	}
-	return scanForward(s.r, from, s.size, func(off int64, line []byte) bool {
-		return fn(off, off+int64(len(line))+1, line)
-	})
-}
-
-// backward calls fn for each line, newest first, until fn returns false.
-func (s *source) backward(fn func(pos, end int64, line []byte) bool) error {
-	if s.pg != nil {
-		return s.pg.backward(fn)
-	}
-	return scanBackward(s.r, 0, s.size, func(off int64, line []byte) bool {
-		return fn(off, off+int64(len(line))+1, line)
-	})
-}
-
-// open catches up and returns a view to read from. The file is opened
-// here and checked to be the one st describes, so a concurrent reset by
-// another process cannot mix two files.
+// open catches up and returns a view to read from.
 func (t *Tape) open() (*source, error) {
-	if t.pg != nil {
-		if err := t.refresh(); err != nil {
-			return nil, err
-		}
-		t.mu.Lock()
-		st := t.st
-		t.mu.Unlock()
-		return &source{st: st, pg: &pgSource{pool: t.pg.s.pool, name: t.pg.name, max: st.Size}}, nil
+	if err := t.refresh(); err != nil {
+		return nil, err
 	}
-	if t.path == "" {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		return &source{r: bytes.NewReader(t.mem), size: t.st.Size, st: t.st}, nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	src, err := t.b.Open(&t.st)
+	if err != nil {
+		return nil, err
 	}
-	for range 10 {
-		if err := t.refresh(); err != nil {
-			return nil, err
-		}
-		f, err := os.Open(t.path)
-		if errors.Is(err, fs.ErrNotExist) {
-			t.mu.Lock()
-			gone := t.ident == nil
-			t.mu.Unlock()
-			if gone {
-				return &source{r: bytes.NewReader(nil)}, nil
-			}
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sessions: open tape %s: %w", t.name, err)
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("sessions: stat tape %s: %w", t.name, err)
-		}
-		t.mu.Lock()
-		ok := t.ident != nil && os.SameFile(fi, t.ident)
-		st := t.st
-		t.mu.Unlock()
-		if ok {
-			return &source{r: f, size: st.Size, st: st, f: f}, nil
-		}
-		f.Close()
-	}
-	return nil, fmt.Errorf("sessions: tape %s keeps being replaced", t.name)
+	return &source{Source: src, st: t.st.st}, nil
 }
 
-// reset empties the tape, first moving its file to an archive named
-// <file>.<stamp>.bak when stamp is set. mustArchive makes an archive even
-// when no file exists yet (the main tape always reports one). It returns
-// the archive path, "" when none was made. On an archive failure nothing is
-// reset. It runs under the file lock, so another process's append lands
-// wholly before or after it.
+// reset empties the tape, first moving it to an archive (for a file,
+// <file>.<stamp>.bak) when stamp is set. mustArchive makes an archive even
+// when nothing was stored yet (the main tape always reports one). It
+// returns the archive's name, "" when none was made. On an archive failure
+// nothing is reset.
 func (t *Tape) reset(stamp string, mustArchive bool) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return "", ErrClosed
 	}
-	queued := t.takePending()
-	if t.pg != nil {
-		if len(queued) > 0 {
-			if _, err := t.writeLocked(queued, nil, false, nil); err != nil && stamp != "" {
-				t.requeue(queued)
-				return "", err
-			}
-		}
-		return t.pgResetLocked(stamp, mustArchive)
-	}
-	if t.path == "" {
-		t.mem, t.st = nil, state{}
-		return "", nil
-	}
-	if len(queued) > 0 {
-		if _, err := t.writeLocked(queued, nil, false, nil); err != nil && stamp != "" {
+	if queued := t.takePending(); len(queued) > 0 {
+		if _, stored, err := t.writeLocked(queued, nil, false, nil); err != nil && !stored && stamp != "" {
 			t.requeue(queued)
 			return "", err
 		}
 	}
-	f, _, _, err := t.file.Lock()
-	if err != nil {
-		return "", fmt.Errorf("sessions: open tape %s: %w", t.name, err)
-	}
-	_ = f.Sync()
-	var archived string
-	if stamp != "" {
-		archived, err = archiveFile(t.path, stamp, mustArchive)
-		if err != nil {
-			t.file.Unlock()
-			return "", fmt.Errorf("sessions: archive tape %s: %w", t.name, err)
-		}
-	} else if err := os.Remove(t.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		t.file.Unlock()
-		return "", fmt.Errorf("sessions: reset tape %s: %w", t.name, err)
-	}
-	_ = os.Remove(t.snapshotPath())
-	sharedfile.SyncDir(filepath.Dir(t.path))
-	t.file.Unlock()
-	t.file.Drop()
-	t.ident, t.st, t.snapAt = nil, state{}, 0
-	return archived, nil
-}
-
-// archiveFile renames path to path.<stamp>.bak, never overwriting an
-// existing archive (a second reset within the same second gets
-// path.<stamp>-2.bak). With no file to move it creates an empty archive
-// when mustArchive is set, else returns "".
-func archiveFile(path, stamp string, mustArchive bool) (string, error) {
-	_, err := os.Stat(path)
-	missing := errors.Is(err, fs.ErrNotExist)
-	if missing && !mustArchive {
-		return "", nil
-	}
-	for i := 1; i < 1000; i++ {
-		dst := path + "." + stamp + ".bak"
-		if i > 1 {
-			dst = path + "." + stamp + "-" + strconv.Itoa(i) + ".bak"
-		}
-		if _, err := os.Lstat(dst); err == nil {
-			continue
-		}
-		if missing {
-			f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if errors.Is(err, fs.ErrExist) {
-				continue
-			}
-			if err != nil {
-				return "", err
-			}
-			return dst, f.Close()
-		}
-		if err := os.Rename(path, dst); err != nil {
-			return "", err
-		}
-		return dst, nil
-	}
-	return "", errors.New("too many archives with the same timestamp")
+	return t.b.Reset(&t.st, stamp, mustArchive)
 }

@@ -77,7 +77,7 @@ func Hook(threshold int, log *slog.Logger) registry.Hooks {
 
 // store spills text into sess and returns what the model reads instead:
 // the reference, or the failure notice along with the reason.
-func store(sess *sessions.Session, tool, text string) (string, error) {
+func store(sess registry.Session, tool, text string) (string, error) {
 	if sess == nil {
 		return Failure(text), errNoSession
 	}

@@ -1,7 +1,9 @@
-package sessions
+package pgstore_test
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -9,19 +11,107 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/internal/pgtest"
+	"github.com/bubbuild/bub-mcp/sessions"
+	"github.com/bubbuild/bub-mcp/sessions/pgstore"
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
+// Shorthands for the sessions names the tests use.
+type (
+	Session     = sessions.Session
+	Store       = sessions.Store
+	Options     = sessions.Options
+	SearchQuery = sessions.SearchQuery
+	Tape        = sessions.Tape
+	Entry       = sessions.Entry
+)
+
+const (
+	KindMessage        = sessions.KindMessage
+	KindEvent          = sessions.KindEvent
+	KindAnchor         = sessions.KindAnchor
+	KindToolResult     = sessions.KindToolResult
+	MaxSpillReadChunks = sessions.MaxSpillReadChunks
+)
+
+// logBuffer collects slog output safely from several goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// openStore opens a store on home and closes it when the test ends.
+func openStore(t *testing.T, home string, opts *Options) *Store {
+	t.Helper()
+	s, err := sessions.Open(home, opts)
+	if err != nil {
+		t.Fatalf("Open(%q) error: %v", home, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func session(t *testing.T, s *Store, workspace, id string) *Session {
+	t.Helper()
+	sess, err := s.Session(workspace, id)
+	if err != nil {
+		t.Fatalf("Session(%q, %q) error: %v", workspace, id, err)
+	}
+	return sess
+}
+
+func mustAppend(t *testing.T, tp *Tape, kind string, payload, meta map[string]any) Entry {
+	t.Helper()
+	e, err := tp.Append(kind, payload, meta)
+	if err != nil {
+		t.Fatalf("Append(%q) error: %v", kind, err)
+	}
+	return e
+}
+
+func msg(role, content string) map[string]any {
+	return map[string]any{"role": role, "content": content}
+}
+
+func eventPayload(name string, data map[string]any) map[string]any {
+	return map[string]any{"name": name, "data": data}
+}
+
+// seq returns 1..n.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}
+
 // pgStoreFor opens a store on its own home (a replica's) and the database.
 func pgStoreFor(t *testing.T, dsn string) *Store {
 	t.Helper()
-	return openStore(t, t.TempDir(), &Options{Logger: (&logBuffer{}).logger(), PostgresDSN: dsn, CommitInterval: 2 * time.Millisecond})
+	return openStore(t, t.TempDir(), &Options{Logger: (&logBuffer{}).logger(), Store: pgstore.Kind, DSN: dsn, CommitInterval: 2 * time.Millisecond})
 }
 
 // eventually polls cond until it holds: replicas see each other's writes
-// after at most pgRefreshInterval.
+// after at most pgstore.RefreshInterval.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -221,14 +311,14 @@ func TestPostgresBootstrapOnce(t *testing.T) {
 func TestPostgresDown(t *testing.T) {
 	pgtest.DSN(t) // skip or fail like the others when PostgreSQL is missing
 	var logs logBuffer
-	s := openStore(t, t.TempDir(), &Options{Logger: logs.logger(), PostgresDSN: "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"})
+	s := openStore(t, t.TempDir(), &Options{Logger: logs.logger(), Store: pgstore.Kind, DSN: "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"})
 	sess := session(t, s, t.TempDir(), "down")
 	if cm := sess.Settings().CodeMode; cm != nil {
 		t.Errorf("settings with the database down = %v", cm)
 	}
 	_, err := sess.Tape().Append(KindMessage, msg("user", "x"), nil)
-	if err == nil || !strings.Contains(err.Error(), "sessions: postgres") {
-		t.Errorf("Append with the database down = %v; want a sessions: postgres error", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "pgstore: ") {
+		t.Errorf("Append with the database down = %v; want a pgstore: error", err)
 	}
 	if !strings.Contains(logs.String(), "postgres not ready") {
 		t.Errorf("log = %q; want a warning that the database is not ready", logs.String())
@@ -242,7 +332,7 @@ func BenchmarkPostgresAppend(b *testing.B) {
 	dsn := pgtest.DSN(b)
 	payload := msg("assistant", strings.Repeat("lorem ipsum ", 20))
 	b.Run("sync", func(b *testing.B) {
-		s, err := Open(b.TempDir(), &Options{PostgresDSN: dsn})
+		s, err := sessions.Open(b.TempDir(), &Options{Store: pgstore.Kind, DSN: dsn})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -257,7 +347,7 @@ func BenchmarkPostgresAppend(b *testing.B) {
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "entries/s")
 	})
 	b.Run("group", func(b *testing.B) {
-		s, err := Open(b.TempDir(), &Options{PostgresDSN: dsn})
+		s, err := sessions.Open(b.TempDir(), &Options{Store: pgstore.Kind, DSN: dsn})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -287,15 +377,15 @@ func BenchmarkPostgresAppend(b *testing.B) {
 
 // BenchmarkSettings is what a tools/list costs the store (Resolve reads
 // the session's settings): a stat for the file store, a query at most
-// every pgRefreshInterval for PostgreSQL.
+// every pgstore.RefreshInterval for PostgreSQL.
 func BenchmarkSettings(b *testing.B) {
 	for _, kind := range []string{"file", "postgres"} {
 		b.Run(kind, func(b *testing.B) {
 			o := &Options{}
 			if kind == "postgres" {
-				o.PostgresDSN = pgtest.DSN(b)
+				o.Store, o.DSN = pgstore.Kind, pgtest.DSN(b)
 			}
-			s, err := Open(b.TempDir(), o)
+			s, err := sessions.Open(b.TempDir(), o)
 			if err != nil {
 				b.Fatal(err)
 			}
