@@ -17,6 +17,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/bubbuild/bub-mcp/upstream"
 )
 
 func init() {
@@ -77,6 +78,9 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 		return runSessionCommand(ctx, env, a, m.Agent(), c, state, args)
 	}
 	tool, lerr := a.Registry().Lookup(args[0])
+	if um, ok := upstream.FromApp(a); lerr != nil && ok && um.WaitFor(ctx, args[0]) {
+		tool, lerr = a.Registry().Lookup(args[0]) // its upstream has listed its tools by now
+	}
 	if lerr != nil {
 		return printToolError(env, registry.AsError(lerr, registry.KindNotFound))
 	}

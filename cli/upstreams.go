@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/upstream"
@@ -38,13 +40,19 @@ func init() {
 			m, ok := upstream.FromApp(a)
 			var st []upstream.Status
 			if ok {
+				if err := waitUpstreams(ctx, env, m); err != nil {
+					return err
+				}
 				st = m.Status()
 			}
 			if asJSON {
 				if st == nil {
 					st = []upstream.Status{}
 				}
-				return writeJSON(env.Stdout, st)
+				if err := writeJSON(env.Stdout, st); err != nil {
+					return err
+				}
+				return upstreamsFailed(env, st)
 			}
 			if len(st) == 0 {
 				fmt.Fprintln(env.Stdout, "no upstream servers: add [upstreams.<name>] to bub.toml or servers to $BUB_HOME/mcp.json")
@@ -55,9 +63,51 @@ func init() {
 			for _, s := range st {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, s.Transport, s.Start, s.State, s.Tools, s.Restarts, s.Origin, s.LastError)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return upstreamsFailed(env, st)
 		},
 	})
+}
+
+// waitUpstreams waits for every starting upstream's first attempt,
+// saying on stderr which ones it waits for and how each one ended.
+func waitUpstreams(ctx context.Context, env *Env, m *upstream.Module) error {
+	var starting []string
+	for _, s := range m.Status() {
+		if s.State == upstream.StateStarting {
+			starting = append(starting, s.Name)
+		}
+	}
+	if len(starting) == 0 {
+		return nil
+	}
+	began := time.Now()
+	fmt.Fprintf(env.Stderr, "starting %d upstream server(s): %s\n", len(starting), strings.Join(starting, ", "))
+	return m.Wait(ctx, func(s upstream.Status) {
+		line := fmt.Sprintf("  %s: %s", s.Name, s.State)
+		if s.State == upstream.StateReady {
+			line += fmt.Sprintf(", %d tools", s.Tools)
+		}
+		fmt.Fprintf(env.Stderr, "%s (%.1fs)\n", line, time.Since(began).Seconds())
+	})
+}
+
+// upstreamsFailed makes the command fail when an upstream is not up,
+// naming each one and its error on stderr.
+func upstreamsFailed(env *Env, st []upstream.Status) error {
+	failed := 0
+	for _, s := range st {
+		if s.State == upstream.StateBackoff || s.State == upstream.StateError {
+			failed++
+			fmt.Fprintf(env.Stderr, "upstream %s failed: %s\n", s.Name, s.LastError)
+		}
+	}
+	if failed > 0 {
+		return &ExitError{Code: 1}
+	}
+	return nil
 }
 
 // upstreamHealth gives /healthz the upstream servers' states.

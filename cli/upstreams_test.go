@@ -35,9 +35,12 @@ func everythingConfig(t *testing.T, home string) {
 func TestUpstreamCommands(t *testing.T) {
 	home := t.TempDir()
 	everythingConfig(t, home)
+	// The command waits for the starting servers, saying so on stderr,
+	// and fails naming the one that could not start.
 	code, out, errOut := runCLI(t, home, "upstreams")
-	if code != 0 {
-		t.Fatalf("upstreams exit %d: %s", code, errOut)
+	if code != 1 || !strings.Contains(errOut, "starting 2 upstream server(s): broken, everything") ||
+		!strings.Contains(errOut, "everything: ready") || !strings.Contains(errOut, "upstream broken failed: ") {
+		t.Fatalf("upstreams exit %d (want 1): %s", code, errOut)
 	}
 	lines := strings.Split(out, "\n")
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[1], "broken") || !strings.Contains(lines[1], "/nonexistent/server") ||
@@ -46,12 +49,16 @@ func TestUpstreamCommands(t *testing.T) {
 	}
 	code, out, errOut = runCLI(t, home, "upstreams", "--json")
 	var st []upstream.Status
-	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st) != 2 || st[1].Name != "everything" || st[1].Tools == 0 {
+	if code != 1 || json.Unmarshal([]byte(out), &st) != nil || len(st) != 2 || st[1].Name != "everything" || st[1].Tools == 0 {
 		t.Errorf("upstreams --json exit %d: %s %s", code, out, errOut)
 	}
 	code, out, errOut = runCLI(t, home, "tools")
 	if code != 0 || !strings.Contains(out, "\neverything.echo ") || !strings.Contains(out, " everything_get-sum ") {
 		t.Errorf("tools exit %d, lacks upstream tools:\n%s%s", code, out, errOut)
+	}
+	// A tool of a server not listed yet: the call waits for its server.
+	if err := os.RemoveAll(filepath.Join(home, "upstreams")); err != nil {
+		t.Fatal(err)
 	}
 	code, out, errOut = runCLI(t, home, "call", "everything.echo", "message=hi")
 	if code != 0 || strings.TrimSpace(out) != "Echo: hi" {

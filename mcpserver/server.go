@@ -768,6 +768,9 @@ func (p *peer) Sample(ctx context.Context, req registry.SampleRequest) (*registr
 		}
 		return sampleResult(resp.Sampling), nil
 	}
+	if !declared(ctx, func(c mcp.ClientCapabilities) bool { return c.Sampling != nil }) {
+		return nil, &registry.CapabilityError{Capability: "sampling"} // mcp-go would ask anyway
+	}
 	if sess := server.ClientSessionFromContext(ctx); sess != nil && stdioFrom(ctx) == nil && sess.SessionID() != "" {
 		// Sampling needs mcp-go's own GET stream (see park.go).
 		select {
@@ -808,6 +811,15 @@ func sampleResult(res *mcp.CreateMessageResult) *registry.SampleResult {
 	return out
 }
 
+// declared reports whether a 2025 session's client declared a capability
+// (has says which); a session that does not tell counts as declaring it.
+func declared(ctx context.Context, has func(mcp.ClientCapabilities) bool) bool {
+	if ci, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		return has(ci.GetClientCapabilities())
+	}
+	return true
+}
+
 // CanElicit reports whether the client declared the elicitation
 // capability, where its session says (registry.ElicitCapable); when it
 // cannot tell, Elicit gets to answer.
@@ -840,6 +852,9 @@ func (p *peer) Elicit(ctx context.Context, req registry.ElicitRequest) (*registr
 			return nil, errors.New("mcpserver: the client's elicitation answer is empty")
 		}
 		return elicitResult(resp.Elicitation), nil
+	}
+	if !declared(ctx, func(c mcp.ClientCapabilities) bool { return c.Elicitation != nil }) {
+		return nil, &registry.CapabilityError{Capability: "elicitation"} // mcp-go would ask anyway
 	}
 	res, err := p.s.mcp.RequestElicitation(ctx, r)
 	if err != nil {

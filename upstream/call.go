@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -51,6 +52,10 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 		if resp.Error != nil {
 			err = resp.Error.AsError()
 		} else {
+			if len(resp.Result) >= largeResult {
+				runtime.GC() // before decoding: the text reuses the pages of mcp-go's dead copies
+				defer u.m.memory.releaseSoon()
+			}
 			res, err = parseResult(resp.Result)
 		}
 	}
@@ -88,28 +93,83 @@ type callMeta struct {
 	ProgressToken string `json:"progressToken"`
 }
 
-// parseResult decodes a tools/call result, with mcp.ParseCallToolResult's
-// rule (content is required unless the result asks for more input) but
-// one decoding instead of two: the bytes were validated with the response
-// that carried them, and only a result without content parts needs the
-// second look, to tell an empty list from a missing one.
+// parseResult decodes a tools/call result as mcp.ParseCallToolResult
+// does (content is required unless the result asks for more input), and as
+// CallToolResult.UnmarshalJSON would, but with one copy of each text part
+// instead of three: mcp-go keeps every part as raw JSON, then as a map,
+// then as its text, which made a large result cost several times its
+// size. Parts other than plain text are decoded by mcp-go.
 func parseResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 	if len(raw) == 0 {
 		return nil, errors.New("response is nil")
 	}
-	res := &mcp.CallToolResult{}
-	if err := res.UnmarshalJSON(raw); err != nil {
+	// The fields of CallToolResult.UnmarshalJSON's own wire struct.
+	var w struct {
+		Meta              *mcp.Meta         `json:"_meta,omitempty"`
+		ResultType        mcp.ResultType    `json:"resultType,omitempty"`
+		Content           resultParts       `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
+		IsError           bool              `json:"isError,omitempty"`
+		InputRequests     mcp.InputRequests `json:"inputRequests,omitempty"`
+		RequestState      string            `json:"requestState,omitempty"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("failed to unmarshal response: %w", err)
 	}
-	if res.Content == nil && res.ResultType != mcp.ResultTypeInputRequired {
-		var probe struct {
-			Content json.RawMessage `json:"content"`
-		}
-		if err := json.Unmarshal(raw, &probe); err != nil || probe.Content == nil {
-			return nil, errors.New("content is missing")
+	if !w.Content.present && w.ResultType != mcp.ResultTypeInputRequired {
+		return nil, errors.New("content is missing")
+	}
+	res := &mcp.CallToolResult{IsError: w.IsError}
+	res.Meta, res.ResultType, res.InputRequests, res.RequestState = w.Meta, w.ResultType, w.InputRequests, w.RequestState
+	if len(w.Content.list) > 0 {
+		res.Content = w.Content.list
+	}
+	if len(w.StructuredContent) > 0 {
+		res.RawStructuredContent = w.StructuredContent
+		if err := json.Unmarshal(w.StructuredContent, &res.StructuredContent); err != nil {
+			return nil, fmt.Errorf("failed to unmarshal response: %w", err)
 		}
 	}
 	return res, nil
+}
+
+// resultParts is a result's content list, and whether the key was there
+// at all (null counts as there, as for mcp-go).
+type resultParts struct {
+	present bool
+	list    []mcp.Content
+}
+
+func (p *resultParts) UnmarshalJSON(b []byte) error {
+	p.present = true
+	var parts []resultPart
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return err
+	}
+	for _, c := range parts {
+		p.list = append(p.list, c.c)
+	}
+	return nil
+}
+
+// resultPart is one content part: plain text decoded straight into its
+// string, anything else by mcp.UnmarshalContent.
+type resultPart struct{ c mcp.Content }
+
+func (p *resultPart) UnmarshalJSON(b []byte) error {
+	var text struct {
+		Type        string          `json:"type"`
+		Text        string          `json:"text"`
+		Annotations json.RawMessage `json:"annotations"`
+		Meta        json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(b, &text); err == nil && text.Type == mcp.ContentTypeText && text.Annotations == nil && text.Meta == nil {
+		p.c = mcp.NewTextContent(text.Text)
+		return nil
+	}
+	c, err := mcp.UnmarshalContent(b)
+	p.c = c
+	return err
 }
 
 // pid is a stdio session's process id (and process group), 0 otherwise.
@@ -169,7 +229,7 @@ func (u *upstream) lostDuring(s *session, err error) bool {
 	defer cancel()
 	//lint:ignore SA1019 the connection is on the 2025 protocol, where ping is how liveness is asked
 	if perr := s.c.Ping(pctx); perr != nil {
-		s.end(fmt.Errorf("no answer from %s: %w", u.cfg.URL, perr))
+		s.end(fmt.Errorf("no answer from upstream %s: %w", u.cfg.name, perr)) // not the URL: it may carry a secret
 		return true
 	}
 	return false

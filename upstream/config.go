@@ -34,7 +34,7 @@ const (
 
 // Server is one upstream MCP server: the [upstreams.<name>] table of
 // bub.toml, or an entry of $BUB_HOME/mcp.json. Exactly one of Command
-// (stdio) and URL (streamable HTTP) is set.
+// (stdio) and URL (streamable HTTP, or HTTP+SSE) is set.
 type Server struct {
 	// Command starts a stdio server; Args, Env (added to bub-mcp's own
 	// environment) and Cwd (default: the current directory) go with it.
@@ -48,6 +48,9 @@ type Server struct {
 	URL            string            `toml:"url"`
 	Headers        map[string]string `toml:"headers"`
 	BearerTokenEnv string            `toml:"bearer_token_env"`
+	// Type is the URL's transport: "http" (the default: streamable HTTP)
+	// or "sse" (the 2024 HTTP+SSE transport, which older servers speak).
+	Type string `toml:"type"`
 	// Tools and Deny are globs over the upstream's tools (their runtime
 	// "<server>.<tool>" or model "<server>_<tool>" names, or the upstream's
 	// own tool names), case-sensitive; empty Tools means all, Deny wins.
@@ -86,6 +89,18 @@ func (s *Server) check(fail failFunc) error {
 	if !serverNameRE.MatchString(s.name) {
 		return fail("server name must match ^[a-zA-Z0-9_-]{1,32}$ (it prefixes the tool names)")
 	}
+	switch s.Type {
+	case "", "http", "sse":
+		if s.Type != "" && s.URL == "" {
+			return fail(fmt.Sprintf("type %q needs a url", s.Type), "url")
+		}
+	case "stdio":
+		if s.URL != "" {
+			return fail(`type "stdio" has no url`, "url")
+		}
+	default:
+		return fail(fmt.Sprintf("unknown type %q (want stdio, http or sse)", s.Type), "type")
+	}
 	switch {
 	case s.Command == "" && s.URL == "":
 		return fail("one of command (stdio) or url (streamable HTTP) is required", "command")
@@ -93,9 +108,10 @@ func (s *Server) check(fail failFunc) error {
 		return fail("command and url are exclusive: a server is stdio or HTTP", "url")
 	}
 	if s.URL != "" {
+		// The URL is not quoted: it may carry a ${VAR} expanded from a secret.
 		u, err := url.Parse(s.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fail(fmt.Sprintf("not an http(s) URL: %q", s.URL), "url")
+			return fail("not an http(s) URL (want http:// or https:// and a host)", "url")
 		}
 		for _, k := range []string{"args", "env", "cwd"} {
 			if (k == "args" && len(s.Args) > 0) || (k == "env" && len(s.Env) > 0) || (k == "cwd" && s.Cwd != "") {
@@ -175,12 +191,15 @@ func (s *Server) allowed(tool, runtime string) bool {
 	return !match(s.Deny)
 }
 
-// kind is "stdio" or "http".
+// kind is "stdio", "http" or "sse".
 func (s *Server) kind() string {
-	if s.URL != "" {
-		return "http"
+	switch {
+	case s.URL == "":
+		return "stdio"
+	case s.Type == "sse":
+		return "sse"
 	}
-	return "stdio"
+	return "http"
 }
 
 // MCPJSONName is the Claude-Desktop-style file under $BUB_HOME whose
@@ -190,25 +209,48 @@ const MCPJSONName = "mcp.json"
 // maxMCPJSONBytes bounds the file: it is configuration, never data.
 const maxMCPJSONBytes = 1 << 20
 
-// mcpJSONServer is one entry of mcp.json's "mcpServers": a stdio server
-// ({"command","args","env"}) or an HTTP one ({"url","type":"http","headers"}).
+// mcpJSONServer is one entry of mcp.json's "mcpServers" (or VS Code's
+// "servers"): a stdio server ({"command","args","env"}) or an HTTP one
+// ({"url","type","headers"}; Gemini CLI's "httpUrl" is a streamable HTTP
+// url). "disabled": true leaves it out. Fields of other clients' dialects
+// ("autoApprove", "alwaysAllow", "trust", "timeout", ...) are ignored.
 type mcpJSONServer struct {
-	Command string            `json:"command"`
-	Args    []string          `json:"args"`
-	Env     map[string]string `json:"env"`
-	Cwd     string            `json:"cwd"`
-	URL     string            `json:"url"`
-	Type    string            `json:"type"`
-	Headers map[string]string `json:"headers"`
+	Command  string            `json:"command"`
+	Args     []string          `json:"args"`
+	Env      map[string]string `json:"env"`
+	Cwd      string            `json:"cwd"`
+	URL      string            `json:"url"`
+	HTTPURL  string            `json:"httpUrl"`
+	Type     string            `json:"type"`
+	OldType  string            `json:"transportType"` // Cline's former "type"
+	Headers  map[string]string `json:"headers"`
+	Disabled bool              `json:"disabled"`
 }
 
-// readMCPJSON reads $BUB_HOME/mcp.json; a missing file is no servers. Its
-// entries are checked like bub.toml's; errors name the file, server and
-// key.
-func readMCPJSON(file string) ([]*Server, error) {
+// mcpJSONFields are the entry fields bub-mcp reads; others are reported
+// once as ignored.
+var mcpJSONFields = map[string]bool{"command": true, "args": true, "env": true, "cwd": true, "url": true, "httpUrl": true,
+	"type": true, "transportType": true, "headers": true, "disabled": true}
+
+// mcpJSON is what readMCPJSON found: the servers to mount, and what it
+// left out, for one log line each.
+type mcpJSON struct {
+	servers  []*Server
+	disabled []string // names of "disabled": true servers
+	ignored  []string // "<server>.<field>" of fields bub-mcp does not read
+}
+
+// readMCPJSON reads $BUB_HOME/mcp.json, in any of the major clients'
+// dialects; a missing file is no servers. ${VAR} and ${env:VAR} (and
+// ${VAR:-default}) are expanded from getenv in command, args, env, cwd, url
+// and headers; an unset variable without a default is an error naming it
+// (never its value). Entries are checked like bub.toml's; errors name the
+// file, server and key.
+func readMCPJSON(file string, getenv func(string) string) (*mcpJSON, error) {
+	out := &mcpJSON{}
 	f, err := os.Open(file)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return out, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
@@ -216,46 +258,149 @@ func readMCPJSON(file string) ([]*Server, error) {
 	defer f.Close()
 	var doc struct {
 		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+		Servers    map[string]json.RawMessage `json:"servers"` // VS Code's .vscode/mcp.json
 	}
 	dec := json.NewDecoder(&limitReader{r: f, n: maxMCPJSONBytes})
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("upstream: %s: %w", file, err)
 	}
-	names := make([]string, 0, len(doc.MCPServers))
-	for n := range doc.MCPServers {
+	entries := map[string]json.RawMessage{}
+	keyOf := map[string]string{}
+	for _, part := range []struct {
+		key string
+		m   map[string]json.RawMessage
+	}{{"mcpServers", doc.MCPServers}, {"servers", doc.Servers}} {
+		for name, raw := range part.m {
+			if prev, dup := keyOf[name]; dup {
+				return nil, fmt.Errorf("upstream: %s: server %q is in both %s and %s", file, name, prev, part.key)
+			}
+			entries[name], keyOf[name] = raw, part.key
+		}
+	}
+	names := make([]string, 0, len(entries))
+	for n := range entries {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var out []*Server
 	for _, name := range names {
 		fail := func(msg string, key ...string) error {
-			return fmt.Errorf("upstream: %s: %s: %s", file, strings.Join(append([]string{"mcpServers", name}, key...), "."), msg)
+			return fmt.Errorf("upstream: %s: %s: %s", file, strings.Join(append([]string{keyOf[name], name}, key...), "."), msg)
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(entries[name], &fields); err != nil {
+			return nil, fail("not an object: " + strings.TrimPrefix(err.Error(), "json: "))
+		}
+		for k := range fields {
+			if !mcpJSONFields[k] {
+				out.ignored = append(out.ignored, name+"."+k)
+			}
 		}
 		var e mcpJSONServer
-		d := json.NewDecoder(strings.NewReader(string(doc.MCPServers[name])))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&e); err != nil {
+		if err := json.Unmarshal(entries[name], &e); err != nil {
 			return nil, fail(strings.TrimPrefix(err.Error(), "json: "))
 		}
-		switch e.Type {
-		case "", "stdio":
-			if e.URL != "" && e.Type == "stdio" {
-				return nil, fail(`"type": "stdio" has no url`, "url")
-			}
-		case "http", "streamable-http", "streamableHttp":
-			if e.URL == "" {
-				return nil, fail(`"type": "`+e.Type+`" needs a url`, "url")
-			}
-		case "sse":
-			return nil, fail(`"type": "sse" (the 2024 HTTP+SSE transport) is not supported; use a streamable HTTP url`, "type")
-		default:
-			return nil, fail(fmt.Sprintf("unknown type %q (want stdio or http)", e.Type), "type")
+		if e.Disabled {
+			out.disabled = append(out.disabled, name)
+			continue
 		}
-		s := &Server{Command: e.Command, Args: e.Args, Env: e.Env, Cwd: e.Cwd, URL: e.URL, Headers: e.Headers, name: name, origin: file}
+		s, err := e.server(getenv, fail)
+		if err != nil {
+			return nil, err
+		}
+		s.name, s.origin = name, file
 		if err := s.check(fail); err != nil {
 			return nil, err
 		}
-		out = append(out, s)
+		out.servers = append(out.servers, s)
+	}
+	sort.Strings(out.ignored)
+	return out, nil
+}
+
+// server is the entry as a Server, its variables expanded.
+func (e *mcpJSONServer) server(getenv func(string) string, fail failFunc) (*Server, error) {
+	if e.Type == "" {
+		e.Type = e.OldType
+	}
+	s := &Server{Type: e.Type}
+	if len(e.Env) > 0 {
+		s.Env = map[string]string{}
+	}
+	if len(e.Headers) > 0 {
+		s.Headers = map[string]string{}
+	}
+	switch e.Type {
+	case "streamable-http", "streamableHttp", "streamable_http":
+		s.Type = "http"
+	}
+	url := e.URL
+	if e.HTTPURL != "" {
+		if e.URL != "" {
+			return nil, fail(`"url" and "httpUrl" are exclusive`, "httpUrl")
+		}
+		url = e.HTTPURL
+		if s.Type == "" {
+			s.Type = "http"
+		}
+	}
+	var err error
+	expand := func(v string, key ...string) string {
+		if err != nil {
+			return ""
+		}
+		var out string
+		if out, err = expandVars(v, getenv); err != nil {
+			err = fail(err.Error(), key...)
+		}
+		return out
+	}
+	s.Command = expand(e.Command, "command")
+	for i, a := range e.Args {
+		s.Args = append(s.Args, expand(a, "args", fmt.Sprint(i)))
+	}
+	s.Cwd = expand(e.Cwd, "cwd")
+	s.URL = expand(url, "url")
+	for k, v := range e.Env {
+		s.Env[k] = expand(v, "env", k)
+	}
+	for k, v := range e.Headers {
+		s.Headers[k] = expand(v, "headers", k)
+	}
+	return s, err
+}
+
+// varRE is a ${NAME}, ${env:NAME} or ${NAME:-default} reference.
+var varRE = regexp.MustCompile(`\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// expandVars replaces the variable references in v; an unset (or empty)
+// variable without a default is an error naming it, so a server never
+// starts with half an argument or an empty token.
+func expandVars(v string, getenv func(string) string) (string, error) {
+	if !strings.Contains(v, "${") {
+		return v, nil
+	}
+	var missing []string
+	out := varRE.ReplaceAllStringFunc(v, func(ref string) string {
+		m := varRE.FindStringSubmatch(ref)
+		if val := getenv(m[2]); val != "" {
+			return val
+		}
+		if m[3] != "" {
+			return m[4]
+		}
+		missing = append(missing, m[2])
+		return ""
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("$%s is unset or empty (${%s} is expanded from the environment; ${%s:-default} gives a default)", missing[0], missing[0], missing[0])
+	}
+	// What is left of v without the references bub-mcp expands: another
+	// client's ${input:x} or ${workspaceFolder} is an error, not a literal.
+	if rest := varRE.ReplaceAllString(v, ""); strings.Contains(rest, "${") {
+		ref := rest[strings.Index(rest, "${"):]
+		if j := strings.IndexByte(ref, '}'); j >= 0 {
+			return "", fmt.Errorf("%s is not a variable bub-mcp expands (only ${VAR}, ${env:VAR} and ${VAR:-default})", ref[:j+1])
+		}
 	}
 	return out, nil
 }

@@ -28,9 +28,9 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad timeout", toml: "[upstreams.x]\ncommand = \"a\"\ntimeout = \"soon\"\n", want: []string{"upstreams.x.timeout", "not a duration"}},
 		{name: "negative bound", toml: "[upstreams.x]\ncommand = \"a\"\nmax_message_bytes = -1\n", want: []string{"upstreams.x.max_message_bytes", ">= 0"}},
 		{name: "json syntax", mcpJSON: `{"mcpServers": {`, want: []string{"mcp.json"}},
-		{name: "json unknown key", mcpJSON: `{"mcpServers": {"m": {"command": "a", "argz": []}}}`, want: []string{"mcp.json", "mcpServers.m", `"argz"`}},
+		{name: "json args not a list", mcpJSON: `{"mcpServers": {"m": {"command": "a", "args": "x"}}}`, want: []string{"mcp.json", "mcpServers.m", "args"}},
 		{name: "json no command", mcpJSON: `{"mcpServers": {"m": {"args": ["x"]}}}`, want: []string{"mcpServers.m.command", "one of command"}},
-		{name: "json sse", mcpJSON: `{"mcpServers": {"m": {"url": "http://127.0.0.1:1/sse", "type": "sse"}}}`, want: []string{"mcpServers.m.type", "not supported"}},
+		{name: "json sse without url", mcpJSON: `{"mcpServers": {"m": {"command": "a", "type": "sse"}}}`, want: []string{"mcpServers.m.url", "needs a url"}},
 		{name: "json http without url", mcpJSON: `{"mcpServers": {"m": {"type": "http"}}}`, want: []string{"mcpServers.m.url", "needs a url"}},
 	}
 	for _, tt := range tests {

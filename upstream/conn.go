@@ -82,6 +82,12 @@ type upstream struct {
 
 	loadMu sync.Mutex // one tool-list load at a time
 
+	// refresh coalesces notifications/tools/list_changed: one reload in
+	// flight per upstream, and at most one more pending behind it, however
+	// many notifications arrive meanwhile (a burst would otherwise be a
+	// burst of tools/list requests).
+	refresh refresher
+
 	seq   atomic.Int64
 	calls sync.Map // int64 → *inflight
 }
@@ -154,6 +160,7 @@ func (u *upstream) start() {
 		return
 	}
 	u.running = true
+	u.setStateLocked(StateStarting, nil) // at once: Wait and the status see it starting
 	u.m.wg.Add(1)
 	go func() {
 		defer u.m.wg.Done()
@@ -244,13 +251,24 @@ func (u *upstream) connect(ctx context.Context) (*session, error) {
 			h["Authorization"] = "Bearer " + tok
 		}
 		hc := &http.Client{Transport: &boundedBodies{next: http.DefaultTransport, max: u.cfg.MaxMessageBytes, key: "upstreams." + u.cfg.name + ".max_message_bytes"}}
-		//lint:ignore SA1019 the 2025 session protocol on purpose: its GET stream carries list_changed and the server's requests
-		t, err := transport.NewStreamableHTTP(u.cfg.URL, transport.WithHTTPHeaders(h), transport.WithContinuousListening(), transport.WithHTTPBasicClient(hc),
-			transport.WithHTTPLogger(u.m.log.With("upstream", u.cfg.name)))
-		if err != nil {
-			return nil, err
+		if u.cfg.kind() == "sse" {
+			// The 2024 HTTP+SSE transport: answers come on the event
+			// stream, so its wait for one is the call's timeout.
+			t, err := transport.NewSSE(u.cfg.URL, transport.WithHeaders(h), transport.WithHTTPClient(hc),
+				transport.WithResponseTimeout(u.cfg.Timeout.Duration), transport.WithSSELogger(u.m.log.With("upstream", u.cfg.name)))
+			if err != nil {
+				return nil, err
+			}
+			tr = t
+		} else {
+			//lint:ignore SA1019 the 2025 session protocol on purpose: its GET stream carries list_changed and the server's requests
+			t, err := transport.NewStreamableHTTP(u.cfg.URL, transport.WithHTTPHeaders(h), transport.WithContinuousListening(), transport.WithHTTPBasicClient(hc),
+				transport.WithHTTPLogger(u.m.log.With("upstream", u.cfg.name)))
+			if err != nil {
+				return nil, err
+			}
+			tr = t
 		}
-		tr = t
 	} else {
 		t, err := u.spawn(s)
 		if err != nil {
@@ -438,6 +456,49 @@ func (u *upstream) load(ctx context.Context, s *session) error {
 	u.setStateLocked(StateReady, nil)
 	u.mu.Unlock()
 	return nil
+}
+
+// refresher is the state of a tool list's refreshes: idle, running, or
+// running with another one asked for (pending). The pending session is
+// the latest notifier's, so the refresh that follows reads the newest
+// connection.
+type refresher struct {
+	mu      sync.Mutex
+	running bool
+	pending *session
+}
+
+// listChanged asks for a reload of s's tool list: it starts one when none
+// runs, else marks one pending (the latest request wins).
+func (u *upstream) listChanged(s *session) {
+	r := &u.refresh
+	r.mu.Lock()
+	if r.running {
+		r.pending = s
+		r.mu.Unlock()
+		return
+	}
+	r.running = true
+	r.mu.Unlock()
+	// Tracked, so Cleanup waits for it; the run loop holds the count
+	// above zero while the session lives.
+	u.m.wg.Add(1)
+	go func() {
+		defer u.m.wg.Done()
+		for {
+			u.reload(s)
+			r.mu.Lock()
+			next := r.pending
+			r.pending = nil
+			if next == nil || u.m.ctx.Err() != nil {
+				r.running = false
+				r.mu.Unlock()
+				return
+			}
+			r.mu.Unlock()
+			s = next
+		}
+	}()
 }
 
 // reload re-reads the tool list after notifications/tools/list_changed.

@@ -137,8 +137,18 @@ func tryHost(t testing.TB, src, home string, modules ...string) (*host, error) {
 	if err := a.Resolve(context.Background(), h.conn); err != nil {
 		t.Fatal(err)
 	}
+	// Start-up does not wait for upstreams; most tests want them up.
+	if m, ok := upstream.FromApp(a); ok && !noWait {
+		if err := m.Wait(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return h, nil
 }
+
+// noWait is set by tests of start-up itself, which must see the upstreams
+// still starting (they do not run in parallel).
+var noWait bool
 
 // testWriter sends logs to the test's log.
 type testWriter struct{ t testing.TB }

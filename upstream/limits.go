@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 )
 
 // This file bounds what an upstream sends: one message, and the stderr
@@ -114,4 +116,50 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// largeResult is the size of a result from which its memory is handed
+// back to the OS promptly (memory.large).
+const largeResult = 8 << 20
+
+// releaseAfter is how long after the last large result returned its
+// memory is given back: long enough for the caller to have sent it on.
+const releaseAfter = 2 * time.Second
+
+// memory gives the OS back what a large upstream result cost. A message
+// is copied several times on its way in (mcp-go's stdio transport reads
+// a line, copies it twice more to decode it, keeps the result as raw
+// JSON; we keep its text): all of it is garbage once the result is sent,
+// but an idle process runs no collection for minutes, and the heap keeps
+// the pages. So a large result is decoded after a collection (mcp-go's
+// copies are dead by then, and the next stages reuse their pages) and
+// followed by debug.FreeOSMemory releaseAfter after the call returned
+// (one, however many large results came meanwhile).
+type memory struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	closed bool
+}
+
+func (m *memory) releaseSoon() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	if m.timer == nil {
+		m.timer = time.AfterFunc(releaseAfter, debug.FreeOSMemory)
+		return
+	}
+	m.timer.Reset(releaseAfter)
+}
+
+// close stops a pending release: the module is shutting down.
+func (m *memory) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	if m.timer != nil {
+		m.timer.Stop()
+	}
 }

@@ -42,6 +42,7 @@ type Module struct {
 	wg      sync.WaitGroup
 	ups     []*upstream // sorted by name
 	cache   string      // directory of remembered tool lists
+	memory  memory      // gives back what large results cost
 }
 
 // Version is what bub-mcp reports to upstream servers as its client
@@ -54,11 +55,13 @@ func (*Module) BubModule() app.ModuleInfo {
 	return app.ModuleInfo{ID: "upstream", New: func() app.Module { return new(Module) }}
 }
 
-// Provision reads the servers, registers the remembered tools of lazy
-// ones, starts the eager ones and waits (at most each one's
-// start_timeout) for their first attempt, so their tools are listed from
-// the start. A server that fails is logged and retried; it never fails
-// Provision — only bad configuration does.
+// Provision reads the servers, registers their remembered tool lists and
+// starts the eager ones (and the lazy ones without a remembered list) in
+// the background: start-up never waits for an upstream. A server's tools
+// appear when it is ready, with notifications/tools/list_changed, and a
+// call of a tool whose server is still starting waits for it (at most its
+// start_timeout). A server that fails is logged and retried; it never
+// fails Provision — only bad configuration does.
 func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	m.app, m.log, m.version = a, a.Logger(), Version
 	servers, err := m.servers(a)
@@ -88,28 +91,83 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	for _, s := range servers {
 		m.ups = append(m.ups, newUpstream(s, m))
 	}
-	var wait []*upstream
 	for _, u := range m.ups {
-		if u.cfg.Start == StartLazy {
-			if raws, ok := m.remembered(u.cfg); ok {
-				if err := u.register(raws); err != nil {
-					u.setState(StateError, err)
-					m.log.Error("upstream.tools.refused", "upstream", u.cfg.name, "error", err)
-				}
-				continue
+		raws, ok := m.remembered(u.cfg)
+		if ok {
+			if err := u.register(raws); err != nil {
+				u.setState(StateError, err)
+				m.log.Error("upstream.tools.refused", "upstream", u.cfg.name, "error", err)
 			}
 		}
-		u.start()
-		wait = append(wait, u)
+		if u.cfg.Start == StartEager || !ok {
+			u.start()
+		}
 	}
-	for _, u := range wait {
+	return nil
+}
+
+// Wait waits until every started upstream has made its first attempt
+// (ready, or failed and backing off), or ctx ends; progress, when not nil,
+// is told each upstream's status as its attempt ends, in that order. It is
+// for commands that show the upstreams (`bub-mcp upstreams`): serving
+// never waits.
+func (m *Module) Wait(ctx context.Context, progress func(Status)) error {
+	done := make(chan *upstream)
+	n := 0
+	for _, u := range m.ups {
+		u.mu.Lock()
+		running := u.running
+		u.mu.Unlock()
+		if !running {
+			continue
+		}
+		n++
+		go func() {
+			select {
+			case <-u.firstTry:
+				select {
+				case done <- u:
+				case <-ctx.Done():
+				}
+			case <-ctx.Done():
+			}
+		}()
+	}
+	for range n {
 		select {
-		case <-u.firstTry:
+		case u := <-done:
+			if progress != nil {
+				progress(u.status())
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	return nil
+}
+
+// WaitFor waits, at most its start_timeout, for the first attempt of the
+// upstream whose namespace the tool name (a runtime "<server>.<tool>" or
+// model "<server>_<tool>" name) starts with, so that a tool it has not
+// listed yet can be looked up; it reports whether there is such an
+// upstream. A command that calls one tool by name uses it when the name is
+// not registered (yet).
+func (m *Module) WaitFor(ctx context.Context, tool string) bool {
+	for _, u := range m.ups {
+		if !strings.HasPrefix(tool, u.cfg.name+".") && !strings.HasPrefix(tool, u.cfg.name+"_") {
+			continue
+		}
+		u.start()
+		t := time.NewTimer(u.cfg.StartTimeout.Duration)
+		defer t.Stop()
+		select {
+		case <-u.firstTry:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return true
+	}
+	return false
 }
 
 // servers merges mcp.json's servers with bub.toml's and checks them.
@@ -125,11 +183,18 @@ func (m *Module) servers(a *app.App) ([]*Server, error) {
 	}
 	byName := map[string]*Server{}
 	file := filepath.Join(a.Home(), MCPJSONName)
-	fromJSON, err := readMCPJSON(file)
+	fromJSON, err := readMCPJSON(file, a.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range fromJSON {
+	if len(fromJSON.ignored) > 0 {
+		m.log.Warn("upstream.mcpjson.ignored", "file", file, "fields", strings.Join(fromJSON.ignored, ", "),
+			"why", "other clients' settings, which bub-mcp does not read")
+	}
+	for _, name := range fromJSON.disabled {
+		m.log.Info("upstream.mcpjson.disabled", "file", file, "upstream", name)
+	}
+	for _, s := range fromJSON.servers {
 		byName[s.name] = s
 	}
 	for name, s := range table {
@@ -168,6 +233,7 @@ func (m *Module) Cleanup() error {
 	}
 	m.cancel()
 	m.wg.Wait()
+	m.memory.close()
 	return nil
 }
 
@@ -190,12 +256,16 @@ type Status struct {
 func (m *Module) Status() []Status {
 	out := make([]Status, 0, len(m.ups))
 	for _, u := range m.ups {
-		u.mu.Lock()
-		out = append(out, Status{Name: u.cfg.name, Transport: u.cfg.kind(), Origin: u.cfg.origin, Start: u.cfg.Start, State: u.state,
-			Since: u.since, Tools: len(u.names), Restarts: u.restarts, LastError: u.lastErr, PID: u.cur.pid()})
-		u.mu.Unlock()
+		out = append(out, u.status())
 	}
 	return out
+}
+
+func (u *upstream) status() Status {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return Status{Name: u.cfg.name, Transport: u.cfg.kind(), Origin: u.cfg.origin, Start: u.cfg.Start, State: u.state,
+		Since: u.since, Tools: len(u.names), Restarts: u.restarts, LastError: u.lastErr, PID: u.cur.pid()}
 }
 
 // Healthz is Status as lines for /healthz.
@@ -231,7 +301,7 @@ type cacheEntry struct {
 // configDigest identifies what a server is; a remembered list of another
 // configuration is not used.
 func configDigest(s *Server) string {
-	b, _ := json.Marshal([]any{s.Command, s.Args, s.Env, s.Cwd, s.URL, s.Headers})
+	b, _ := json.Marshal([]any{s.Command, s.Args, s.Env, s.Cwd, s.URL, s.Headers, s.kind()})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -247,12 +317,9 @@ func digestOf(raws []json.RawMessage) string {
 
 func (m *Module) cacheFile(s *Server) string { return filepath.Join(m.cache, s.name+".json") }
 
-// remember stores a lazy server's tool list, so the next start lists its
-// tools without starting it.
+// remember stores a server's tool list, so the next start lists its
+// tools at once: without starting it (lazy), or while it starts (eager).
 func (m *Module) remember(s *Server, raws []json.RawMessage) {
-	if s.Start != StartLazy {
-		return
-	}
 	b, err := json.Marshal(cacheEntry{Config: configDigest(s), Tools: raws})
 	if err == nil {
 		err = writeFileAtomic(m.cacheFile(s), b)
@@ -262,7 +329,7 @@ func (m *Module) remember(s *Server, raws []json.RawMessage) {
 	}
 }
 
-// remembered reads a lazy server's stored tool list.
+// remembered reads a server's stored tool list.
 func (m *Module) remembered(s *Server) ([]json.RawMessage, bool) {
 	b, err := os.ReadFile(m.cacheFile(s))
 	if err != nil {

@@ -56,13 +56,7 @@ func (u *upstream) notification(s *session, n mcp.JSONRPCNotification) {
 	p := n.Params.AdditionalFields
 	switch n.Method {
 	case string(mcp.MethodNotificationToolsListChanged):
-		// Tracked, so Cleanup waits for it; the run loop holds the count
-		// above zero while the session lives.
-		u.m.wg.Add(1)
-		go func() {
-			defer u.m.wg.Done()
-			u.reload(s)
-		}()
+		u.listChanged(s)
 	case string(mcp.MethodNotificationProgress):
 		tok := fmt.Sprint(p["progressToken"])
 		u.calls.Range(func(_, v any) bool {

@@ -161,6 +161,12 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 // other part, or the structured content as JSON when there is nothing
 // else.
 func renderResult(r *mcp.CallToolResult) string {
+	if len(r.Content) == 1 {
+		// One part, the usual case: its text as it is, not a copy.
+		if t := contentText(r.Content[0]); t != "" {
+			return t
+		}
+	}
 	var b strings.Builder
 	for i, c := range r.Content {
 		if i > 0 {

@@ -1,0 +1,182 @@
+// Command fakeupstream is a stdio MCP server for the upstream package's
+// tests: it misbehaves on demand in ways real servers do (a slow
+// initialize, a huge result, sampling and elicitation requests during a
+// call, bursts of notifications/tools/list_changed), with JSON-RPC
+// written by hand so that nothing a library adds hides what is on the
+// wire.
+//
+// Flags: -init-delay D sleeps before answering initialize;
+// -init-delay-file F reads D from F when F exists.
+//
+// Tools: big {bytes} returns a text of that many "x"; sample and elicit
+// send sampling/createMessage or elicitation/create to the client during
+// the call and return what came back ("error <code>: <message>" or
+// "result <json>"); burst {n} bumps the tool list's generation n times,
+// sending notifications/tools/list_changed each time; lists returns how
+// many tools/list requests the server answered. tools/list carries one
+// more tool, gen_<generation>, so a client can tell which list it has.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error,omitempty"`
+}
+
+type server struct {
+	outMu   sync.Mutex
+	out     *bufio.Writer
+	gen     atomic.Int64
+	lists   atomic.Int64
+	seq     atomic.Int64
+	waitMu  sync.Mutex
+	waiting map[string]chan message
+}
+
+func (s *server) write(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	s.out.Write(b)
+	s.out.WriteByte('\n')
+	s.out.Flush()
+}
+
+func (s *server) reply(id json.RawMessage, result any) {
+	s.write(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+func text(t string) map[string]any {
+	return map[string]any{"content": []any{map[string]any{"type": "text", "text": t}}}
+}
+
+// ask sends a request to the client and waits for its answer.
+func (s *server) ask(method string, params any) string {
+	id := "fake-" + strconv.FormatInt(s.seq.Add(1), 10)
+	ch := make(chan message, 1)
+	s.waitMu.Lock()
+	s.waiting[strconv.Quote(id)] = ch
+	s.waitMu.Unlock()
+	s.write(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			return fmt.Sprintf("error %d: %s", m.Error.Code, m.Error.Message)
+		}
+		return "result " + string(m.Result)
+	case <-time.After(20 * time.Second):
+		return "no answer"
+	}
+}
+
+func (s *server) tools() []any {
+	obj := map[string]any{"type": "object"}
+	out := []any{}
+	for _, n := range []string{"big", "sample", "elicit", "burst", "lists"} {
+		out = append(out, map[string]any{"name": n, "inputSchema": obj})
+	}
+	return append(out, map[string]any{"name": "gen_" + strconv.FormatInt(s.gen.Load(), 10), "inputSchema": obj})
+}
+
+func (s *server) call(m message) {
+	var p struct {
+		Name      string         `json:"name"`
+		Arguments map[string]any `json:"arguments"`
+	}
+	json.Unmarshal(m.Params, &p)
+	num := func(k string) int { f, _ := p.Arguments[k].(float64); return int(f) }
+	switch p.Name {
+	case "big":
+		s.reply(m.ID, text(strings.Repeat("x", num("bytes"))))
+	case "sample":
+		s.reply(m.ID, text(s.ask("sampling/createMessage", map[string]any{
+			"messages":  []any{map[string]any{"role": "user", "content": map[string]any{"type": "text", "text": "hi"}}},
+			"maxTokens": 10,
+		})))
+	case "elicit":
+		s.reply(m.ID, text(s.ask("elicitation/create", map[string]any{
+			"message": "name?", "requestedSchema": map[string]any{"type": "object", "properties": map[string]any{}},
+		})))
+	case "burst":
+		for range num("n") {
+			s.gen.Add(1)
+			s.write(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+		}
+		s.reply(m.ID, text("generation "+strconv.FormatInt(s.gen.Load(), 10)))
+	case "lists":
+		s.reply(m.ID, text(strconv.FormatInt(s.lists.Load(), 10)))
+	default:
+		s.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32602, "message": "unknown tool " + p.Name}})
+	}
+}
+
+func main() {
+	initDelay := flag.Duration("init-delay", 0, "sleep before answering initialize")
+	delayFile := flag.String("init-delay-file", "", "a file holding -init-delay's value, read at start (tests change it between runs without changing the command line)")
+	flag.Parse()
+	if b, err := os.ReadFile(*delayFile); *delayFile != "" && err == nil {
+		d, err := time.ParseDuration(strings.TrimSpace(string(b)))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		*initDelay = d
+	}
+	s := &server{out: bufio.NewWriter(os.Stdout), waiting: map[string]chan message{}}
+	in := bufio.NewReader(os.Stdin)
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var m message
+		if json.Unmarshal(line, &m) != nil {
+			continue
+		}
+		switch {
+		case m.Method == "" && m.ID != nil: // an answer to ask
+			s.waitMu.Lock()
+			ch := s.waiting[string(m.ID)]
+			delete(s.waiting, string(m.ID))
+			s.waitMu.Unlock()
+			if ch != nil {
+				ch <- m
+			}
+		case m.Method == "initialize":
+			time.Sleep(*initDelay)
+			s.reply(m.ID, map[string]any{"protocolVersion": "2025-11-25", "serverInfo": map[string]any{"name": "fake", "version": "1"},
+				"capabilities": map[string]any{"tools": map[string]any{"listChanged": true}}})
+		case m.Method == "tools/list":
+			s.lists.Add(1)
+			s.reply(m.ID, map[string]any{"tools": s.tools()})
+		case m.Method == "tools/call":
+			go s.call(m)
+		case m.Method == "ping":
+			s.reply(m.ID, map[string]any{})
+		case m.ID != nil:
+			s.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
+		}
+	}
+}
