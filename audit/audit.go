@@ -552,27 +552,38 @@ func (l *Log) rotate(h head) error {
 	return nil
 }
 
-// oldestSeq is the seq of the first chained record of the oldest rotated
-// file, or next when no rotated file is left (the next record is then the
-// oldest).
+// oldestSeq is the seq of the oldest chained record of the rotated
+// files (files written before the chain are skipped), or next when they
+// have none (the next record is then the oldest).
 func (l *Log) oldestSeq(next int64) int64 {
 	names, err := Rotated(l.opts.Dir)
-	if err != nil || len(names) == 0 {
-		return next
-	}
-	f, err := os.Open(filepath.Join(l.opts.Dir, names[len(names)-1]))
 	if err != nil {
 		return next
+	}
+	slices.Reverse(names) // oldest first
+	for _, name := range names {
+		if seq, ok := firstSeq(filepath.Join(l.opts.Dir, name)); ok {
+			return seq
+		}
+	}
+	return next
+}
+
+// firstSeq is the seq of the first chained record in the file at path.
+func firstSeq(path string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
 	}
 	defer f.Close()
 	r := bufio.NewReader(f)
 	for {
 		ln, err := r.ReadBytes('\n')
 		if h, ok := headOf(ln); ok {
-			return h.seq
+			return h.seq, true
 		}
 		if err != nil {
-			return next
+			return 0, false
 		}
 	}
 }

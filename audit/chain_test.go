@@ -301,3 +301,32 @@ func TestVerifyPruned(t *testing.T) {
 		t.Errorf("Verify = %+v, %v; want an intact chain from a pruned start to 40", rep, rep.Problem)
 	}
 }
+
+// TestVerifyPrunedUnchained: pruning that removes only files written
+// before the chain leaves the chain starting at seq 1.
+func TestVerifyPrunedUnchained(t *testing.T) {
+	dir := t.TempDir()
+	legacy := `{"time":"2025-01-01T00:00:00Z","profile":"p","transport":"cli","tool":"old","args":{},"outcome":"ok","duration_ms":0}` + "\n"
+	for _, name := range []string{"audit-20000101T000000.000000000Z.jsonl", "audit-20000102T000000.000000000Z.jsonl"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(legacy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := open(t, Options{Dir: dir, MaxFileBytes: 600, KeepFiles: 2})
+	for range 6 { // a rotation: the oldest legacy file goes, one stays
+		l.Record(Record{Time: time.Now(), Profile: "p", Transport: "cli", Tool: "t", Outcome: "ok"})
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Intact() || rep.First != 1 || rep.Last != 6 || rep.Unchained != 1 {
+		t.Errorf("Verify = %+v, %v; want 1 unchained record, then 1 to 6 intact", rep, rep.Problem)
+	}
+}
