@@ -212,8 +212,11 @@ func lineHash(ln []byte) string {
 // the first line as "chain_note" for Verify to report.
 func chain(buf []byte, batch [][]byte, h head, note string) ([]byte, head) {
 	for _, b := range batch {
-		// b is one JSON object and a newline: splice the link in before
-		// the closing brace.
+		// b is one JSON object and a newline (encode never makes
+		// anything else): splice the link in before the closing brace.
+		if !bytes.HasSuffix(b, []byte("}\n")) {
+			continue
+		}
 		start := len(buf)
 		buf = append(buf, b[:len(b)-2]...)
 		buf = append(buf, `,"seq":`...)
