@@ -2,8 +2,19 @@
 // (when, who, through which profile, client and transport, which tool with
 // which arguments, the outcome and how long it took), appended to
 // $BUB_HOME/audit/audit.jsonl. It is kept apart from the session tapes on
-// purpose: no tool can read, reset or delete it, and a tape holds only what
-// Bub itself puts there.
+// purpose: no tool reads or resets it, and a tape holds only what Bub
+// itself puts there.
+//
+// # Tamper evidence
+//
+// Records are hash-chained (chain.go): each carries its seq and the
+// SHA-256 of the line before it, across rotations, and audit.head keeps
+// the chain's end, so [Verify] finds a record removed, altered or moved
+// and a tail cut off. On the local environment bash and run_code run as
+// the user and can still delete or rewrite the files: the chain shows
+// that it happened, it cannot prevent it (whoever can write the directory
+// can also forge a whole new chain). The sandbox does not show $BUB_HOME
+// to tools, and the PostgreSQL store keeps the log out of their reach.
 //
 // # Durability
 //
@@ -25,14 +36,18 @@
 package audit
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -129,7 +144,8 @@ type Log struct {
 	opts Options
 	log  *slog.Logger
 	file *sharedfile.File
-	pg   *pgSink // nil: files
+	head headFile // the chain head, beside file
+	pg   *pgSink  // nil: files
 
 	wmu     sync.Mutex // serialises writes and rotation in this process
 	failing bool
@@ -180,6 +196,7 @@ func Open(opts Options) (*Log, error) {
 			return nil, fmt.Errorf("audit: create %s: %w", opts.Dir, err)
 		}
 		l.file = sharedfile.New(filepath.Join(opts.Dir, FileName))
+		l.head.path = filepath.Join(opts.Dir, HeadFileName)
 	}
 	go l.loop()
 	return l, nil
@@ -362,44 +379,224 @@ func (l *Log) write(batch [][]byte) error {
 		return err
 	}
 	defer l.file.Unlock()
+	h, note, err := l.chainHead(f, st.Size())
+	if err != nil {
+		return err
+	}
 	if st.Size() > 0 && st.Size() >= l.opts.MaxFileBytes {
-		if err := l.rotate(); err != nil {
+		if err := l.rotate(h); err != nil {
 			return err
 		}
 		l.file.Unlock()
-		if f, _, _, err = l.file.Lock(); err != nil {
+		if f, st, _, err = l.file.Lock(); err != nil {
 			return err
 		}
+		// Another process may have written the new file in between.
+		var again string
+		if h, again, err = l.chainHead(f, st.Size()); err != nil {
+			return err
+		}
+		if note == "" {
+			note = again
+		}
 	}
-	if _, err := f.Write(bytes.Join(batch, nil)); err != nil {
+	n := 0
+	for _, b := range batch {
+		n += len(b) + 100 // the link: "seq", "prev" and a hash
+	}
+	buf, h := chain(make([]byte, 0, n), batch, h, note)
+	if _, err := f.Write(buf); err != nil {
 		return err
 	}
 	l.wrote = true
+	h.size = st.Size() + int64(len(buf))
 	if l.opts.Sync {
-		return f.Sync()
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	// The records are written: a head that cannot be written must not
+	// queue them again. The next commit finds the head behind the log
+	// and follows the chain forward from it.
+	if err := l.head.write(h, l.opts.Sync); err != nil {
+		l.log.Warn("audit: write the chain head", "dir", l.opts.Dir, "error", err)
 	}
 	return nil
 }
 
-// rotate renames the full log away (under the lock) and prunes old files.
-func (l *Log) rotate() error {
+// chainHead is the head the next record links to, under the log's lock:
+// the head file when it matches audit.jsonl (size bytes, open as f). When
+// it does not, note is set to what was found, for the next record to
+// carry and Verify to report:
+//   - records written after the head (a process stopped between writing
+//     the log and the head) are followed forward when they link to it;
+//   - a log shorter than the head lost records: the chain continues from
+//     the head, so the gap shows;
+//   - without a head file the chain continues from the log's last record
+//     (and starts at seq 1 when there is none: a new directory, or a log
+//     written before records were chained).
+func (l *Log) chainHead(f *os.File, size int64) (h head, note string, err error) {
+	h, err = l.head.read()
+	if err != nil {
+		missing := errors.Is(err, errNoHead)
+		last, lerr := l.lastRecord(f, size)
+		if lerr != nil {
+			return head{}, "", lerr
+		}
+		lh, ok := headOf(last)
+		if !ok {
+			if !missing {
+				l.log.Warn("audit: chain head unreadable; the log has no chained record, starting the chain", "error", err)
+				return head{size: size}, "the chain head was unreadable", nil
+			}
+			return head{size: size}, "", nil
+		}
+		l.log.Warn("audit: chain head missing or unreadable; continuing from the log's last record", "dir", l.opts.Dir, "error", err)
+		lh.size = size
+		return lh, "the chain head was missing or unreadable: records after seq " + strconv.FormatInt(lh.seq, 10) + " may have been removed", nil
+	}
+	switch {
+	case h.size == size:
+		return h, "", nil
+	case size > h.size && size-h.size <= maxTail:
+		// Follow records that link to the head.
+		tail := make([]byte, size-h.size)
+		if _, err := f.ReadAt(tail, h.size); err != nil && !errors.Is(err, io.EOF) {
+			return head{}, "", err
+		}
+		for len(tail) > 0 {
+			i := bytes.IndexByte(tail, '\n')
+			if i < 0 {
+				break
+			}
+			ln := tail[:i+1]
+			var lk link
+			if json.Unmarshal(ln, &lk) != nil || lk.Seq == nil || lk.Prev == nil || *lk.Seq != h.seq+1 || *lk.Prev != h.hash {
+				break
+			}
+			h.seq, h.hash, h.size = *lk.Seq, lineHash(ln), h.size+int64(len(ln))
+			tail = tail[i+1:]
+		}
+		if h.size == size {
+			return h, "", nil
+		}
+	case size == 0:
+		// A process stopped between rotating the log and writing the
+		// head: the newest rotated file ends with the head's record.
+		if last, err := l.lastRotated(); err == nil {
+			if lh, ok := headOf(last); ok && lh.seq == h.seq && lh.hash == h.hash {
+				h.size = 0
+				return h, "", nil
+			}
+		}
+	}
+	l.log.Warn("audit: audit.jsonl does not end where the chain head says; continuing from the head", "dir", l.opts.Dir, "size", size, "head_size", h.size, "head_seq", h.seq)
+	note = fmt.Sprintf("audit.jsonl was %d bytes where the chain head (seq %d) said %d: it was changed outside bub-mcp", size, h.seq, h.size)
+	h.size = size
+	return h, note, nil
+}
+
+// lastRecord is the last line of the log: of audit.jsonl (f, size bytes)
+// or, when that is empty, of the newest rotated file.
+func (l *Log) lastRecord(f *os.File, size int64) ([]byte, error) {
+	if size > 0 {
+		return lastLine(f, size)
+	}
+	last, err := l.lastRotated()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return last, err
+}
+
+// lastRotated is the last line of the newest rotated file; fs.ErrNotExist
+// when there is none.
+func (l *Log) lastRotated() ([]byte, error) {
+	names, err := Rotated(l.opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, fs.ErrNotExist
+	}
+	f, err := os.Open(filepath.Join(l.opts.Dir, names[0]))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return lastLine(f, st.Size())
+}
+
+// rotate renames the full log away (under the lock), prunes old files and
+// writes the head for the new, empty file: h with size 0 and, when
+// pruning removed files, the first seq still kept. The caller reads it
+// back once it holds the new file's lock.
+func (l *Log) rotate(h head) error {
 	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
 	dst := filepath.Join(l.opts.Dir, "audit-"+stamp+".jsonl")
 	if err := os.Rename(l.file.Path(), dst); err != nil {
 		return fmt.Errorf("rotate: %w", err)
 	}
 	sharedfile.SyncDir(l.opts.Dir)
-	l.prune()
+	if l.prune() {
+		h.first = l.oldestSeq(h.seq + 1)
+	}
+	h.size = 0
+	if err := l.head.write(h, l.opts.Sync); err != nil {
+		l.log.Warn("audit: write the chain head", "dir", l.opts.Dir, "error", err)
+	}
 	return nil
 }
 
-// prune removes rotated files beyond KeepFiles and older than KeepDays.
-func (l *Log) prune() {
+// oldestSeq is the seq of the oldest chained record of the rotated
+// files (files written before the chain are skipped), or next when they
+// have none (the next record is then the oldest).
+func (l *Log) oldestSeq(next int64) int64 {
+	names, err := Rotated(l.opts.Dir)
+	if err != nil {
+		return next
+	}
+	slices.Reverse(names) // oldest first
+	for _, name := range names {
+		if seq, ok := firstSeq(filepath.Join(l.opts.Dir, name)); ok {
+			return seq
+		}
+	}
+	return next
+}
+
+// firstSeq is the seq of the first chained record in the file at path.
+func firstSeq(path string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	for {
+		ln, err := r.ReadBytes('\n')
+		if h, ok := headOf(ln); ok {
+			return h.seq, true
+		}
+		if err != nil {
+			return 0, false
+		}
+	}
+}
+
+// prune removes rotated files beyond KeepFiles and older than KeepDays,
+// and reports whether it removed any.
+func (l *Log) prune() bool {
 	names, err := Rotated(l.opts.Dir)
 	if err != nil {
 		l.log.Warn("audit: list rotated files", "dir", l.opts.Dir, "error", err)
-		return
+		return false
 	}
+	removed := false
 	cutoff := time.Now().AddDate(0, 0, -l.opts.KeepDays)
 	for i, name := range names { // newest first
 		path := filepath.Join(l.opts.Dir, name)
@@ -412,9 +609,12 @@ func (l *Log) prune() {
 		if drop {
 			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				l.log.Warn("audit: remove old file", "file", path, "error", err)
+			} else {
+				removed = true
 			}
 		}
 	}
+	return removed
 }
 
 // Rotated lists the rotated log files in dir, newest first.
@@ -472,5 +672,6 @@ func (l *Log) Close() error {
 		l.pg.close()
 		return err
 	}
+	l.head.close()
 	return errors.Join(err, l.file.Close())
 }

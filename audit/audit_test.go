@@ -95,6 +95,12 @@ func TestRecordFields(t *testing.T) {
 		t.Fatalf("%d lines; want %d", len(got), len(tests))
 	}
 	for i, tt := range tests {
+		// The chain's link: numbered from 1, the first linking to nothing.
+		if got[i]["seq"] != float64(i+1) || (i == 0) != (got[i]["prev"] == "") {
+			t.Errorf("%s: seq %v, prev %q; want seq %d", tt.name, got[i]["seq"], got[i]["prev"], i+1)
+		}
+		delete(got[i], "seq")
+		delete(got[i], "prev")
 		if diff := cmp.Diff(tt.want, got[i]); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
 		}
@@ -206,6 +212,14 @@ func TestSharedDirectory(t *testing.T) {
 	if rot, _ := Rotated(dir); len(rot) < 1 {
 		t.Errorf("expected rotations, got %v", rot)
 	}
+	// Both writers kept one chain, across the rotations.
+	rep, err := Verify(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Intact() || rep.Records != 2*n || rep.First != 1 || rep.Last != 2*n {
+		t.Errorf("Verify = %+v, problem %v; want %d intact records", rep, rep.Problem, 2*n)
+	}
 }
 
 func TestClosedLogDropsRecords(t *testing.T) {
@@ -234,5 +248,32 @@ func BenchmarkEncode(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.encode(r)
+	}
+}
+
+// BenchmarkRecordCommit is the whole write path of an echo call's record:
+// encoding, the group commit's write(2) under the flock and, since the
+// log is chained, the link and the head. batch records go in each commit.
+func BenchmarkRecordCommit(b *testing.B) {
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			l, err := Open(Options{Dir: b.TempDir(), MaxFileBytes: 1 << 40, CommitInterval: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			r := Record{Time: time.Now(), Profile: "default", Client: "bub-mcp-bench/dev", Transport: "http", Session: "mcp:default:0123456789abcdef",
+				RunID: "http-1", Mode: "direct", Tool: "echo", Args: json.RawMessage(`{"message":"hello from the benchmark"}`), Outcome: "ok", Duration: 15 * time.Microsecond}
+			b.ReportAllocs()
+			for b.Loop() {
+				for range batch {
+					l.Record(r)
+				}
+				if err := l.commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/record")
+		})
 	}
 }

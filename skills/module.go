@@ -22,11 +22,13 @@ const maxWarned = 1024
 
 // Module is the skills of one App: it contributes the skill tool and
 // remembers which legacy skill directories it already warned about, so a
-// long-running server warns once per directory, not once per call. It has
-// no configuration. The zero value is usable (it logs to slog.Default()).
+// long-running server warns once per directory, not once per call. Its
+// configuration is the [skills] table (see Config). The zero value is
+// usable (it logs to slog.Default() and expands no ${config.*}).
 type Module struct {
-	log *slog.Logger
-	app *app.App // nil for the zero Module: no configuration, no profiles
+	log  *slog.Logger
+	app  *app.App // nil for the zero Module: no configuration, no profiles
+	vars Vars
 
 	mu     sync.Mutex
 	warned map[string]bool
@@ -39,10 +41,42 @@ func (*Module) BubModule() app.ModuleInfo {
 	return app.ModuleInfo{ID: "skills", New: func() app.Module { return new(Module) }}
 }
 
-// Provision contributes the skill tool and logs to the App's logger.
+// Config is the [skills] table of bub.toml.
+type Config struct {
+	// Vars are the only values a skill's ${config.<name>} may expand:
+	// ${config.team} reads [skills.vars] team, ${config.a.b} reads
+	// [skills.vars.a] b. A SKILL.md is text anyone with fs.write (or bash)
+	// can plant, and what it expands goes back to the client, so nothing
+	// else of bub.toml (state key, store DSN, upstream tokens) is ever
+	// reachable from a skill.
+	Vars Vars `toml:"vars"`
+}
+
+// Vars is the [skills.vars] table as TOML values (strings, int64,
+// float64, bool, times, arrays and nested tables).
+type Vars map[string]any
+
+// UnmarshalTOML keeps the table whole, nested tables included, and makes
+// the TOML decoder count every key under it as known.
+func (v *Vars) UnmarshalTOML(data any) error {
+	t, ok := data.(map[string]any)
+	if !ok {
+		return fmt.Errorf("skills.vars: want a table, not %T", data)
+	}
+	*v = t
+	return nil
+}
+
+// Provision decodes [skills], contributes the skill tool and logs to the
+// App's logger.
 func (m *Module) Provision(ctx context.Context, a *app.App) error {
+	var c Config
+	if err := a.Config().Decode("skills", &c); err != nil {
+		return err
+	}
 	m.log = a.Logger()
 	m.app = a
+	m.vars = c.Vars
 	if err := a.RegisterTool(m.Tool()); err != nil {
 		return fmt.Errorf("skills: %w", err)
 	}
@@ -74,13 +108,43 @@ func (m *Module) confined(profile string) bool {
 	return err == nil && p.Confine
 }
 
-// Body renders s's instructions (Skill.Body) with ${config.a.b} filled in
-// from the App's bub.toml.
+// Body renders s's instructions (Skill.Body) with ${config.a.b} filled
+// in from [skills.vars]. A name that is not there stays as written, and
+// one note after the body lists those names, so the model (and the skill's
+// author) sees what was not expanded; the note is the same whether or not
+// bub.toml has such a setting elsewhere.
 func (m *Module) Body(s Skill, python string) string {
 	if m.app == nil {
 		return s.Body(python)
 	}
-	return s.render(python, m.app.Config().Value)
+	text, missing := s.render(python, m.variable)
+	if len(missing) == 0 {
+		return text
+	}
+	if m.firstWarning("vars:" + s.Location) {
+		m.logger().Warn("skills.vars_missing", "skill", s.Name, "path", s.Location, "names", missing,
+			"hint", "only [skills.vars] of bub.toml expands in skills")
+	}
+	refs := make([]string, len(missing))
+	for i, n := range missing {
+		refs[i] = "${config." + n + "}"
+	}
+	return text + "\n\n(not expanded: " + strings.Join(refs, ", ") + "; a skill may only use the [skills.vars] the operator set in bub.toml)"
+}
+
+// variable finds a dotted name in [skills.vars].
+func (m *Module) variable(name string) (any, bool) {
+	var v any = map[string]any(m.vars)
+	for k := range strings.SplitSeq(name, ".") {
+		t, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = t[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
 }
 
 // PromptFor is the skills prompt of a turn on conn: the skills it may use

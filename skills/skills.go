@@ -57,37 +57,44 @@ type Skill struct {
 // interpreter of the environment it runs in. python is the interpreter to
 // name; empty means environment.DefaultPython. A file that cannot be read
 // has an empty body. ${config.a.b} stays as written: Module.Body fills it
-// in from the App's configuration.
-func (s Skill) Body(python string) string { return s.render(python, nil) }
+// in from the operator's [skills.vars] table.
+func (s Skill) Body(python string) string {
+	text, _ := s.render(python, nil)
+	return text
+}
 
 // configRE matches ${config.a.b} (Bub's CONFIG_TEMPLATE_PATTERN).
 var configRE = regexp.MustCompile(`\$\{\s*config\.([a-zA-Z0-9_.-]+)\s*\}`)
 
-// render is Body with a configuration lookup for ${config.a.b}; nil
-// leaves them as written. A setting that is not there stays as written
-// too, so the model sees what is missing.
-func (s Skill) render(python string, config func(path string) (any, bool)) string {
+// render is Body with a lookup for ${config.a.b}; nil leaves them as
+// written. A name the lookup does not have stays as written too, and is
+// returned in missing (each once, in order), so the caller can say so.
+func (s Skill) render(python string, vars func(path string) (any, bool)) (text string, missing []string) {
 	data, err := os.ReadFile(s.Location)
 	if err != nil {
-		return ""
+		return "", nil
 	}
-	text := strings.TrimSpace(string(data))
+	text = strings.TrimSpace(string(data))
 	if _, rest, ok := splitFrontmatter(text); ok {
 		text = strings.TrimSpace(rest)
 	}
 	if python == "" {
 		python = environment.DefaultPython
 	}
-	if config != nil {
+	if vars != nil {
 		text = configRE.ReplaceAllStringFunc(text, func(m string) string {
-			v, ok := config(configRE.FindStringSubmatch(m)[1])
+			name := configRE.FindStringSubmatch(m)[1]
+			v, ok := vars(name)
 			if !ok {
+				if !slices.Contains(missing, name) {
+					missing = append(missing, name)
+				}
 				return m
 			}
 			return configText(v)
 		})
 	}
-	return substitute(text, map[string]string{"SKILL_DIR": filepath.Dir(s.Location), "PYTHON": python})
+	return substitute(text, map[string]string{"SKILL_DIR": filepath.Dir(s.Location), "PYTHON": python}), missing
 }
 
 // configText renders a configuration value as Bub does: strings as they

@@ -1,0 +1,336 @@
+package audit
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+)
+
+// Problem kinds, as Verify reports them.
+const (
+	// ProblemAltered: a record is not what was written (its hash does not
+	// match the next record's link, or it is not JSON, or it lost its link).
+	ProblemAltered = "altered"
+	// ProblemMissing: records are missing between two that are kept, or
+	// before the oldest one kept.
+	ProblemMissing = "missing"
+	// ProblemReordered: a record is out of order or repeated.
+	ProblemReordered = "reordered"
+	// ProblemTruncated: the log ends before the last record the chain
+	// head knows of.
+	ProblemTruncated = "truncated"
+	// ProblemHead: the chain head is missing or unreadable, or a writer
+	// found the log changed under it (a "chain_note" in a record).
+	ProblemHead = "head"
+)
+
+// Problem is the first break Verify found in the chain.
+type Problem struct {
+	// File is the log file (a name in the directory) and Line the line
+	// (from 1) of the record at fault; Line is 0 for the head file.
+	File string `json:"file"`
+	Line int    `json:"line"`
+	// Seq is the record's seq, when it has one.
+	Seq int64 `json:"seq,omitempty"`
+	// Kind is one of the Problem* constants.
+	Kind string `json:"kind"`
+	// Detail says what is wrong, for a person.
+	Detail string `json:"detail"`
+}
+
+func (p *Problem) Error() string {
+	if p.Line == 0 {
+		return fmt.Sprintf("%s: %s: %s", p.File, p.Kind, p.Detail)
+	}
+	return fmt.Sprintf("%s:%d: %s: %s", p.File, p.Line, p.Kind, p.Detail)
+}
+
+// Report is what Verify found in a directory.
+type Report struct {
+	// Dir is the directory verified.
+	Dir string `json:"dir"`
+	// Files are the log files read, oldest first.
+	Files []string `json:"files"`
+	// Records counts the chained records read; Unchained those written
+	// before records carried links (by an earlier bub-mcp), which nothing
+	// can check.
+	Records   int `json:"records"`
+	Unchained int `json:"unchained,omitempty"`
+	// First and Last are the seqs of the oldest and newest records read.
+	First int64 `json:"first_seq,omitempty"`
+	Last  int64 `json:"last_seq,omitempty"`
+	// Problem is the first break found; nil when the chain is intact.
+	Problem *Problem `json:"problem,omitempty"`
+}
+
+// Intact reports whether Verify found no problem.
+func (r *Report) Intact() bool { return r.Problem == nil }
+
+// record is one line as Verify reads it.
+type record struct {
+	file string
+	line int
+	seq  int64
+	prev string
+	hash string
+	note string
+}
+
+// Verify checks the audit log in dir (every rotated file, oldest first,
+// then audit.jsonl) against its hash chain and chain head, and reports the
+// first record missing, altered or out of order, or a tail cut off since
+// the head was written. It holds a shared lock on audit.jsonl while it
+// reads, so writers sharing the directory wait rather than rotate under
+// it. The error is for a directory that cannot be read; a broken chain is
+// Report.Problem.
+func Verify(dir string) (*Report, error) {
+	rep := &Report{Dir: dir}
+	unlock, err := lockShared(filepath.Join(dir, FileName))
+	if err != nil {
+		return nil, fmt.Errorf("audit: verify %s: %w", dir, err)
+	}
+	defer unlock()
+	rotated, err := Rotated(dir)
+	if err != nil {
+		return nil, fmt.Errorf("audit: verify: %w", err)
+	}
+	slices.Reverse(rotated)
+	files := rotated
+	if _, err := os.Stat(filepath.Join(dir, FileName)); err == nil {
+		files = append(files, FileName)
+	}
+	rep.Files = files
+	h, herr := readHead(dir)
+	if herr != nil && !errors.Is(herr, errNoHead) {
+		rep.Problem = &Problem{File: HeadFileName, Kind: ProblemHead, Detail: herr.Error()}
+		return rep, nil
+	}
+	hasHead := herr == nil
+
+	v := &verifier{rep: rep, head: h, hasHead: hasHead}
+	rd := &reader{dir: dir, files: files, rep: rep}
+	defer rd.close()
+	cur, err := rd.next()
+	for cur != nil && rep.Problem == nil {
+		next, err := rd.next()
+		if err != nil {
+			return nil, fmt.Errorf("audit: verify: %w", err)
+		}
+		if v.check(cur, next) {
+			break
+		}
+		cur = next
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit: verify: %w", err)
+	}
+	if rep.Problem == nil {
+		v.finish()
+	}
+	return rep, nil
+}
+
+// verifier follows the chain one record at a time, with the next record
+// in view (to tell a swap from a gap).
+type verifier struct {
+	rep     *Report
+	head    head
+	hasHead bool
+	last    *record // the last record checked
+	headHit bool    // a record with the head's seq was seen
+}
+
+// check checks cur against the record before it and the one after it
+// (nil at the end), and reports whether it found a problem.
+func (v *verifier) check(cur, next *record) bool {
+	rep := v.rep
+	fail := func(r *record, kind, format string, args ...any) bool {
+		rep.Problem = &Problem{File: r.file, Line: r.line, Seq: r.seq, Kind: kind, Detail: fmt.Sprintf(format, args...)}
+		return true
+	}
+	if rep.Problem != nil {
+		return true
+	}
+	if cur.note != "" {
+		return fail(cur, ProblemHead, "a writer found the log changed before this record: %s", cur.note)
+	}
+	if v.last == nil {
+		want := int64(1)
+		if v.head.first > 0 {
+			want = v.head.first
+		}
+		switch {
+		case cur.seq > want:
+			return fail(cur, ProblemMissing, "the oldest record kept is seq %d, want %d: %s missing (files removed outside rotation)", cur.seq, want, span(want, cur.seq-1))
+		case cur.seq < want:
+			return fail(cur, ProblemMissing, "the oldest record kept is seq %d, but the chain head says records before seq %d were pruned", cur.seq, want)
+		case cur.seq == 1 && cur.prev != "":
+			return fail(cur, ProblemAltered, "the first record links to a record before it")
+		}
+	} else {
+		last := v.last
+		switch {
+		case cur.seq == last.seq+1 && cur.prev != last.hash:
+			return fail(last, ProblemAltered, "its hash does not match the link in the next record (%s:%d): this record, or that link, was changed", cur.file, cur.line)
+		case cur.seq <= last.seq:
+			return fail(cur, ProblemReordered, "seq %d comes after seq %d (%s:%d): records out of order or repeated", cur.seq, last.seq, last.file, last.line)
+		case cur.seq > last.seq+1 && next != nil && next.seq == last.seq+1:
+			return fail(cur, ProblemReordered, "seq %d comes before seq %d (%s:%d): records out of order", cur.seq, next.seq, next.file, next.line)
+		case cur.seq > last.seq+1 && cur.prev == last.hash:
+			return fail(cur, ProblemAltered, "its seq is %d but it links to seq %d", cur.seq, last.seq)
+		case cur.seq > last.seq+1:
+			return fail(cur, ProblemMissing, "%s missing before it (after %s:%d)", span(last.seq+1, cur.seq-1), last.file, last.line)
+		}
+	}
+	if v.hasHead && cur.seq == v.head.seq {
+		v.headHit = true
+		if cur.hash != v.head.hash {
+			return fail(cur, ProblemAltered, "its hash does not match the chain head's (%s)", HeadFileName)
+		}
+	}
+	if rep.First == 0 {
+		rep.First = cur.seq
+	}
+	rep.Last = cur.seq
+	rep.Records++
+	v.last = cur
+	return false
+}
+
+// span names the records a to b, with the verb's number.
+func span(a, b int64) string {
+	if a == b {
+		return fmt.Sprintf("record %d is", a)
+	}
+	return fmt.Sprintf("records %d to %d are", a, b)
+}
+
+// finish checks the end of the log against the head.
+func (v *verifier) finish() {
+	rep := v.rep
+	switch {
+	case !v.hasHead && rep.Records > 0:
+		rep.Problem = &Problem{File: HeadFileName, Kind: ProblemHead, Detail: "the chain head is missing: the end of the log cannot be checked"}
+	case v.hasHead && v.head.seq > 0 && (v.last == nil || v.last.seq < v.head.seq):
+		p := &Problem{File: HeadFileName, Kind: ProblemTruncated}
+		if v.last == nil {
+			p.Detail = fmt.Sprintf("the chain head says %d records were written, and none is left", v.head.seq)
+		} else {
+			p.File, p.Line, p.Seq = v.last.file, v.last.line, v.last.seq
+			p.Detail = fmt.Sprintf("the log ends at seq %d, but the chain head says %d records were written: %s cut off", v.last.seq, v.head.seq, span(v.last.seq+1, v.head.seq))
+		}
+		rep.Problem = p
+	case v.hasHead && v.head.seq > 0 && !v.headHit:
+		rep.Problem = &Problem{File: HeadFileName, Kind: ProblemMissing, Detail: fmt.Sprintf("no record has the head's seq %d", v.head.seq)}
+	}
+}
+
+// reader reads the chained records of files (in dir), oldest first,
+// counting the unchained ones before the chain in rep. A line that is not
+// a record sets rep.Problem and ends the reading.
+type reader struct {
+	dir     string
+	files   []string
+	rep     *Report
+	f       *os.File
+	r       *bufio.Reader
+	name    string
+	n       int
+	chained bool
+}
+
+// next returns the next chained record; nil at the end or once
+// rep.Problem is set.
+func (rd *reader) next() (*record, error) {
+	for rd.rep.Problem == nil {
+		if rd.r == nil {
+			if len(rd.files) == 0 {
+				return nil, nil
+			}
+			rd.name, rd.files, rd.n = rd.files[0], rd.files[1:], 0
+			f, err := os.Open(filepath.Join(rd.dir, rd.name))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // pruned since it was listed
+			}
+			if err != nil {
+				return nil, err
+			}
+			rd.f, rd.r = f, bufio.NewReaderSize(f, 64<<10)
+		}
+		ln, err := rd.r.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: %w", rd.name, err)
+		}
+		if len(ln) == 0 {
+			rd.close()
+			continue
+		}
+		rd.n++
+		fail := func(detail string) {
+			rd.rep.Problem = &Problem{File: rd.name, Line: rd.n, Kind: ProblemAltered, Detail: detail}
+		}
+		var lk link
+		switch {
+		case ln[len(ln)-1] != '\n':
+			fail("the last line is cut short (no newline)")
+		case json.Unmarshal(ln, &lk) != nil:
+			fail("not a JSON record")
+		case lk.Seq == nil || lk.Prev == nil:
+			if rd.chained {
+				fail("a record without its link (seq, prev) after the chain began")
+			} else {
+				rd.rep.Unchained++
+			}
+		default:
+			rd.chained = true
+			return &record{file: rd.name, line: rd.n, seq: *lk.Seq, prev: *lk.Prev, hash: lineHash(ln), note: lk.Note}, nil
+		}
+	}
+	return nil, nil
+}
+
+func (rd *reader) close() {
+	if rd.f != nil {
+		rd.f.Close()
+		rd.f, rd.r = nil, nil
+	}
+}
+
+// lockShared takes a shared flock on the log file (when it exists), the
+// one its path names once locked, so no writer appends or rotates while
+// it is held.
+func lockShared(path string) (unlock func(), err error) {
+	for range 100 {
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return func() {}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for {
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH)
+			if !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		fst, err1 := f.Stat()
+		pst, err2 := os.Stat(path)
+		if err1 == nil && err2 == nil && os.SameFile(fst, pst) {
+			return func() { f.Close() }, nil
+		}
+		f.Close() // rotated between open and lock: try the new one
+	}
+	return nil, errors.New("lock " + path + ": the file keeps being replaced")
+}
