@@ -110,6 +110,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 		AllowedHosts:   cfg.Server.AllowedHosts,
 		SessionIdleTTL: cfg.Server.SessionIdleTTL.Duration,
 		Health:         upstreamHealth(a),
+		Loopback:       loopback,
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -49,9 +49,26 @@ type HTTPOptions struct {
 	// Prometheus exposition). With Tokens set it needs a valid bearer
 	// token too: it names the tools and how they are used.
 	Metrics http.Handler
-	// Health, when set, adds lines after /healthz's "ok" (the upstream
-	// servers' states); bub-mcp itself is healthy whatever they say.
-	Health func() []string
+	// Health, when set, reports the parts bub-mcp relies on (the
+	// upstream servers) for /healthz. bub-mcp itself keeps serving
+	// whatever they say, so /healthz answers 200 either way.
+	Health func() Health
+	// Loopback says the listener binds only loopback interfaces. Without
+	// Tokens, /healthz then shows Health's details to any caller (only
+	// local users reach it); on other binds they need a valid token.
+	Loopback bool
+}
+
+// Health is what /healthz reports of the parts bub-mcp relies on.
+type Health struct {
+	// Degraded is set while a part is failing (an upstream server that
+	// does not start); unauthenticated callers learn this and no more.
+	Degraded bool
+	// Details describe each part (upstream states and last errors). They
+	// can hold what a failing process wrote to stderr, secrets included,
+	// so only a caller with a valid bearer token sees them (or anyone on
+	// a loopback bind without tokens; see HTTPOptions.Loopback).
+	Details []string
 }
 
 // modernProtocol is the sessionless protocol version, which removed stream
@@ -60,7 +77,8 @@ const modernProtocol = "2026-07-28"
 
 // Handler returns the HTTP handler: /mcp, /p/<profile>/mcp and
 // /mcp/p/<profile> speak
-// streamable HTTP (both protocol eras); /healthz answers "ok"; /metrics
+// streamable HTTP (both protocol eras); /healthz answers "ok" or
+// "degraded" (and Health's details to callers allowed them); /metrics
 // serves HTTPOptions.Metrics when set. The returned
 // shutdown function closes MCP sessions (their SSE streams would otherwise
 // keep connections busy forever).
@@ -197,12 +215,22 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	// inspector probes others with GET), so profiles are served there too.
 	mux.Handle("/p/{profile}/mcp", mcpHandler("profile"))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
+		var h Health
 		if o.Health != nil {
-			for _, line := range o.Health() {
-				fmt.Fprintln(w, line)
-			}
+			h = o.Health()
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if h.Degraded {
+			fmt.Fprintln(w, "degraded")
+		} else {
+			fmt.Fprintln(w, "ok")
+		}
+		if !healthDetails(r, o) {
+			return
+		}
+		for _, line := range h.Details {
+			fmt.Fprintln(w, line)
 		}
 	})
 	if o.Metrics != nil {
@@ -255,6 +283,17 @@ func (m *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
 func (m *sessionIDs) known(id string) bool {
 	_, ok := m.live.Load(id)
 	return ok
+}
+
+// healthDetails reports whether a /healthz caller may see the details:
+// with tokens configured, one that presents a valid one; without, any
+// caller of a loopback bind.
+func healthDetails(r *http.Request, o HTTPOptions) bool {
+	if len(o.Tokens) > 0 {
+		_, ok := authenticate(r, o.Tokens)
+		return ok
+	}
+	return o.Loopback
 }
 
 // authenticate finds the token a request carries. Hashes are compared in
