@@ -72,6 +72,13 @@ type Server struct {
 	// IdleTimeout closes idle HTTP keep-alive connections; 0 means
 	// mcpserver's default.
 	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxSessions bounds the 2025-protocol HTTP sessions open at once; 0
+	// means mcpserver's default.
+	MaxSessions int `toml:"max_sessions"`
+	// MaxSessionsPerPrincipal bounds one bearer token's (or, without
+	// tokens, one client address's) sessions; 0 means a quarter of
+	// MaxSessions.
+	MaxSessionsPerPrincipal int `toml:"max_sessions_per_principal"`
 	// StateKey seals the requestState of 2026-07-28 multi-round-trip
 	// calls (BUB_STATE_KEY overrides it); empty means a key generated once
 	// under $BUB_HOME. Replicas behind one load balancer must share it.
@@ -392,6 +399,12 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 	}
 	if c.Server.MaxConcurrentPerClient < 0 {
 		return nil, fail("must be >= 0", "server", "max_concurrent_per_client")
+	}
+	if c.Server.MaxSessions < 0 {
+		return nil, fail("must be >= 0", "server", "max_sessions")
+	}
+	if c.Server.MaxSessionsPerPrincipal < 0 {
+		return nil, fail("must be >= 0", "server", "max_sessions_per_principal")
 	}
 	for pname, p := range c.Profiles {
 		if !profileNameRE.MatchString(pname) {

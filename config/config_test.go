@@ -63,6 +63,8 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"unknown key", "[server]\nsession_idle_ttl = \"1m\"\nbogus = 1\n", "config: bub.toml:3: server.bogus: unknown key"},
 		{"bad duration", "[server]\n\nshutdown_grace = \"soon\"\n", "config: bub.toml:3: server.shutdown_grace"},
 		{"wrong type", "[server]\nallowed_hosts = \"many\"\n", "config: bub.toml:2: server.allowed_hosts"},
+		{"negative max_sessions", "[server]\nmax_sessions = -1\n", "config: bub.toml:2: server.max_sessions: must be >= 0"},
+		{"negative share", "[server]\n\nmax_sessions_per_principal = -4\n", "config: bub.toml:3: server.max_sessions_per_principal: must be >= 0"},
 		{"unknown profile key", "[profiles.x]\ntolls = []\n", "config: bub.toml:2: profiles.x.tolls: unknown key"},
 		{"bad glob", "[profiles.x]\ntools = [\"[\"]\n", "config: bub.toml:2: profiles.x.tools: providers: bad tool pattern"},
 		{"bad confirm glob", "[profiles.x]\nconfirm = [\"[\"]\n", "config: bub.toml:2: profiles.x.confirm: providers: bad tool pattern"},

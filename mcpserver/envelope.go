@@ -162,6 +162,18 @@ func parseEnvelope(b []byte) (envelope, error) {
 	return env, err
 }
 
+// isInitialize reports whether a POST body is an initialize request, as
+// mcp-go will read it (encoding/json too). Only a body that could name
+// the method is decoded: one holding the word, or a \u escape (the only
+// way to spell its letters otherwise).
+func isInitialize(body []byte) bool {
+	if !bytes.Contains(body, []byte("initialize")) && !bytes.Contains(body, []byte(`\u`)) {
+		return false
+	}
+	env, err := parseEnvelope(body)
+	return err == nil && env.Method == string(mcp.MethodInitialize)
+}
+
 // idFromPrefix finds a request's id in the start of a message too large
 // to read whole, so that its refusal answers the request instead of
 // leaving the client waiting (an answer with id null resolves nothing).

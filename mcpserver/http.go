@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -14,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/providers"
@@ -89,9 +87,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	if o.SessionIdleTTL <= 0 {
 		o.SessionIdleTTL = 30 * time.Minute
 	}
-	ids := &sessionIDs{}
+	ids := newSessionTable(s.limits.MaxSessions, s.limits.MaxSessionsPerPrincipal)
 	streamable := server.NewStreamableHTTPServer(s.mcp,
-		server.WithSessionIdManager(ids),
+		server.WithSessionIdManagerResolver(ids),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
 		// Without an event store mcp-go can drop the last notifications of
 		// a call (mcp-go PR #969); the store also enables Last-Event-ID
@@ -162,6 +160,17 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 					}
 				}
 				body := bodyBytes(r) // readBody lets it go once read
+				// An initialize opens a 2025 session (unless mcp-go finds it
+				// of the sessionless era): it needs a slot.
+				if isInitialize(body) {
+					claim, err := ids.reserve(principalOf(r, caller.Principal))
+					if err != nil {
+						refuseSession(w, err)
+						return
+					}
+					defer ids.settle(claim)
+					st.claim = claim
+				}
 				servePollable(streamable, w, r, st, session && s.detachable(body))
 				if refused := st.pw.finish(body); refused {
 					s.serveOddID(streamable, w, r, st, body)
@@ -220,7 +229,6 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 			h = o.Health()
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
 		if h.Degraded {
 			fmt.Fprintln(w, "degraded")
 		} else {
@@ -250,39 +258,6 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		h = hostCheck(h, o.AllowedHosts)
 	}
 	return h, func(ctx context.Context) { streamable.CloseSessions(ctx) }
-}
-
-// sessionIDs is mcp-go's SessionIdManager for 2025 sessions: the ids
-// issued and not yet ended. mcp-go's InsecureStatefulSessionIdManager
-// would do but keeps every ended id for the process's life (173 bytes of
-// heap per session ever made); an ended id here is forgotten, and answers
-// 404 as an unknown one does.
-type sessionIDs struct{ live sync.Map }
-
-// Generate issues a new session id: 130 random bits.
-func (m *sessionIDs) Generate() string {
-	id := "mcp-session-" + rand.Text()
-	m.live.Store(id, struct{}{})
-	return id
-}
-
-// Validate refuses an id not issued, or ended.
-func (m *sessionIDs) Validate(id string) (isTerminated bool, err error) {
-	if !m.known(id) {
-		return false, fmt.Errorf("unknown session id %q", id)
-	}
-	return false, nil
-}
-
-// Terminate ends a session (DELETE, the idle sweep, shutdown).
-func (m *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
-	m.live.Delete(id)
-	return false, nil
-}
-
-func (m *sessionIDs) known(id string) bool {
-	_, ok := m.live.Load(id)
-	return ok
 }
 
 // healthDetails reports whether a /healthz caller may see the details:
@@ -473,7 +448,7 @@ func (s *Server) serveOddID(h http.Handler, w http.ResponseWriter, r *http.Reque
 	}
 	again := r.WithContext(r.Context())
 	again.Body, again.ContentLength = &readBody{b: msg}, int64(len(msg))
-	st2 := &httpRequest{srv: s, request: request{caller: st.caller, header: st.header}}
+	st2 := &httpRequest{srv: s, request: request{caller: st.caller, header: st.header, claim: st.claim}}
 	servePollable(h, &idWriter{ResponseWriter: w, token: token, id: env.ID}, again, st2, false)
 	st2.pw.finish(msg) // not refused: its id is a string now
 }

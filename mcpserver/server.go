@@ -156,6 +156,7 @@ type request struct {
 	calling string                         // the tools/call's tool name: a deferred one passes the gate
 	baton   *baton                         // stdio: set while the request runs on the reading goroutine
 	dropped atomic.Bool                    // its answer is not sent (see drop)
+	claim   *sessionClaim                  // HTTP initialize (2025): its session slot
 }
 
 // withRequest attaches r to ctx.
