@@ -65,3 +65,36 @@ func TestHealthzHidesUpstreamStderr(t *testing.T) {
 		}
 	}
 }
+
+// TestServeCORSFromConfig: [server] cors_origins reaches the HTTP
+// transport, so the MCP Inspector's UI gets its preflight answered.
+func TestServeCORSFromConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	src := "[server]\ncors_origins = [\"http://localhost:6274\"]\n[profiles.default]\nworkspace = \"" + t.TempDir() + "\"\n"
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg)
+	url := serveHTTP(t, cmd)
+	for _, tt := range []struct {
+		origin     string
+		wantStatus int
+		wantAllow  string
+	}{
+		{"http://localhost:6274", http.StatusNoContent, "http://localhost:6274"},
+		{"http://localhost:9999", http.StatusMethodNotAllowed, ""},
+	} {
+		req, _ := http.NewRequest(http.MethodOptions, url, nil)
+		req.Header.Set("Origin", tt.origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Access-Control-Allow-Origin"); resp.StatusCode != tt.wantStatus || got != tt.wantAllow {
+			t.Errorf("preflight from %s = %d, Allow-Origin %q; want %d, %q", tt.origin, resp.StatusCode, got, tt.wantStatus, tt.wantAllow)
+		}
+	}
+}

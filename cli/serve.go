@@ -114,6 +114,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 		SessionIdleTTL: cfg.Server.SessionIdleTTL.Duration,
 		Health:         upstreamHealth(a),
 		Loopback:       loopback,
+		CORSOrigins:    cfg.Server.CORSOrigins,
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

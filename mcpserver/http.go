@@ -41,6 +41,14 @@ type HTTPOptions struct {
 	CheckHosts bool
 	// AllowedHosts extends the loopback host names the check accepts.
 	AllowedHosts []string
+	// CORSOrigins are the exact origins ("scheme://host[:port]") whose
+	// web pages may call the server from a browser, such as the MCP
+	// Inspector's UI: their preflights are answered, their responses
+	// carry Access-Control-Allow-Origin, and the Origin check lets them
+	// through. Other origins are treated as before (refused on loopback
+	// binds; an OPTIONS gets 405). No wildcard: any page could then
+	// drive the tools of a server without tokens.
+	CORSOrigins []string
 	// SessionIdleTTL expires idle 2025-protocol sessions; default 30m.
 	SessionIdleTTL time.Duration
 	// Metrics, when set, is served at GET /metrics (telemetry's
@@ -254,8 +262,11 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		})
 	}
 	var h http.Handler = bounded(mux, s.limits, &s.reclaim)
+	if len(o.CORSOrigins) > 0 {
+		h = cors(h, o.CORSOrigins)
+	}
 	if o.CheckHosts {
-		h = hostCheck(h, o.AllowedHosts)
+		h = hostCheck(h, o.AllowedHosts, o.CORSOrigins)
 	}
 	return h, func(ctx context.Context) { streamable.CloseSessions(ctx) }
 }
@@ -289,13 +300,18 @@ func authenticate(r *http.Request, tokens []Token) (Token, bool) {
 	return Token{}, false
 }
 
-// hostCheck refuses requests whose Host or Origin is not a loopback name:
-// a web page on another origin that resolves its name to 127.0.0.1 (DNS
-// rebinding) must not reach a local server's tools.
-func hostCheck(next http.Handler, extra []string) http.Handler {
+// hostCheck refuses requests whose Host or Origin is not a loopback name
+// (nor an origin configured for CORS): a web page on another origin that
+// resolves its name to 127.0.0.1 (DNS rebinding) must not reach a local
+// server's tools.
+func hostCheck(next http.Handler, extra, origins []string) http.Handler {
 	allowed := map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
 	for _, h := range extra {
 		allowed[strings.ToLower(h)] = true
+	}
+	corsOrigins := map[string]bool{}
+	for _, o := range origins {
+		corsOrigins[o] = true
 	}
 	ok := func(host string) bool {
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -309,13 +325,59 @@ func hostCheck(next http.Handler, extra []string) http.Handler {
 			http.Error(w, "forbidden: Host is not a local name (DNS rebinding protection)", http.StatusForbidden)
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
+		if origin := r.Header.Get("Origin"); origin != "" && origin != "null" && !corsOrigins[origin] {
 			u, err := url.Parse(origin)
 			if err != nil || !ok(u.Host) {
 				http.Error(w, "forbidden: Origin is not a local origin (DNS rebinding protection)", http.StatusForbidden)
 				return
 			}
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// CORS headers: the methods MCP uses, the request headers its clients
+// send (Accept and Content-Type: application/json are not all
+// CORS-safelisted), and the response headers a page must read.
+const (
+	corsMethods = "GET, POST, DELETE"
+	corsHeaders = "Content-Type, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name"
+	corsExposed = "Mcp-Session-Id, WWW-Authenticate, Retry-After"
+	corsMaxAge  = "600" // seconds a browser may keep a preflight's answer
+)
+
+// cors lets web pages of the listed origins call the server: it answers
+// their preflights itself (they carry no token, so /mcp would refuse
+// them with 401 or 405) and marks every response to them, refusals
+// included, as readable by the page. No credentials are allowed: clients
+// send their bearer token in Authorization, never a cookie. mcp-go's own
+// CORS (WithStreamableHTTPCORS) would not do: it runs inside its handler,
+// after our auth, Origin and method checks, and answers every origin's
+// preflight with 204.
+func cors(next http.Handler, origins []string) http.Handler {
+	allowed := map[string]bool{}
+	for _, o := range origins {
+		allowed[o] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if !allowed[origin] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Allow-Origin", origin)
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Add("Vary", "Access-Control-Request-Method")
+			h.Add("Vary", "Access-Control-Request-Headers")
+			h.Set("Access-Control-Allow-Methods", corsMethods)
+			h.Set("Access-Control-Allow-Headers", corsHeaders)
+			h.Set("Access-Control-Max-Age", corsMaxAge)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.Set("Access-Control-Expose-Headers", corsExposed)
 		next.ServeHTTP(w, r)
 	})
 }
