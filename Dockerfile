@@ -30,6 +30,6 @@ USER bub
 WORKDIR /work
 ENV BUB_CONFIG=/etc/bub-mcp/bub.toml BUB_LOG_FORMAT=json
 EXPOSE 8080
-HEALTHCHECK CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/8080 && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && grep -q ok <&3"]
+HEALTHCHECK CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/8080 && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && grep -qE '^(ok|degraded)' <&3"]
 ENTRYPOINT ["bub-mcp"]
 CMD ["serve", "--http", "0.0.0.0:8080"]

@@ -66,6 +66,9 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 			MaxConcurrentPerClient: a.Config().Server.MaxConcurrentPerClient,
 			ReadTimeout:            a.Config().Server.ReadTimeout.Duration,
 			IdleTimeout:            a.Config().Server.IdleTimeout.Duration,
+			// 2025 HTTP sessions.
+			MaxSessions:             a.Config().Server.MaxSessions,
+			MaxSessionsPerPrincipal: a.Config().Server.MaxSessionsPerPrincipal,
 		}})
 	if err != nil {
 		return err
@@ -110,6 +113,8 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 		AllowedHosts:   cfg.Server.AllowedHosts,
 		SessionIdleTTL: cfg.Server.SessionIdleTTL.Duration,
 		Health:         upstreamHealth(a),
+		Loopback:       loopback,
+		CORSOrigins:    cfg.Server.CORSOrigins,
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

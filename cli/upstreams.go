@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/upstream"
 )
 
@@ -110,11 +111,23 @@ func upstreamsFailed(env *Env, st []upstream.Status) error {
 	return nil
 }
 
-// upstreamHealth gives /healthz the upstream servers' states.
-func upstreamHealth(a *app.App) func() []string {
+// upstreamHealth gives /healthz the upstream servers' states: degraded
+// while one is failing (between retries, retrying after a failure, or
+// connected with its tools refused).
+func upstreamHealth(a *app.App) func() mcpserver.Health {
 	m, ok := upstream.FromApp(a)
 	if !ok {
 		return nil
 	}
-	return m.Healthz
+	return func() mcpserver.Health {
+		h := mcpserver.Health{Details: m.Healthz()}
+		for _, s := range m.Status() {
+			switch {
+			case s.State == upstream.StateBackoff, s.State == upstream.StateError,
+				s.State == upstream.StateStarting && s.LastError != "":
+				h.Degraded = true
+			}
+		}
+		return h
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -54,6 +55,9 @@ type Server struct {
 	ShutdownGrace Duration `toml:"shutdown_grace"`
 	// AllowedHosts extends the Host/Origin allow-list of loopback binds.
 	AllowedHosts []string `toml:"allowed_hosts"`
+	// CORSOrigins are the exact origins whose web pages may call the HTTP
+	// transport from a browser (the MCP Inspector's UI); "*" is refused.
+	CORSOrigins []string `toml:"cors_origins"`
 	// AuditCommitInterval is the tape group-commit interval for the audit
 	// trail: what a crash can lose at most.
 	AuditCommitInterval Duration `toml:"audit_commit_interval"`
@@ -72,6 +76,13 @@ type Server struct {
 	// IdleTimeout closes idle HTTP keep-alive connections; 0 means
 	// mcpserver's default.
 	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxSessions bounds the 2025-protocol HTTP sessions open at once; 0
+	// means mcpserver's default.
+	MaxSessions int `toml:"max_sessions"`
+	// MaxSessionsPerPrincipal bounds one bearer token's (or, without
+	// tokens, one client address's) sessions; 0 means a quarter of
+	// MaxSessions.
+	MaxSessionsPerPrincipal int `toml:"max_sessions_per_principal"`
 	// StateKey seals the requestState of 2026-07-28 multi-round-trip
 	// calls (BUB_STATE_KEY overrides it); empty means a key generated once
 	// under $BUB_HOME. Replicas behind one load balancer must share it.
@@ -363,6 +374,23 @@ var (
 	decodeErrRE = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
 )
 
+// checkOrigin accepts an origin as browsers send it in the Origin
+// header: scheme://host[:port], lower case, http or https, nothing after.
+func checkOrigin(o string) error {
+	if o == "*" || o == "null" {
+		return fmt.Errorf("%q is not allowed: list exact origins such as \"http://localhost:6274\" (any web page could otherwise drive the tools)", o)
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "?") || strings.HasSuffix(o, "#") {
+		return fmt.Errorf("%q is not an origin: want scheme://host[:port] (http or https, no path), as in \"http://localhost:6274\"", o)
+	}
+	if o != strings.ToLower(o) {
+		return fmt.Errorf("%q: write the origin in lower case, as browsers send it", o)
+	}
+	return nil
+}
+
 // Parse validates TOML source; name is used in error messages.
 func Parse(name, src string, getenv func(string) string) (*Config, error) {
 	if getenv == nil {
@@ -392,6 +420,17 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 	}
 	if c.Server.MaxConcurrentPerClient < 0 {
 		return nil, fail("must be >= 0", "server", "max_concurrent_per_client")
+	}
+	for _, o := range c.Server.CORSOrigins {
+		if err := checkOrigin(o); err != nil {
+			return nil, fail(err.Error(), "server", "cors_origins")
+		}
+	}
+	if c.Server.MaxSessions < 0 {
+		return nil, fail("must be >= 0", "server", "max_sessions")
+	}
+	if c.Server.MaxSessionsPerPrincipal < 0 {
+		return nil, fail("must be >= 0", "server", "max_sessions_per_principal")
 	}
 	for pname, p := range c.Profiles {
 		if !profileNameRE.MatchString(pname) {

@@ -63,6 +63,12 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"unknown key", "[server]\nsession_idle_ttl = \"1m\"\nbogus = 1\n", "config: bub.toml:3: server.bogus: unknown key"},
 		{"bad duration", "[server]\n\nshutdown_grace = \"soon\"\n", "config: bub.toml:3: server.shutdown_grace"},
 		{"wrong type", "[server]\nallowed_hosts = \"many\"\n", "config: bub.toml:2: server.allowed_hosts"},
+		{"wildcard origin", "[server]\ncors_origins = [\"*\"]\n", "config: bub.toml:2: server.cors_origins: \"*\" is not allowed"},
+		{"origin with a path", "[server]\ncors_origins = [\"http://localhost:6274\", \"http://localhost:6274/\"]\n", "config: bub.toml:2: server.cors_origins: \"http://localhost:6274/\" is not an origin"},
+		{"origin without a scheme", "[server]\ncors_origins = [\"localhost:6274\"]\n", "config: bub.toml:2: server.cors_origins: \"localhost:6274\" is not an origin"},
+		{"origin in upper case", "[server]\ncors_origins = [\"http://Inspector.example\"]\n", "config: bub.toml:2: server.cors_origins: \"http://Inspector.example\": write the origin in lower case"},
+		{"negative max_sessions", "[server]\nmax_sessions = -1\n", "config: bub.toml:2: server.max_sessions: must be >= 0"},
+		{"negative share", "[server]\n\nmax_sessions_per_principal = -4\n", "config: bub.toml:3: server.max_sessions_per_principal: must be >= 0"},
 		{"unknown profile key", "[profiles.x]\ntolls = []\n", "config: bub.toml:2: profiles.x.tolls: unknown key"},
 		{"bad glob", "[profiles.x]\ntools = [\"[\"]\n", "config: bub.toml:2: profiles.x.tools: providers: bad tool pattern"},
 		{"bad confirm glob", "[profiles.x]\nconfirm = [\"[\"]\n", "config: bub.toml:2: profiles.x.confirm: providers: bad tool pattern"},
@@ -205,4 +211,18 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%.200q) = %v; want an error naming fuzz.toml", src, err)
 		}
 	})
+}
+
+// TestCORSOriginsAccepted: origins as browsers send them are kept as
+// written.
+func TestCORSOriginsAccepted(t *testing.T) {
+	src := "[server]\ncors_origins = [\"http://localhost:6274\", \"https://inspector.example.com\", \"http://[::1]:6274\"]\n"
+	c, err := Parse("bub.toml", src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"http://localhost:6274", "https://inspector.example.com", "http://[::1]:6274"}
+	if diff := cmp.Diff(want, c.Server.CORSOrigins); diff != "" {
+		t.Errorf("cors_origins (-want +got):\n%s", diff)
+	}
 }

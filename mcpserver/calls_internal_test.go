@@ -42,10 +42,18 @@ func TestCallsWait(t *testing.T) {
 }
 
 // TestSessionIDsForgetEnded: an ended session's id is refused and no
-// longer held, so a long-lived server does not keep every id it issued.
+// longer held, so a long-lived server does not keep every id it issued;
+// its slot is free again.
 func TestSessionIDsForgetEnded(t *testing.T) {
-	var m sessionIDs
-	a, b := m.Generate(), m.Generate()
+	m := newSessionTable(2, 2)
+	issue := func() string {
+		c, err := m.reserve("p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Generate()
+	}
+	a, b := issue(), issue()
 	if a == b {
 		t.Fatalf("two sessions got the same id %q", a)
 	}
@@ -58,9 +66,21 @@ func TestSessionIDsForgetEnded(t *testing.T) {
 	if _, err := m.Validate(b); err != nil {
 		t.Errorf("a live session's id refused: %v", err)
 	}
-	var held []any
-	m.live.Range(func(k, _ any) bool { held = append(held, k); return true })
-	if len(held) != 1 || held[0] != b {
-		t.Errorf("ids held after one of two ended: %v; want [%s]", held, b)
+	var held []string
+	for id := range m.live {
+		held = append(held, id)
+	}
+	if len(held) != 1 || held[0] != b || m.total != 1 || m.held["p"] != 1 {
+		t.Errorf("ids held after one of two ended: %v (total %d, principal's %d); want [%s] and 1", held, m.total, m.held["p"], b)
+	}
+	// A reservation no session was made of is given back once.
+	c, err := m.reserve("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.settle(c)
+	m.settle(c)
+	if m.total != 1 || len(m.held) != 1 {
+		t.Errorf("after a settled reservation: total %d, held %v; want 1 and only p's", m.total, m.held)
 	}
 }

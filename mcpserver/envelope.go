@@ -161,3 +161,71 @@ func parseEnvelope(b []byte) (envelope, error) {
 	err := json.Unmarshal(b, &env)
 	return env, err
 }
+
+// isInitialize reports whether a POST body is an initialize request, as
+// mcp-go will read it (encoding/json too). Only a body that could name
+// the method is decoded: one holding the word, or a \u escape (the only
+// way to spell its letters otherwise).
+func isInitialize(body []byte) bool {
+	if !bytes.Contains(body, []byte("initialize")) && !bytes.Contains(body, []byte(`\u`)) {
+		return false
+	}
+	env, err := parseEnvelope(body)
+	return err == nil && env.Method == string(mcp.MethodInitialize)
+}
+
+// idFromPrefix finds a request's id in the start of a message too large
+// to read whole, so that its refusal answers the request instead of
+// leaving the client waiting (an answer with id null resolves nothing).
+// It tokenizes the top-level members up to "id" and skips the others'
+// values; an id that is not within prefix, or is no string or integer, is
+// nil (the refusal then says null, as JSON-RPC asks when the id cannot be
+// read).
+func idFromPrefix(prefix []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if key == "id" {
+			var id json.RawMessage
+			if dec.Decode(&id) != nil {
+				return nil
+			}
+			if valid, _ := idKind(id); !valid {
+				return nil
+			}
+			return id
+		}
+		if !skipValue(dec) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// skipValue reads past the next value of dec, token by token, so that a
+// large value is never held whole. It reports whether the value ended
+// within the input.
+func skipValue(dec *json.Decoder) bool {
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return true
+		}
+	}
+}

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -14,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/providers"
@@ -43,15 +41,40 @@ type HTTPOptions struct {
 	CheckHosts bool
 	// AllowedHosts extends the loopback host names the check accepts.
 	AllowedHosts []string
+	// CORSOrigins are the exact origins ("scheme://host[:port]") whose
+	// web pages may call the server from a browser, such as the MCP
+	// Inspector's UI: their preflights are answered, their responses
+	// carry Access-Control-Allow-Origin, and the Origin check lets them
+	// through. Other origins are treated as before (refused on loopback
+	// binds; an OPTIONS gets 405). No wildcard: any page could then
+	// drive the tools of a server without tokens.
+	CORSOrigins []string
 	// SessionIdleTTL expires idle 2025-protocol sessions; default 30m.
 	SessionIdleTTL time.Duration
 	// Metrics, when set, is served at GET /metrics (telemetry's
 	// Prometheus exposition). With Tokens set it needs a valid bearer
 	// token too: it names the tools and how they are used.
 	Metrics http.Handler
-	// Health, when set, adds lines after /healthz's "ok" (the upstream
-	// servers' states); bub-mcp itself is healthy whatever they say.
-	Health func() []string
+	// Health, when set, reports the parts bub-mcp relies on (the
+	// upstream servers) for /healthz. bub-mcp itself keeps serving
+	// whatever they say, so /healthz answers 200 either way.
+	Health func() Health
+	// Loopback says the listener binds only loopback interfaces. Without
+	// Tokens, /healthz then shows Health's details to any caller (only
+	// local users reach it); on other binds they need a valid token.
+	Loopback bool
+}
+
+// Health is what /healthz reports of the parts bub-mcp relies on.
+type Health struct {
+	// Degraded is set while a part is failing (an upstream server that
+	// does not start); unauthenticated callers learn this and no more.
+	Degraded bool
+	// Details describe each part (upstream states and last errors). They
+	// can hold what a failing process wrote to stderr, secrets included,
+	// so only a caller with a valid bearer token sees them (or anyone on
+	// a loopback bind without tokens; see HTTPOptions.Loopback).
+	Details []string
 }
 
 // modernProtocol is the sessionless protocol version, which removed stream
@@ -60,7 +83,8 @@ const modernProtocol = "2026-07-28"
 
 // Handler returns the HTTP handler: /mcp, /p/<profile>/mcp and
 // /mcp/p/<profile> speak
-// streamable HTTP (both protocol eras); /healthz answers "ok"; /metrics
+// streamable HTTP (both protocol eras); /healthz answers "ok" or
+// "degraded" (and Health's details to callers allowed them); /metrics
 // serves HTTPOptions.Metrics when set. The returned
 // shutdown function closes MCP sessions (their SSE streams would otherwise
 // keep connections busy forever).
@@ -71,9 +95,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	if o.SessionIdleTTL <= 0 {
 		o.SessionIdleTTL = 30 * time.Minute
 	}
-	ids := &sessionIDs{}
+	ids := newSessionTable(s.limits.MaxSessions, s.limits.MaxSessionsPerPrincipal)
 	streamable := server.NewStreamableHTTPServer(s.mcp,
-		server.WithSessionIdManager(ids),
+		server.WithSessionIdManagerResolver(ids),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
 		// Without an event store mcp-go can drop the last notifications of
 		// a call (mcp-go PR #969); the store also enables Last-Event-ID
@@ -144,6 +168,17 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 					}
 				}
 				body := bodyBytes(r) // readBody lets it go once read
+				// An initialize opens a 2025 session (unless mcp-go finds it
+				// of the sessionless era): it needs a slot.
+				if isInitialize(body) {
+					claim, err := ids.reserve(principalOf(r, caller.Principal))
+					if err != nil {
+						refuseSession(w, err)
+						return
+					}
+					defer ids.settle(claim)
+					st.claim = claim
+				}
 				servePollable(streamable, w, r, st, session && s.detachable(body))
 				if refused := st.pw.finish(body); refused {
 					s.serveOddID(streamable, w, r, st, body)
@@ -197,12 +232,21 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	// inspector probes others with GET), so profiles are served there too.
 	mux.Handle("/p/{profile}/mcp", mcpHandler("profile"))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
+		var h Health
 		if o.Health != nil {
-			for _, line := range o.Health() {
-				fmt.Fprintln(w, line)
-			}
+			h = o.Health()
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if h.Degraded {
+			fmt.Fprintln(w, "degraded")
+		} else {
+			fmt.Fprintln(w, "ok")
+		}
+		if !healthDetails(r, o) {
+			return
+		}
+		for _, line := range h.Details {
+			fmt.Fprintln(w, line)
 		}
 	})
 	if o.Metrics != nil {
@@ -218,43 +262,24 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		})
 	}
 	var h http.Handler = bounded(mux, s.limits, &s.reclaim)
+	if len(o.CORSOrigins) > 0 {
+		h = cors(h, o.CORSOrigins)
+	}
 	if o.CheckHosts {
-		h = hostCheck(h, o.AllowedHosts)
+		h = hostCheck(h, o.AllowedHosts, o.CORSOrigins)
 	}
 	return h, func(ctx context.Context) { streamable.CloseSessions(ctx) }
 }
 
-// sessionIDs is mcp-go's SessionIdManager for 2025 sessions: the ids
-// issued and not yet ended. mcp-go's InsecureStatefulSessionIdManager
-// would do but keeps every ended id for the process's life (173 bytes of
-// heap per session ever made); an ended id here is forgotten, and answers
-// 404 as an unknown one does.
-type sessionIDs struct{ live sync.Map }
-
-// Generate issues a new session id: 130 random bits.
-func (m *sessionIDs) Generate() string {
-	id := "mcp-session-" + rand.Text()
-	m.live.Store(id, struct{}{})
-	return id
-}
-
-// Validate refuses an id not issued, or ended.
-func (m *sessionIDs) Validate(id string) (isTerminated bool, err error) {
-	if !m.known(id) {
-		return false, fmt.Errorf("unknown session id %q", id)
+// healthDetails reports whether a /healthz caller may see the details:
+// with tokens configured, one that presents a valid one; without, any
+// caller of a loopback bind.
+func healthDetails(r *http.Request, o HTTPOptions) bool {
+	if len(o.Tokens) > 0 {
+		_, ok := authenticate(r, o.Tokens)
+		return ok
 	}
-	return false, nil
-}
-
-// Terminate ends a session (DELETE, the idle sweep, shutdown).
-func (m *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
-	m.live.Delete(id)
-	return false, nil
-}
-
-func (m *sessionIDs) known(id string) bool {
-	_, ok := m.live.Load(id)
-	return ok
+	return o.Loopback
 }
 
 // authenticate finds the token a request carries. Hashes are compared in
@@ -275,13 +300,18 @@ func authenticate(r *http.Request, tokens []Token) (Token, bool) {
 	return Token{}, false
 }
 
-// hostCheck refuses requests whose Host or Origin is not a loopback name:
-// a web page on another origin that resolves its name to 127.0.0.1 (DNS
-// rebinding) must not reach a local server's tools.
-func hostCheck(next http.Handler, extra []string) http.Handler {
+// hostCheck refuses requests whose Host or Origin is not a loopback name
+// (nor an origin configured for CORS): a web page on another origin that
+// resolves its name to 127.0.0.1 (DNS rebinding) must not reach a local
+// server's tools.
+func hostCheck(next http.Handler, extra, origins []string) http.Handler {
 	allowed := map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
 	for _, h := range extra {
 		allowed[strings.ToLower(h)] = true
+	}
+	corsOrigins := map[string]bool{}
+	for _, o := range origins {
+		corsOrigins[o] = true
 	}
 	ok := func(host string) bool {
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -295,13 +325,59 @@ func hostCheck(next http.Handler, extra []string) http.Handler {
 			http.Error(w, "forbidden: Host is not a local name (DNS rebinding protection)", http.StatusForbidden)
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
+		if origin := r.Header.Get("Origin"); origin != "" && origin != "null" && !corsOrigins[origin] {
 			u, err := url.Parse(origin)
 			if err != nil || !ok(u.Host) {
 				http.Error(w, "forbidden: Origin is not a local origin (DNS rebinding protection)", http.StatusForbidden)
 				return
 			}
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// CORS headers: the methods MCP uses, the request headers its clients
+// send (Accept and Content-Type: application/json are not all
+// CORS-safelisted), and the response headers a page must read.
+const (
+	corsMethods = "GET, POST, DELETE"
+	corsHeaders = "Content-Type, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name"
+	corsExposed = "Mcp-Session-Id, WWW-Authenticate, Retry-After"
+	corsMaxAge  = "600" // seconds a browser may keep a preflight's answer
+)
+
+// cors lets web pages of the listed origins call the server: it answers
+// their preflights itself (they carry no token, so /mcp would refuse
+// them with 401 or 405) and marks every response to them, refusals
+// included, as readable by the page. No credentials are allowed: clients
+// send their bearer token in Authorization, never a cookie. mcp-go's own
+// CORS (WithStreamableHTTPCORS) would not do: it runs inside its handler,
+// after our auth, Origin and method checks, and answers every origin's
+// preflight with 204.
+func cors(next http.Handler, origins []string) http.Handler {
+	allowed := map[string]bool{}
+	for _, o := range origins {
+		allowed[o] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if !allowed[origin] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Allow-Origin", origin)
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Add("Vary", "Access-Control-Request-Method")
+			h.Add("Vary", "Access-Control-Request-Headers")
+			h.Set("Access-Control-Allow-Methods", corsMethods)
+			h.Set("Access-Control-Allow-Headers", corsHeaders)
+			h.Set("Access-Control-Max-Age", corsMaxAge)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h.Set("Access-Control-Expose-Headers", corsExposed)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -434,7 +510,7 @@ func (s *Server) serveOddID(h http.Handler, w http.ResponseWriter, r *http.Reque
 	}
 	again := r.WithContext(r.Context())
 	again.Body, again.ContentLength = &readBody{b: msg}, int64(len(msg))
-	st2 := &httpRequest{srv: s, request: request{caller: st.caller, header: st.header}}
+	st2 := &httpRequest{srv: s, request: request{caller: st.caller, header: st.header, claim: st.claim}}
 	servePollable(h, &idWriter{ResponseWriter: w, token: token, id: env.ID}, again, st2, false)
 	st2.pw.finish(msg) // not refused: its id is a string now
 }

@@ -157,6 +157,7 @@ type request struct {
 	meta    map[string]any                 // the request's _meta "bub/state" (tools/list, tools/call): its code_mode picks the View
 	baton   *baton                         // stdio: set while the request runs on the reading goroutine
 	dropped atomic.Bool                    // its answer is not sent (see drop)
+	claim   *sessionClaim                  // HTTP initialize (2025): its session slot
 }
 
 // withRequest attaches r to ctx.

@@ -166,7 +166,7 @@ func (c *stdioConn) read() {
 		switch {
 		case tooLong:
 			c.s.log.Warn("mcp.stdio.message.too_long", "limit_bytes", c.s.limits.MaxMessageBytes)
-			c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, tooLargeMessage(c.s.limits.MaxMessageBytes)))
+			c.writeMessage(rpcError(idFromPrefix(line), mcp.INVALID_REQUEST, tooLargeMessage(c.s.limits.MaxMessageBytes)))
 		case len(bytes.TrimSpace(line)) > 0:
 			if !c.dispatch(c.readCtx, line, c.s.reclaim.begin(len(line))) {
 				return
@@ -181,23 +181,26 @@ func (c *stdioConn) read() {
 
 // readLine returns the next line, a fresh slice (handlers keep it). A
 // line over limit bytes is discarded, never held whole, and reported as
-// tooLong.
+// tooLong; line is then its first limit bytes at most, where the request's
+// id may be found (idFromPrefix).
 func readLine(r *bufio.Reader, limit int64) (line []byte, tooLong bool, err error) {
 	frag, err := r.ReadSlice('\n')
 	if int64(len(frag)) > limit {
+		line = bytes.Clone(frag[:limit])
 		for errors.Is(err, bufio.ErrBufferFull) {
 			_, err = r.ReadSlice('\n')
 		}
-		return nil, true, err
+		return line, true, err
 	}
 	line = bytes.Clone(frag)
 	for errors.Is(err, bufio.ErrBufferFull) {
 		frag, err = r.ReadSlice('\n')
 		if int64(len(line)+len(frag)) > limit {
+			line = append(line, frag[:limit-int64(len(line))]...)
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = r.ReadSlice('\n')
 			}
-			return nil, true, err
+			return line, true, err
 		}
 		line = append(line, frag...)
 	}

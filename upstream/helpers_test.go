@@ -206,7 +206,8 @@ func (h *host) serve(t testing.TB, opts ...client.ClientOption) (*client.Client,
 		t.Fatal(err)
 	}
 	m, _ := upstream.FromApp(h.App)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: h.Config().ProfileNames(), Health: m.Healthz})
+	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: h.Config().ProfileNames(), Loopback: true,
+		Health: func() mcpserver.Health { return mcpserver.Health{Details: m.Healthz()} }})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 	c := mcpClient(t, ts.URL+"/mcp", opts...)

@@ -1,0 +1,100 @@
+package cli_test
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHealthzHidesUpstreamStderr serves the built binary with a token and
+// an upstream server that fails with a secret on its stderr: /healthz
+// without the token says degraded and nothing more; with it, the details.
+// Before, anyone read the upstream's stderr there.
+func TestHealthzHidesUpstreamStderr(t *testing.T) {
+	const secret = "sk-live-4f1c2e9a"
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	src := "[profiles.default]\nworkspace = \"" + t.TempDir() + "\"\n" +
+		"[[auth.tokens]]\nname = \"ops\"\nenv = \"HEALTH_TOKEN\"\nprofile = \"default\"\n" +
+		"[upstreams.leaky]\ncommand = \"sh\"\nargs = [\"-c\", \"echo password=" + secret + " >&2; exit 3\"]\n"
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg, "HEALTH_TOKEN=tok-123")
+	base := strings.TrimSuffix(serveHTTP(t, cmd), "/mcp")
+	get := func(token string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+"/healthz", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/healthz: %d %s", resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	// The upstream fails soon after the start; the details say so first.
+	var details string
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		details = get("tok-123")
+		if strings.Contains(details, secret) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz with the token never showed the upstream's failure:\n%s", details)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.HasPrefix(details, "degraded\n") || !strings.Contains(details, "upstream leaky: ") {
+		t.Errorf("/healthz with the token:\n%s\nwant degraded and the upstream's state", details)
+	}
+	for _, token := range []string{"", "wrong"} {
+		if got := get(token); got != "degraded\n" {
+			t.Errorf("/healthz with token %q = %q; want \"degraded\\n\" only", token, got)
+		}
+	}
+}
+
+// TestServeCORSFromConfig: [server] cors_origins reaches the HTTP
+// transport, so the MCP Inspector's UI gets its preflight answered.
+func TestServeCORSFromConfig(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	src := "[server]\ncors_origins = [\"http://localhost:6274\"]\n[profiles.default]\nworkspace = \"" + t.TempDir() + "\"\n"
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg)
+	url := serveHTTP(t, cmd)
+	for _, tt := range []struct {
+		origin     string
+		wantStatus int
+		wantAllow  string
+	}{
+		{"http://localhost:6274", http.StatusNoContent, "http://localhost:6274"},
+		{"http://localhost:9999", http.StatusMethodNotAllowed, ""},
+	} {
+		req, _ := http.NewRequest(http.MethodOptions, url, nil)
+		req.Header.Set("Origin", tt.origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Access-Control-Allow-Origin"); resp.StatusCode != tt.wantStatus || got != tt.wantAllow {
+			t.Errorf("preflight from %s = %d, Allow-Origin %q; want %d, %q", tt.origin, resp.StatusCode, got, tt.wantStatus, tt.wantAllow)
+		}
+	}
+}
