@@ -15,6 +15,10 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/skills"
 	"github.com/google/go-cmp/cmp"
+
+	// The planted-secret table configures a PostgreSQL store, a kind
+	// only its package registers.
+	_ "github.com/bubbuild/bub-mcp/sessions/pgstore"
 )
 
 func write(t *testing.T, path, content string) {
