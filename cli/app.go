@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/sessions"
 	"github.com/bubbuild/bub-mcp/telemetry"
+	"github.com/spf13/pflag"
 )
 
 // common are the flags every command that runs tools shares.
@@ -25,7 +25,7 @@ type common struct {
 	session   string
 }
 
-func (c *common) flags(fs *flag.FlagSet) {
+func (c *common) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.config, "config", "", "bub.toml to load (default $BUB_CONFIG, else $BUB_HOME/bub.toml if present)")
 	fs.StringVar(&c.profile, "profile", "", "profile to use (default $BUB_PROFILE, else \"default\")")
 	fs.StringVar(&c.workspace, "workspace", "", "workspace directory for profiles without one (default: current directory)")

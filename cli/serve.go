@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,30 +12,28 @@ import (
 	"github.com/bubbuild/bub-mcp/internal/heapfloor"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/spf13/cobra"
 )
 
-func init() {
+// serveCommand is `bub-mcp serve`.
+func serveCommand(env *Env) *cobra.Command {
 	var (
 		c        common
 		addr     string
 		insecure bool
 	)
-	register(&Command{
-		Name:  "serve",
-		Usage: "[--http ADDR] [--profile NAME] [--config FILE]",
+	cmd := &cobra.Command{
+		Use:   "serve [flags]",
 		Short: "serve the tools over MCP: stdio (default) or streamable HTTP at /mcp",
-		Flags: func(fs *flag.FlagSet) {
-			c.flags(fs)
-			fs.StringVar(&addr, "http", "", "serve streamable HTTP on ADDR (e.g. 127.0.0.1:8080) instead of stdio")
-			fs.BoolVar(&insecure, "insecure", false, "allow a non-loopback bind without any auth token")
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return serve(cmd.Context(), env, &c, addr, insecure)
 		},
-		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			if len(args) > 0 {
-				return &usageError{"unexpected arguments"}
-			}
-			return serve(ctx, env, &c, addr, insecure)
-		},
-	})
+	}
+	c.flags(cmd.Flags())
+	cmd.Flags().StringVar(&addr, "http", "", "serve streamable HTTP on ADDR (e.g. 127.0.0.1:8080) instead of stdio")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback bind without any auth token")
+	return cmd
 }
 
 // freeAfterStart is when serve gives start-up's garbage back to the OS:
