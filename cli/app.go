@@ -23,6 +23,9 @@ type common struct {
 	profile   string
 	workspace string
 	session   string
+	// chosen is set by newApp when the profile was named (--profile or
+	// BUB_PROFILE), not defaulted: tools and call then apply its view.
+	chosen bool
 }
 
 func (c *common) flags(fs *pflag.FlagSet) {
@@ -72,6 +75,7 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 	if c.profile == "" {
 		c.profile = env.Getenv("BUB_PROFILE")
 	}
+	c.chosen = c.profile != ""
 	if c.profile == "" {
 		c.profile = config.DefaultProfile
 	}
@@ -99,6 +103,10 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 	a, err := app.New(ctx, &app.Options{Config: cfg, Home: home, Workspace: ws, Getenv: env.Getenv, Logger: env.Logger, Telemetry: tel})
 	if err != nil {
 		_ = tel.Shutdown(ctx)
+		return nil, err
+	}
+	if err := checkProfileTools(a); err != nil {
+		closeApp(env, a)
 		return nil, err
 	}
 	return a, nil

@@ -85,6 +85,18 @@ func runCall(ctx context.Context, env *Env, c *common, asJSON bool, state map[st
 	if err := a.Resolve(ctx, &conn); err != nil {
 		return err
 	}
+	if c.chosen {
+		// A named profile's view binds the operator too: call runs only
+		// what that profile's clients could.
+		v, err := a.View(ctx, &conn)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(profileReach(v), func(t *registry.Tool) bool { return t.Name == tool.Name }) {
+			return printToolError(env, &registry.Error{Kind: registry.KindNotFound,
+				Message: fmt.Sprintf("tool %s is not in profile %s's view (its tools and deny globs); see bub-mcp tools --profile %s", tool.Name, c.profile, c.profile)})
+		}
+	}
 	req := app.Request{Tool: tool.Name, Args: callArgs, Mode: app.Command, State: state}
 	if env.terminal(env.Stderr) {
 		// Someone watches: show the tool's progress (bash's output as it

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/spf13/cobra"
 )
@@ -20,7 +21,7 @@ func toolsCommand(env *Env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "tools [flags]",
-		Short: "list the registered tools, or the view of one profile (--profile)",
+		Short: "list the registered tools, or what one profile's view reaches (--profile)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTools(cmd.Context(), env, &c, asJSON)
@@ -50,6 +51,18 @@ func runTools(ctx context.Context, env *Env, c *common, asJSON bool) error {
 	}
 	defer closeApp(env, a)
 	tools := a.Registry().Tools()
+	if c.chosen {
+		// The profile's view: what its clients (and call --profile) reach.
+		conn := providers.Connection{Transport: "cli", Profile: c.profile, SessionKey: c.session}
+		if err := a.Resolve(ctx, &conn); err != nil {
+			return err
+		}
+		v, err := a.View(ctx, &conn)
+		if err != nil {
+			return err
+		}
+		tools = profileReach(v)
+	}
 	if asJSON {
 		out := make([]toolInfo, len(tools))
 		for i, t := range tools {
