@@ -15,20 +15,36 @@ PKGS        := ./...
 # make build stamps the release, commit and date into `bub-mcp version` and
 # strips the symbol table and DWARF (-s -w): a smaller binary that starts
 # faster; `go build` alone still reports the module version and commit.
+# The date is the commit's, not the clock's, so the stamps change only
+# with the commit: bin/bub-mcp is rebuilt when a Go source, go.mod/go.sum
+# or the stamps changed (bin/.ldflags), and `make run` twice does not
+# relink (go build -o rewrites the file even when nothing changed).
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null)
-DATE        ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+DATE        ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
 LDFLAGS     := -s -w -X github.com/bubbuild/bub-mcp/cli.Version=$(VERSION) \
                -X github.com/bubbuild/bub-mcp/cli.Commit=$(COMMIT) -X github.com/bubbuild/bub-mcp/cli.Date=$(DATE)
 
-.PHONY: all build run test fmt-check vet lint unit e2e-deps pg-setup test-deps bench fuzz e2e clean
+.PHONY: all build run FORCE test fmt-check vet lint unit e2e-deps pg-setup test-deps bench fuzz e2e clean
 
 all: build
 
-build:
+# Every Go source (tracked or new, tests aside) and the module files.
+GO_SOURCES  := $(filter-out %_test.go,$(wildcard $(shell git ls-files -co --exclude-standard -- '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*'))) go.mod go.sum
+
+build: $(BIN)
+
+# Rewritten only when the stamps differ, so its date tells make whether
+# they changed.
+$(dir $(BIN)).ldflags: FORCE
+	@mkdir -p $(dir $(BIN)); echo '$(LDFLAGS)' | cmp -s - $@ || echo '$(LDFLAGS)' > $@
+
+$(BIN): $(GO_SOURCES) $(dir $(BIN)).ldflags
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/bub-mcp
 
-run: build
+FORCE:
+
+run: $(BIN)
 	./$(BIN) serve $(RUN_ARGS)
 
 # Every check, each step run even after a failure; the last line is

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -14,12 +13,13 @@ import (
 	"github.com/bubbuild/bub-mcp/agent"
 	"github.com/bubbuild/bub-mcp/agent/model"
 	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/spf13/cobra"
 )
 
-// The built-in agent: `bub-mcp agent`. Its tools (agent_run over MCP for
-// profiles with agent = true, subagent) come with the agent module, which
-// this file's import of package agent compiles in.
-func init() {
+// agentCommand is the built-in agent: `bub-mcp agent`. Its tools
+// (agent_run over MCP for profiles with agent = true, subagent) come with
+// the agent module, which this file's import of package agent compiles in.
+func agentCommand(env *Env) *cobra.Command {
 	var (
 		c      common
 		prompt string
@@ -27,26 +27,24 @@ func init() {
 		asJSON bool
 		state  stateFlag
 	)
-	register(&Command{
-		Name:  "agent",
-		Usage: "[-p PROMPT] [--session S] [--profile P] [--model provider:model] [--state k=v] [--json] [PROMPT]",
+	cmd := &cobra.Command{
+		Use:   "agent [flags] [PROMPT]",
 		Short: "chat with the built-in agent (REPL), or run one prompt (-p, an argument or stdin) and exit",
-		Flags: func(fs *flag.FlagSet) {
-			c.flags(fs)
-			fs.StringVar(&c.session, "session", "", "session whose tape and settings the agent uses (default: the profile's)")
-			fs.StringVar(&prompt, "p", "", "run this prompt (or ,command) once and exit; status 1 if it fails")
-			fs.StringVar(&model, "model", "", "model as provider:model (default: the session's ,model, else $BUB_MODEL, else [agent] model)")
-			fs.BoolVar(&asJSON, "json", false, "print events as JSON lines instead of text")
-			state = nil // flag.Var has no default to reset it to
-			fs.Var(&state, "state", "request-scoped state key=value the turn's tools see as ToolContext.State, never stored (repeatable)")
-		},
-		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if prompt == "" && len(args) > 0 {
 				prompt = strings.Join(args, " ")
 			}
-			return runAgent(ctx, env, &c, prompt, model, asJSON, state.Map())
+			return runAgent(cmd.Context(), env, &c, prompt, model, asJSON, state.Map())
 		},
-	})
+	}
+	fs := cmd.Flags()
+	c.flags(fs)
+	fs.StringVar(&c.session, "session", "", "session whose tape and settings the agent uses (default: the profile's)")
+	fs.StringVarP(&prompt, "prompt", "p", "", "run this prompt (or ,command) once and exit; status 1 if it fails")
+	fs.StringVar(&model, "model", "", "model as provider:model (default: the session's ,model, else $BUB_MODEL, else [agent] model)")
+	fs.BoolVar(&asJSON, "json", false, "print events as JSON lines instead of text")
+	fs.Var(&state, "state", "request-scoped state key=value the turn's tools see as ToolContext.State, never stored (repeatable)")
+	return cmd
 }
 
 func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string, asJSON bool, state map[string]any) error {

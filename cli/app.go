@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/sessions"
 	"github.com/bubbuild/bub-mcp/telemetry"
+	"github.com/spf13/pflag"
 )
 
 // common are the flags every command that runs tools shares.
@@ -23,9 +23,12 @@ type common struct {
 	profile   string
 	workspace string
 	session   string
+	// chosen is set by newApp when the profile was named (--profile or
+	// BUB_PROFILE), not defaulted: tools and call then apply its view.
+	chosen bool
 }
 
-func (c *common) flags(fs *flag.FlagSet) {
+func (c *common) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.config, "config", "", "bub.toml to load (default $BUB_CONFIG, else $BUB_HOME/bub.toml if present)")
 	fs.StringVar(&c.profile, "profile", "", "profile to use (default $BUB_PROFILE, else \"default\")")
 	fs.StringVar(&c.workspace, "workspace", "", "workspace directory for profiles without one (default: current directory)")
@@ -72,6 +75,7 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 	if c.profile == "" {
 		c.profile = env.Getenv("BUB_PROFILE")
 	}
+	c.chosen = c.profile != ""
 	if c.profile == "" {
 		c.profile = config.DefaultProfile
 	}
@@ -99,6 +103,10 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 	a, err := app.New(ctx, &app.Options{Config: cfg, Home: home, Workspace: ws, Getenv: env.Getenv, Logger: env.Logger, Telemetry: tel})
 	if err != nil {
 		_ = tel.Shutdown(ctx)
+		return nil, err
+	}
+	if err := checkProfileTools(a); err != nil {
+		closeApp(env, a)
 		return nil, err
 	}
 	return a, nil

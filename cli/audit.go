@@ -1,44 +1,44 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"path/filepath"
+
+	"github.com/spf13/cobra"
 
 	"github.com/bubbuild/bub-mcp/audit"
 	"github.com/bubbuild/bub-mcp/sessions"
 )
 
-func init() {
-	var dir string
-	var asJSON bool
-	register(&Command{
-		Name:  "audit",
-		Usage: "verify [--dir DIR] [--json]",
-		Short: "check the audit log's hash chain (exit 1 at the first broken record)",
-		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&dir, "dir", "", "audit directory (default $BUB_HOME/audit)")
-			fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+// auditCommand is `bub-mcp audit`, whose one subcommand checks the audit
+// log's hash chain.
+func auditCommand(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "check the audit log's hash chain (audit verify)",
+		Args:  unknownCommand,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return &usageError{"name a subcommand: verify"}
 		},
-		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			if len(args) == 0 || args[0] != "verify" {
-				return &usageError{msg: "name a subcommand: verify"}
-			}
-			// Flags may follow the subcommand: parse what is after it.
-			if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
-				return nil
-			} else if err != nil {
-				return &ExitError{Code: 2}
-			}
-			if fs.NArg() > 0 {
-				return &usageError{msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-			}
+	}
+	var (
+		dir    string
+		asJSON bool
+	)
+	verify := &cobra.Command{
+		Use:   "verify [--dir DIR] [--json]",
+		Short: "check the audit log's hash chain: exit 0 when intact, 1 at the first missing, altered or reordered record",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			return auditVerify(env, dir, asJSON)
 		},
-	})
+	}
+	// On the parent, so they may stand before or after "verify".
+	cmd.PersistentFlags().StringVar(&dir, "dir", "", "audit directory (default $BUB_HOME/audit)")
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.AddCommand(verify)
+	return cmd
 }
 
 // auditVerify verifies dir (default $BUB_HOME/audit) and prints the

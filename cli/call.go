@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,32 +17,35 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/upstream"
+	"github.com/spf13/cobra"
 )
 
-func init() {
+// callCommand is `bub-mcp call`.
+func callCommand(env *Env) *cobra.Command {
 	var (
 		c      common
 		asJSON bool
 		state  stateFlag
 	)
-	register(&Command{
-		Name:  "call",
-		Usage: "[--session S] [--profile P] [--workspace DIR] [--state k=v] [--json] TOOL [key=value ...]",
+	cmd := &cobra.Command{
+		Use:   "call [flags] TOOL [key=value ...]",
 		Short: "run one tool by its runtime name, as the comma command ,TOOL key=value ... would",
-		Flags: func(fs *flag.FlagSet) {
-			c.flags(fs)
-			fs.StringVar(&c.session, "session", "", "session whose tape, settings and shells the call uses (default: the profile's)")
-			fs.BoolVar(&asJSON, "json", false, "print the structured result as JSON instead of the rendered text")
-			state = nil // flag.Var has no default to reset it to
-			fs.Var(&state, "state", "request-scoped state key=value the tool sees as ToolContext.State, never stored (repeatable)")
+		Long: "Run one tool by its runtime name, as the comma command ,TOOL key=value ... would.\n\n" +
+			"Flags may come before or after the tool and its arguments; a tool argument that\n" +
+			"starts with - goes after --. With --profile, only the tools of that profile's view\n" +
+			"can be called. On a terminal, the tool's progress and bash's output stream to stderr.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCall(cmd.Context(), env, &c, asJSON, state.Map(), args)
 		},
-		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return runCall(ctx, env, fs, &c, asJSON, state.Map(), args)
-		},
-	})
+	}
+	c.flags(cmd.Flags())
+	cmd.Flags().StringVar(&c.session, "session", "", "session whose tape, settings and shells the call uses (default: the profile's)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the structured result as JSON instead of the rendered text")
+	cmd.Flags().Var(&state, "state", "request-scoped state key=value the tool sees as ToolContext.State, never stored (repeatable)")
+	return cmd
 }
 
-func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON bool, state map[string]any, args []string) error {
+func runCall(ctx context.Context, env *Env, c *common, asJSON bool, state map[string]any, args []string) error {
 	if len(args) == 1 && strings.ContainsAny(args[0], " \t\n") {
 		// The whole command in one argument: split it as a shell would.
 		words, err := splitWords(args[0])
@@ -54,11 +56,6 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 	}
 	if len(args) == 0 || args[0] == "" {
 		return &usageError{"empty command: name a tool (see bub-mcp tools)"}
-	}
-	for _, a := range args[1:] {
-		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); strings.HasPrefix(a, "-") && fs.Lookup(name) != nil {
-			return &usageError{fmt.Sprintf("flag %s must come before the tool name", a)}
-		}
 	}
 
 	env = quieted(env, slog.LevelWarn) // the outcome is printed below
@@ -92,7 +89,25 @@ func runCall(ctx context.Context, env *Env, fs *flag.FlagSet, c *common, asJSON 
 	if err := a.Resolve(ctx, &conn); err != nil {
 		return err
 	}
-	res := a.Call(ctx, &conn, app.Request{Tool: tool.Name, Args: callArgs, Mode: app.Command, State: state})
+	if c.chosen {
+		// A named profile's view binds the operator too: call runs only
+		// what that profile's clients could.
+		v, err := a.View(ctx, &conn)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(profileReach(v), func(t *registry.Tool) bool { return t.Name == tool.Name }) {
+			return printToolError(env, &registry.Error{Kind: registry.KindNotFound,
+				Message: fmt.Sprintf("tool %s is not in profile %s's view (its tools and deny globs); see bub-mcp tools --profile %s", tool.Name, c.profile, c.profile)})
+		}
+	}
+	req := app.Request{Tool: tool.Name, Args: callArgs, Mode: app.Command, State: state}
+	if env.terminal(env.Stderr) {
+		// Someone watches: show the tool's progress (bash's output as it
+		// comes) on stderr; stdout still gets the result alone.
+		req.Peer = &stderrPeer{w: env.Stderr}
+	}
+	res := a.Call(ctx, &conn, req)
 	if res.Err != nil {
 		return printToolError(env, res.Err)
 	}

@@ -80,7 +80,10 @@ func TestCall(t *testing.T) {
 		{name: "duplicate argument", args: []string{"fs.read", "README.md", "path=x"}, code: 2, stderr: "fs.read got multiple values for argument 'path'"},
 		{name: "bad quoting", args: []string{`fs.read path='README.md`}, code: 2, stderr: "no closing quotation"},
 		{name: "empty", args: []string{}, code: 2, stderr: "empty command"},
-		{name: "flag after tool", args: []string{"fs.read", "path=README.md", "--json"}, code: 2, stderr: "flag --json must come before the tool name"},
+		{name: "flag after tool", args: []string{"fs.read", "path=README.md", "limit=1", "--json"},
+			stdout: "{\n  \"path\": \"" + filepath.Join(ws, "README.md") + "\",\n  \"offset\": 0,\n  \"lines\": 1,\n  \"eof\": false,\n  \"content\": \"# Title\"\n}\n"},
+		{name: "unknown flag after tool", args: []string{"fs.read", "path=README.md", "--jsno"}, code: 2, stderr: "unknown flag: --jsno"},
+		{name: "dash word after --", args: []string{"bash", "--", "command=echo -n x"}, stdout: "x\n"},
 		{name: "unknown profile", args: []string{"--profile", "nope", "tape.info"}, code: 2, stderr: "unknown profile \"nope\""},
 	}
 	for _, tt := range tests {

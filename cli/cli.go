@@ -8,15 +8,16 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sort"
+	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/bubbuild/bub-mcp/telemetry"
 
@@ -34,17 +35,6 @@ import (
 	_ "github.com/bubbuild/bub-mcp/upstream"
 )
 
-// Command is one subcommand: data, as in cmd/go.
-type Command struct {
-	Name  string
-	Usage string // after "bub-mcp NAME"
-	Short string
-	// Run executes the command with its own flag set already parsed.
-	Run func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error
-	// Flags declares the command's flags on fs before parsing.
-	Flags func(fs *flag.FlagSet)
-}
-
 // Env is what a command may touch: its streams and environment variables.
 // Tests fill it in; Main uses the process's.
 type Env struct {
@@ -53,6 +43,18 @@ type Env struct {
 	Stderr io.Writer
 	Getenv func(string) string
 	Logger *slog.Logger
+	// IsTerminal reports whether a stream is a terminal (a human reads
+	// it): call streams a tool's progress to a terminal stderr. Nil means
+	// the check on the *os.File itself; tests set it to try both answers.
+	IsTerminal func(stream any) bool
+}
+
+// terminal reports whether stream is a terminal, through IsTerminal.
+func (e *Env) terminal(stream any) bool {
+	if e.IsTerminal != nil {
+		return e.IsTerminal(stream)
+	}
+	return isTerminal(stream)
 }
 
 // ExitError carries an exit status without printing anything more.
@@ -65,14 +67,22 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
-var commands = map[string]*Command{}
-
-// register adds a command; called from init() in this package's files.
-func register(c *Command) {
-	if _, dup := commands[c.Name]; dup {
-		panic("cli: command registered twice: " + c.Name)
+// commands returns the subcommands, built afresh for each Run: their flags
+// bind to variables of that Run, so two Runs in one process (tests, a
+// program embedding the CLI) share nothing. A new command is one function
+// returning a *cobra.Command whose RunE closes over env, listed here.
+func commands(env *Env) []*cobra.Command {
+	return []*cobra.Command{
+		agentCommand(env),
+		auditCommand(env),
+		callCommand(env),
+		configCommand(env),
+		installCommand(env),
+		serveCommand(env),
+		toolsCommand(env),
+		upstreamsCommand(env),
+		versionCommand(env),
 	}
-	commands[c.Name] = c
 }
 
 // Main runs the command line and returns the process exit status.
@@ -81,7 +91,9 @@ func Main(ctx context.Context, args []string) int {
 	return Run(ctx, env, args)
 }
 
-// Run is Main with explicit streams, for tests.
+// Run is Main with explicit streams, for tests. Usage errors (an unknown
+// command or flag, bad arguments) exit 2, other failures 1, an ExitError
+// its own status.
 func Run(ctx context.Context, env *Env, args []string) int {
 	if env.Logger == nil {
 		env.Logger = newLogger(env)
@@ -104,65 +116,157 @@ func Run(ctx context.Context, env *Env, args []string) int {
 		runtime.MemProfileRate = 4 << 10
 		defer writeAllocs(env.Logger, path)
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		printUsage(env.Stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	if args[0] == "--version" || args[0] == "-version" || args[0] == "-V" {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "-V") {
 		args = append([]string{"version"}, args[1:]...)
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(env.Stderr, "bub-mcp: unknown command %q\nRun 'bub-mcp help' for usage.\n", args[0])
-		return 2
+	root := newRoot(env)
+	args = goStyleFlags(root, args)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	return exitStatus(env, cmd, err)
+}
+
+// newRoot builds the command tree: the subcommands, help, and cobra's
+// completion command (bash, zsh, fish, powershell).
+func newRoot(env *Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "bub-mcp",
+		Short: "bub-mcp serves Bub's tools to MCP clients and runs an agent against them.",
+		Long: "bub-mcp serves Bub's tools to MCP clients and runs an agent against them.\n\n" +
+			"Flags and arguments may come in any order; -- ends the flags.",
+		Args: unknownCommand,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(env.Stderr)
+			_ = cmd.Usage()
+			return &ExitError{Code: 2}
+		},
+		SilenceErrors: true,
+		SilenceUsage:  true,
 	}
-	fs := flag.NewFlagSet("bub-mcp "+cmd.Name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "usage: bub-mcp %s %s\n\n%s\n", cmd.Name, cmd.Usage, cmd.Short)
-		fs.PrintDefaults()
-	}
-	if cmd.Flags != nil {
-		cmd.Flags(fs)
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	err := cmd.Run(ctx, env, fs, fs.Args())
-	var exit *ExitError
-	var usage *usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &exit):
-		return exit.Code
-	case errors.As(err, &usage):
-		fmt.Fprintf(env.Stderr, "bub-mcp %s: %s\n", cmd.Name, usage.msg)
-		fs.Usage()
-		return 2
-	default:
-		fmt.Fprintf(env.Stderr, "bub-mcp %s: %v\n", cmd.Name, err)
-		return 1
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.AddCommand(commands(env)...)
+	root.SetHelpCommand(helpCommand(root))
+	return root
+}
+
+// helpCommand is `bub-mcp help [COMMAND...]`: a command's help on stdout,
+// an unknown one a usage error with suggestions (cobra's own prints the
+// root's usage and exits 0).
+func helpCommand(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "show a command's help",
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			var names []cobra.Completion
+			if len(args) == 0 {
+				for _, c := range root.Commands() {
+					if c.IsAvailableCommand() && strings.HasPrefix(c.Name(), toComplete) {
+						names = append(names, cobra.CompletionWithDesc(c.Name(), c.Short))
+					}
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil || target == nil || len(rest) > 0 {
+				return unknownCommand(root, args)
+			}
+			target.InitDefaultHelpFlag()
+			return target.Help()
+		},
 	}
 }
 
-func printUsage(w io.Writer) {
-	fmt.Fprintf(w, "bub-mcp serves Bub's tools to MCP clients and runs an agent against them.\n\nUsage:\n\n")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// exitStatus prints err as "bub-mcp CMD: message" and maps it to the exit
+// status: 2 for usage errors, ExitError's own code, 1 for the rest.
+func exitStatus(env *Env, cmd *cobra.Command, err error) int {
+	if err == nil {
+		return 0
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  bub-mcp %-8s %s\n", n, commands[n].Short)
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		return exit.Code
 	}
-	fmt.Fprintf(w, "\nRun 'bub-mcp COMMAND -h' for a command's flags.\n")
+	prefix := "bub-mcp"
+	if cmd != nil {
+		prefix = cmd.CommandPath()
+	}
+	var usage *usageError
+	if errors.As(err, &usage) {
+		fmt.Fprintf(env.Stderr, "%s: %s\n", prefix, usage.msg)
+		if cmd == nil || !cmd.HasParent() || cmd.Name() == "help" {
+			fmt.Fprintln(env.Stderr, "Run 'bub-mcp help' for usage.")
+		} else {
+			fmt.Fprintf(env.Stderr, "usage: %s\nRun 'bub-mcp help %s' for details.\n", cmd.UseLine(), strings.TrimPrefix(cmd.CommandPath(), "bub-mcp "))
+		}
+		return 2
+	}
+	fmt.Fprintf(env.Stderr, "%s: %v\n", prefix, err)
+	return 1
+}
+
+// goStyleFlags rewrites the single-dash long flags Go's flag package took
+// (-json, -http ADDR, -config=FILE) to cobra's --json, for the command
+// named first; shorthands (-p, -h) and words after -- stay as they are.
+func goStyleFlags(root *cobra.Command, args []string) []string {
+	if len(args) == 0 {
+		return args
+	}
+	var cmd *cobra.Command
+	for _, c := range root.Commands() {
+		if c.Name() == args[0] || c.HasAlias(args[0]) {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		return args
+	}
+	out := slices.Clone(args)
+	for i, a := range out[1:] {
+		if a == "--" {
+			break
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if cmd.Flags().Lookup(name) != nil {
+			out[i+1] = "-" + a
+		}
+	}
+	return out
+}
+
+// unknownCommand is the Args of a command with subcommands: any word that
+// is not one of them is an unknown command, a usage error with cobra's
+// did-you-mean suggestions.
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q", args[0])
+	if cmd.HasParent() {
+		msg += " for " + cmd.CommandPath()
+	}
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set where it suggests
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return &usageError{msg}
+}
+
+// noArgs refuses positional arguments, as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return &usageError{fmt.Sprintf("unexpected arguments %q", args)}
+	}
+	return nil
 }
 
 // newLogger writes logs to stderr: in stdio mode stdout carries the

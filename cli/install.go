@@ -2,20 +2,40 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/spf13/cobra"
+	"github.com/tailscale/hujson"
+)
+
+// workspaceMode is what install puts in a client's entry for the
+// workspace when --workspace is not given.
+type workspaceMode int
+
+const (
+	// wsCurrent bakes the current directory in: the client has no
+	// project of its own to start bub-mcp in (Claude Desktop).
+	wsCurrent workspaceMode = iota
+	// wsServe leaves the workspace to serve, which then works in the
+	// directory the client starts it in. For files every project of the
+	// user shares (a baked-in directory would serve one project to all)
+	// and for files checked into a project (no one's absolute path).
+	wsServe
+	// wsVariable writes the client's own variable for the open folder,
+	// which the client expands when it starts bub-mcp.
+	wsVariable
 )
 
 // client is an MCP client whose configuration `bub-mcp install` writes:
@@ -27,12 +47,37 @@ type client struct {
 	// key is the table of servers in the file ("mcpServers", "servers",
 	// "mcp_servers").
 	key string
-	// stdio and http build the entry for a local command or a URL.
+	// stdio and http build the entry for a local command or a URL with
+	// the --header headers (nil when none).
 	stdio func(command string, args []string) map[string]any
-	http  func(url string) map[string]any
-	// toml marks a TOML file (Codex); the others are JSON.
+	http  func(url string, headers map[string]string) map[string]any
+	// toml marks a TOML file (Codex); the others are JSON with comments.
 	toml bool
+	// workspace is the entry's workspace without --workspace; variable
+	// is the client's name for the open folder (wsVariable).
+	workspace workspaceMode
+	variable  string
 }
+
+// withHeaders adds the headers to an HTTP entry under key, if any.
+func withHeaders(entry map[string]any, key string, headers map[string]string) map[string]any {
+	if len(headers) > 0 {
+		entry[key] = headers
+	}
+	return entry
+}
+
+// typedStdio and typedHTTP are the entries of clients that name the
+// transport ("type": "stdio" / "http").
+func typedStdio(c string, a []string) map[string]any {
+	return map[string]any{"type": "stdio", "command": c, "args": a}
+}
+
+func typedHTTP(u string, h map[string]string) map[string]any {
+	return withHeaders(map[string]any{"type": "http", "url": u}, "headers", h)
+}
+
+func plainStdio(c string, a []string) map[string]any { return map[string]any{"command": c, "args": a} }
 
 // clients are the MCP clients install knows, by the name it takes.
 var clients = map[string]client{
@@ -47,40 +92,51 @@ var clients = map[string]client{
 			return filepath.Join(configHome(env, home), "Claude", "claude_desktop_config.json")
 		},
 		key:   "mcpServers",
-		stdio: func(c string, a []string) map[string]any { return map[string]any{"command": c, "args": a} },
+		stdio: plainStdio,
 		// Claude Desktop's file takes local commands only; a remote server
-		// is added in its Connectors settings, or bridged by mcp-remote.
-		http: func(u string) map[string]any {
-			return map[string]any{"command": "npx", "args": []string{"-y", "mcp-remote", u}}
+		// is added in its Connectors settings, or bridged by mcp-remote
+		// (whose --header takes "Name:value").
+		http: func(u string, h map[string]string) map[string]any {
+			args := []string{"-y", "mcp-remote", u}
+			for _, k := range slices.Sorted(maps.Keys(h)) {
+				args = append(args, "--header", k+":"+h[k])
+			}
+			return map[string]any{"command": "npx", "args": args}
 		},
+		workspace: wsCurrent,
 	},
 	"claude-code": {
-		path: func(env *Env, home, ws string) string { return filepath.Join(home, ".claude.json") },
-		key:  "mcpServers",
-		stdio: func(c string, a []string) map[string]any {
-			return map[string]any{"type": "stdio", "command": c, "args": a}
-		},
-		http: func(u string) map[string]any { return map[string]any{"type": "http", "url": u} },
+		path:      func(env *Env, home, ws string) string { return filepath.Join(home, ".claude.json") },
+		key:       "mcpServers",
+		stdio:     typedStdio,
+		http:      typedHTTP,
+		workspace: wsServe,
 	},
 	"vscode": {
-		path: func(env *Env, home, ws string) string { return filepath.Join(ws, ".vscode", "mcp.json") },
-		key:  "servers",
-		stdio: func(c string, a []string) map[string]any {
-			return map[string]any{"type": "stdio", "command": c, "args": a}
-		},
-		http: func(u string) map[string]any { return map[string]any{"type": "http", "url": u} },
+		path:      func(env *Env, home, ws string) string { return filepath.Join(ws, ".vscode", "mcp.json") },
+		key:       "servers",
+		stdio:     typedStdio,
+		http:      typedHTTP,
+		workspace: wsVariable,
+		variable:  "${workspaceFolder}",
 	},
 	"cursor": {
 		path:  func(env *Env, home, ws string) string { return filepath.Join(home, ".cursor", "mcp.json") },
 		key:   "mcpServers",
-		stdio: func(c string, a []string) map[string]any { return map[string]any{"command": c, "args": a} },
-		http:  func(u string) map[string]any { return map[string]any{"url": u} },
+		stdio: plainStdio,
+		http: func(u string, h map[string]string) map[string]any {
+			return withHeaders(map[string]any{"url": u}, "headers", h)
+		},
+		workspace: wsServe,
 	},
 	"gemini-cli": {
 		path:  func(env *Env, home, ws string) string { return filepath.Join(home, ".gemini", "settings.json") },
 		key:   "mcpServers",
-		stdio: func(c string, a []string) map[string]any { return map[string]any{"command": c, "args": a} },
-		http:  func(u string) map[string]any { return map[string]any{"httpUrl": u} },
+		stdio: plainStdio,
+		http: func(u string, h map[string]string) map[string]any {
+			return withHeaders(map[string]any{"httpUrl": u}, "headers", h)
+		},
+		workspace: wsServe,
 	},
 	"codex": {
 		path: func(env *Env, home, ws string) string {
@@ -90,19 +146,28 @@ var clients = map[string]client{
 			return filepath.Join(home, ".codex", "config.toml")
 		},
 		key:   "mcp_servers",
-		stdio: func(c string, a []string) map[string]any { return map[string]any{"command": c, "args": a} },
-		http:  func(u string) map[string]any { return map[string]any{"url": u} },
-		toml:  true,
+		stdio: plainStdio,
+		http: func(u string, h map[string]string) map[string]any {
+			return withHeaders(map[string]any{"url": u}, "http_headers", h)
+		},
+		toml:      true,
+		workspace: wsServe,
 	},
 }
 
+// claudeCodeProject is Claude Code's project scope (--scope project): the
+// .mcp.json at the workspace's root, shared through the repository, so
+// it holds no one's workspace path.
+var claudeCodeProject = client{
+	path:      func(env *Env, home, ws string) string { return filepath.Join(ws, ".mcp.json") },
+	key:       "mcpServers",
+	stdio:     typedStdio,
+	http:      typedHTTP,
+	workspace: wsServe,
+}
+
 func clientNames() []string {
-	names := make([]string, 0, len(clients))
-	for n := range clients {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(clients))
 }
 
 func configHome(env *Env, home string) string {
@@ -118,28 +183,67 @@ type installOptions struct {
 	profile   string
 	workspace string
 	http      string
+	scope     string
+	headers   []string
 }
 
-func init() {
+// installCommand is `bub-mcp install CLIENT`.
+func installCommand(env *Env) *cobra.Command {
 	var o installOptions
-	register(&Command{
-		Name:  "install",
-		Usage: "[--print] [--name bub] [--profile P] [--workspace DIR] [--http URL] CLIENT",
+	cmd := &cobra.Command{
+		Use:   "install [flags] CLIENT",
 		Short: "add bub-mcp to an MCP client's configuration (" + strings.Join(clientNames(), ", ") + ")",
-		Flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&o.print, "print", false, "print the configuration instead of writing it")
-			fs.StringVar(&o.name, "name", "bub", "the server's name in the client")
-			fs.StringVar(&o.profile, "profile", "", "profile the client uses (serve --profile)")
-			fs.StringVar(&o.workspace, "workspace", "", "workspace the tools work in (default: the current directory)")
-			fs.StringVar(&o.http, "http", "", "point the client at a running `bub-mcp serve --http` at this URL (e.g. http://127.0.0.1:8080/mcp) instead of starting bub-mcp itself")
-		},
-		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+		Long: "Add bub-mcp to an MCP client's configuration (" + strings.Join(clientNames(), ", ") + ").\n\n" +
+			"Without --workspace, the files every project shares (Claude Code's user scope,\n" +
+			"Cursor, Gemini CLI, Codex) and Claude Code's project .mcp.json get no workspace:\n" +
+			"serve works in the directory the client starts it in. VS Code's entry gets\n" +
+			"${workspaceFolder}; Claude Desktop's the current directory.",
+		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return &usageError{"name one client: " + strings.Join(clientNames(), ", ")}
 			}
+			return nil
+		},
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return clientNames(), cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			return install(env, args[0], o)
 		},
-	})
+	}
+	fs := cmd.Flags()
+	fs.BoolVar(&o.print, "print", false, "print the configuration instead of writing it")
+	fs.StringVar(&o.name, "name", "bub", "the server's name in the client (letters, digits, - and _)")
+	fs.StringVar(&o.profile, "profile", "", "profile the client uses (serve --profile)")
+	fs.StringVar(&o.workspace, "workspace", "", "workspace the tools work in (default: see above)")
+	fs.StringVar(&o.http, "http", "", "point the client at a running serve --http at this `URL` (e.g. http://127.0.0.1:8080/mcp) instead of starting bub-mcp itself")
+	fs.StringArrayVar(&o.headers, "header", nil, "`Name:value` header the client sends to the --http URL, e.g. \"Authorization:Bearer TOKEN\" (repeatable)")
+	fs.StringVar(&o.scope, "scope", "", "claude-code only: user (~/.claude.json, the default) or project (.mcp.json in the workspace)")
+	_ = cmd.RegisterFlagCompletionFunc("scope", cobra.FixedCompletions([]cobra.Completion{"user", "project"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// serverName is what --name may be: a bare key in every client's format.
+var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// parseHeaders reads the --header values; a name is an HTTP token.
+func parseHeaders(raw []string) (map[string]string, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	h := make(map[string]string, len(raw))
+	for _, kv := range raw {
+		k, v, ok := strings.Cut(kv, ":")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n\"'()<>@,;:\\/[]?={}") || strings.ContainsAny(v, "\r\n") {
+			return nil, &usageError{fmt.Sprintf("--header %q: want Name:value", kv)}
+		}
+		h[k] = v
+	}
+	return h, nil
 }
 
 func install(env *Env, name string, o installOptions) error {
@@ -147,28 +251,45 @@ func install(env *Env, name string, o installOptions) error {
 	if !ok {
 		return &usageError{fmt.Sprintf("unknown client %q (known: %s)", name, strings.Join(clientNames(), ", "))}
 	}
-	if o.name == "" || strings.ContainsAny(o.name, " \t\n.\"'") {
-		return &usageError{fmt.Sprintf("--name %q: want a short name without spaces, dots or quotes", o.name)}
+	switch {
+	case o.scope == "" || o.scope == "user" && name == "claude-code":
+	case o.scope == "project" && name == "claude-code":
+		cl = claudeCodeProject
+	case name != "claude-code":
+		return &usageError{fmt.Sprintf("--scope %q: only claude-code has scopes", o.scope)}
+	default:
+		return &usageError{fmt.Sprintf("--scope %q: want user or project", o.scope)}
+	}
+	if !serverName.MatchString(o.name) {
+		return &usageError{fmt.Sprintf("--name %q: want a short name of letters, digits, - and _", o.name)}
+	}
+	headers, err := parseHeaders(o.headers)
+	if err != nil {
+		return err
+	}
+	if headers != nil && o.http == "" {
+		return &usageError{"--header applies to --http entries only"}
 	}
 	home := env.Getenv("HOME")
 	if home == "" {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return fmt.Errorf("install: %w", err)
+			return fmt.Errorf("%w", err)
 		}
 		home = h
 	}
+	// ws is where per-project files go (and, given, the entry's workspace).
 	ws := o.workspace
 	if ws == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return fmt.Errorf("install: %w", err)
+			return fmt.Errorf("%w", err)
 		}
 		ws = wd
 	}
-	ws, err := filepath.Abs(ws)
+	ws, err = filepath.Abs(ws)
 	if err != nil {
-		return fmt.Errorf("install: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	var entry map[string]any
 	if o.http != "" {
@@ -179,19 +300,25 @@ func install(env *Env, name string, o installOptions) error {
 		if o.profile != "" && !strings.Contains(url, "/p/") {
 			url = strings.TrimSuffix(url, "/") + "/p/" + o.profile
 		}
-		entry = cl.http(url)
+		entry = cl.http(url, headers)
 	} else {
 		if err := checkWorkspace(ws, "--workspace"); err != nil {
 			return err
 		}
 		bin, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("install: the path of this binary: %w", err)
+			return fmt.Errorf("the path of this binary: %w", err)
 		}
 		if real, err := filepath.EvalSymlinks(bin); err == nil {
 			bin = real
 		}
-		args := []string{"serve", "--workspace", ws}
+		args := []string{"serve"}
+		switch {
+		case cl.workspace == wsVariable:
+			args = append(args, "--workspace", cl.variable)
+		case o.workspace != "" || cl.workspace == wsCurrent:
+			args = append(args, "--workspace", ws)
+		}
 		if o.profile != "" {
 			args = append(args, "--profile", o.profile)
 		}
@@ -199,7 +326,7 @@ func install(env *Env, name string, o installOptions) error {
 	}
 	path := cl.path(env, home, ws)
 	if o.print {
-		b, err := encodeConfig(cl, map[string]any{cl.key: map[string]any{o.name: entry}})
+		b, err := encodeEntry(cl, o.name, entry)
 		if err != nil {
 			return err
 		}
@@ -220,11 +347,12 @@ func install(env *Env, name string, o installOptions) error {
 }
 
 // mergeConfig sets servers[name] = entry in the client's file, keeping
-// everything else in it, after copying the old file to a timestamped
-// backup (returned). The new file replaces the old one atomically, with
-// its permissions.
+// everything else in it (comments and trailing commas included), after
+// copying the old file to a timestamped backup (returned). The result is
+// read back before it is written: a merge that would not hold exactly
+// the entry fails instead. The new file replaces the old one atomically,
+// with its permissions.
 func mergeConfig(cl client, path, name string, entry map[string]any) (backup string, err error) {
-	doc := map[string]any{}
 	mode := fs.FileMode(0o600)
 	old, err := os.ReadFile(path)
 	switch {
@@ -232,133 +360,91 @@ func mergeConfig(cl client, path, name string, entry map[string]any) (backup str
 		if st, err := os.Stat(path); err == nil {
 			mode = st.Mode().Perm()
 		}
-		if len(bytes.TrimSpace(old)) > 0 {
-			if err := decodeConfig(cl, old, &doc); err != nil {
-				return "", fmt.Errorf("install: %s is not valid %s (fix or move it, then run install again): %w", path, format(cl), err)
-			}
-		}
 	case errors.Is(err, fs.ErrNotExist):
 		old = nil
 	default:
-		return "", fmt.Errorf("install: %w", err)
+		return "", fmt.Errorf("%w", err)
 	}
-	servers, ok := doc[cl.key].(map[string]any)
-	if !ok {
-		if doc[cl.key] != nil {
-			return "", fmt.Errorf("install: %s: %q is not a table of servers", path, cl.key)
-		}
-		servers = map[string]any{}
+	var b []byte
+	if cl.toml {
+		b, err = mergeTOML(old, cl.key, name, entry)
+	} else {
+		b, err = mergeJSONC(old, cl.key, name, entry)
 	}
-	servers[name] = entry
-	doc[cl.key] = servers
-	b, err := encodeConfig(cl, doc)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s %w", path, err)
+	}
+	if err := checkMerged(cl, b, name, entry); err != nil {
+		return "", fmt.Errorf("%s: the merged file would not hold the entry (%v); add it by hand", path, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", fmt.Errorf("install: %w", err)
+		return "", fmt.Errorf("%w", err)
 	}
 	if old != nil {
 		backup = path + ".bak-" + time.Now().UTC().Format("20060102T150405Z")
 		if err := os.WriteFile(backup, old, mode); err != nil {
-			return "", fmt.Errorf("install: backing up %s: %w", path, err)
+			return "", fmt.Errorf("backing up %s: %w", path, err)
 		}
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return "", fmt.Errorf("install: %w", err)
+		return "", fmt.Errorf("%w", err)
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
-		return "", fmt.Errorf("install: %w", err)
+		return "", fmt.Errorf("%w", err)
 	}
 	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
-		return "", fmt.Errorf("install: %w", err)
+		return "", fmt.Errorf("%w", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("install: %w", err)
+		return "", fmt.Errorf("%w", err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("install: %w", err)
+		return "", fmt.Errorf("%w", err)
 	}
 	return backup, nil
 }
 
-func format(cl client) string {
+// checkMerged decodes the merged file as the client will and compares
+// its servers[name] with entry, through their JSON forms.
+func checkMerged(cl client, b []byte, name string, entry map[string]any) error {
+	doc := map[string]any{}
 	if cl.toml {
-		return "TOML"
-	}
-	return "JSON"
-}
-
-// decodeConfig reads a client's file; JSON numbers stay exact.
-func decodeConfig(cl client, b []byte, doc *map[string]any) error {
-	if cl.toml {
-		_, err := toml.Decode(string(b), doc)
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(stripJSONComments(b)))
-	dec.UseNumber()
-	return dec.Decode(doc)
-}
-
-func encodeConfig(cl client, doc map[string]any) ([]byte, error) {
-	var buf bytes.Buffer
-	if cl.toml {
-		enc := toml.NewEncoder(&buf)
-		enc.Indent = ""
-		if err := enc.Encode(doc); err != nil {
-			return nil, fmt.Errorf("install: %w", err)
+		if _, err := toml.Decode(string(b), &doc); err != nil {
+			return err
 		}
-		return buf.Bytes(), nil
+	} else {
+		std, err := hujson.Standardize(slices.Clone(b))
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(std, &doc); err != nil {
+			return err
+		}
 	}
+	servers, _ := doc[cl.key].(map[string]any)
+	got, _ := json.Marshal(servers[name])
+	want, _ := json.Marshal(entry)
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("%s.%s is %s", cl.key, name, got)
+	}
+	return nil
+}
+
+// encodeEntry is what --print shows: a file holding just the entry.
+func encodeEntry(cl client, name string, entry map[string]any) ([]byte, error) {
+	if cl.toml {
+		return []byte(tomlTable(cl.key, name, entry)), nil
+	}
+	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
-		return nil, fmt.Errorf("install: %w", err)
+	if err := enc.Encode(map[string]any{cl.key: map[string]any{name: entry}}); err != nil {
+		return nil, fmt.Errorf("%w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// stripJSONComments removes // and /* */ comments outside strings, which
-// VS Code's mcp.json (JSONC) may hold; they are not kept on rewrite.
-func stripJSONComments(b []byte) []byte {
-	var out []byte
-	inString, escaped := false, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case inString:
-			out = append(out, c)
-			if escaped {
-				escaped = false
-			} else if c == '\\' {
-				escaped = true
-			} else if c == '"' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-			out = append(out, c)
-		case c == '/' && i+1 < len(b) && b[i+1] == '/':
-			for i < len(b) && b[i] != '\n' {
-				i++
-			}
-			if i < len(b) {
-				out = append(out, '\n')
-			}
-		case c == '/' && i+1 < len(b) && b[i+1] == '*':
-			end := bytes.Index(b[i+2:], []byte("*/"))
-			if end < 0 {
-				return out
-			}
-			i += end + 3
-		default:
-			out = append(out, c)
-		}
-	}
-	return out
 }

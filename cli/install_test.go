@@ -9,12 +9,14 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
+	"github.com/tailscale/hujson"
 )
 
 // TestInstall writes each client's configuration under a temporary home
-// with the built binary: the entry runs this binary's serve with an
-// absolute workspace (or points at --http), what the file held is kept
-// and backed up, and --print writes nothing.
+// with the built binary: the entry runs this binary's serve with the
+// --workspace given (VS Code: ${workspaceFolder}, the file being in the
+// workspace), or points at --http; what the file held is kept and
+// backed up, and --print writes nothing.
 func TestInstall(t *testing.T) {
 	bin, err := filepath.EvalSymlinks(binary(t))
 	if err != nil {
@@ -22,6 +24,7 @@ func TestInstall(t *testing.T) {
 	}
 	ws := t.TempDir()
 	stdio := []any{"serve", "--workspace", ws, "--profile", "coder"}
+	vscode := []any{"serve", "--workspace", "${workspaceFolder}", "--profile", "coder"}
 	tests := []struct {
 		client string
 		file   string // under home (vscode: under the workspace)
@@ -34,7 +37,7 @@ func TestInstall(t *testing.T) {
 		{"claude-code", ".claude.json", `{"numStartups": 12345678901234567890, "mcpServers": {}}`,
 			map[string]any{"bub": map[string]any{"type": "stdio", "command": bin, "args": stdio}}, "mcpServers"},
 		{"vscode", ".vscode/mcp.json", "{\n  // my servers\n  \"servers\": {\"a\": {\"type\": \"http\", \"url\": \"http://x/*y*/\"}}\n}\n",
-			map[string]any{"a": map[string]any{"type": "http", "url": "http://x/*y*/"}, "bub": map[string]any{"type": "stdio", "command": bin, "args": stdio}}, "servers"},
+			map[string]any{"a": map[string]any{"type": "http", "url": "http://x/*y*/"}, "bub": map[string]any{"type": "stdio", "command": bin, "args": vscode}}, "servers"},
 		{"cursor", ".cursor/mcp.json", "",
 			map[string]any{"bub": map[string]any{"command": bin, "args": stdio}}, "mcpServers"},
 		{"gemini-cli", ".gemini/settings.json", `{"theme":"GitHub"}`,
@@ -78,7 +81,10 @@ func TestInstall(t *testing.T) {
 			if strings.HasSuffix(path, ".toml") {
 				_, err = toml.Decode(string(b), &doc)
 			} else {
-				err = json.Unmarshal(b, &doc)
+				var std []byte
+				if std, err = hujson.Standardize(append([]byte(nil), b...)); err == nil {
+					err = json.Unmarshal(std, &doc)
+				}
 			}
 			if err != nil {
 				t.Fatalf("%s after install: %v\n%s", path, err, b)

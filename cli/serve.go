@@ -3,40 +3,41 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/internal/heapfloor"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/upstream"
+	"github.com/spf13/cobra"
 )
 
-func init() {
+// serveCommand is `bub-mcp serve`.
+func serveCommand(env *Env) *cobra.Command {
 	var (
 		c        common
 		addr     string
 		insecure bool
+		check    bool
 	)
-	register(&Command{
-		Name:  "serve",
-		Usage: "[--http ADDR] [--profile NAME] [--config FILE]",
+	cmd := &cobra.Command{
+		Use:   "serve [flags]",
 		Short: "serve the tools over MCP: stdio (default) or streamable HTTP at /mcp",
-		Flags: func(fs *flag.FlagSet) {
-			c.flags(fs)
-			fs.StringVar(&addr, "http", "", "serve streamable HTTP on ADDR (e.g. 127.0.0.1:8080) instead of stdio")
-			fs.BoolVar(&insecure, "insecure", false, "allow a non-loopback bind without any auth token")
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return serve(cmd.Context(), env, &c, addr, insecure, check)
 		},
-		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			if len(args) > 0 {
-				return &usageError{"unexpected arguments"}
-			}
-			return serve(ctx, env, &c, addr, insecure)
-		},
-	})
+	}
+	c.flags(cmd.Flags())
+	cmd.Flags().StringVar(&addr, "http", "", "serve streamable HTTP on ADDR (e.g. 127.0.0.1:8080) instead of stdio")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback bind without any auth token")
+	cmd.Flags().BoolVar(&check, "check", false, "load and check the configuration (bub.toml, mcp.json, profiles, state key, auth) as serve would, then exit 0, or 1 with the error, without serving")
+	return cmd
 }
 
 // freeAfterStart is when serve gives start-up's garbage back to the OS:
@@ -44,7 +45,9 @@ func init() {
 // milliseconds of the start.
 const freeAfterStart = 100 * time.Millisecond
 
-func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool) error {
+// serve serves until ctx ends; with check, it stops before serving,
+// once everything serving needs has loaded.
+func serve(ctx context.Context, env *Env, c *common, addr string, insecure, check bool) error {
 	a, err := newApp(ctx, env, c)
 	if err != nil {
 		return err
@@ -82,6 +85,10 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 	heapfloor.Keep(env.Getenv, heapfloor.Default)
 	grace := cfg.Server.ShutdownGrace.Duration
 	if addr == "" {
+		if check {
+			printChecked(env, cfg.Path, filepath.Join(a.Home(), upstream.MCPJSONName), len(cfg.ProfileNames()))
+			return nil
+		}
 		env.Logger.Info("mcp.stdio.start", "profile", c.profile, "tools", len(a.Registry().Tools()))
 		if cfg.Server.Metrics {
 			env.Logger.Warn("mcp.metrics.unserved", "reason", "[server] metrics serves /metrics on the HTTP transport only (serve --http)")
@@ -116,6 +123,10 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure bool)
 		Loopback:       loopback,
 		CORSOrigins:    cfg.Server.CORSOrigins,
 	})
+	if check {
+		printChecked(env, cfg.Path, filepath.Join(a.Home(), upstream.MCPJSONName), len(profiles))
+		return nil
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

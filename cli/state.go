@@ -41,6 +41,9 @@ func (s *stateFlag) Set(v string) error {
 	return nil
 }
 
+// Type names the value in --help.
+func (s *stateFlag) Type() string { return "key=value" }
+
 // Map returns the state to hand to the App; nil when none was given.
 func (s stateFlag) Map() map[string]any {
 	if len(s) == 0 {

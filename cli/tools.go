@@ -3,32 +3,33 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"log/slog"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/spf13/cobra"
 )
 
-func init() {
+// toolsCommand is `bub-mcp tools`.
+func toolsCommand(env *Env) *cobra.Command {
 	var (
 		c      common
 		asJSON bool
 	)
-	register(&Command{
-		Name:  "tools",
-		Usage: "[--json] [--config FILE]",
-		Short: "list every registered tool (check that a plugin registered)",
-		Flags: func(fs *flag.FlagSet) {
-			c.flags(fs)
-			fs.BoolVar(&asJSON, "json", false, "print JSON: names, flags, input and output schemas")
+	cmd := &cobra.Command{
+		Use:   "tools [flags]",
+		Short: "list the registered tools, or what one profile's view reaches (--profile)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runTools(cmd.Context(), env, &c, asJSON)
 		},
-		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			return runTools(ctx, env, &c, asJSON, args)
-		},
-	})
+	}
+	c.flags(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: names, flags, input and output schemas")
+	return cmd
 }
 
 // toolInfo is the JSON form of `bub-mcp tools --json`.
@@ -43,16 +44,25 @@ type toolInfo struct {
 	OutputSchema json.RawMessage      `json:"output_schema,omitempty"`
 }
 
-func runTools(ctx context.Context, env *Env, c *common, asJSON bool, args []string) error {
-	if len(args) > 0 {
-		return &usageError{"unexpected arguments"}
-	}
+func runTools(ctx context.Context, env *Env, c *common, asJSON bool) error {
 	a, err := newApp(ctx, quieted(env, slog.LevelWarn), c)
 	if err != nil {
 		return err
 	}
 	defer closeApp(env, a)
 	tools := a.Registry().Tools()
+	if c.chosen {
+		// The profile's view: what its clients (and call --profile) reach.
+		conn := providers.Connection{Transport: "cli", Profile: c.profile, SessionKey: c.session}
+		if err := a.Resolve(ctx, &conn); err != nil {
+			return err
+		}
+		v, err := a.View(ctx, &conn)
+		if err != nil {
+			return err
+		}
+		tools = profileReach(v)
+	}
 	if asJSON {
 		out := make([]toolInfo, len(tools))
 		for i, t := range tools {

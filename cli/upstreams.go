@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,27 +11,26 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/upstream"
+	"github.com/spf13/cobra"
 )
 
 func init() {
 	// Upstream servers see the same version as our clients do.
 	upstream.Version = Version
+}
+
+// upstreamsCommand is `bub-mcp upstreams`.
+func upstreamsCommand(env *Env) *cobra.Command {
 	var (
 		c      common
 		asJSON bool
 	)
-	register(&Command{
-		Name:  "upstreams",
-		Usage: "[--json] [--config FILE]",
+	cmd := &cobra.Command{
+		Use:   "upstreams [flags]",
 		Short: "start the upstream MCP servers and show each one's state, tool count and last error",
-		Flags: func(fs *flag.FlagSet) {
-			c.flags(fs)
-			fs.BoolVar(&asJSON, "json", false, "print JSON")
-		},
-		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			if len(args) > 0 {
-				return &usageError{"unexpected arguments"}
-			}
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			a, err := newApp(ctx, quieted(env, slog.LevelError), &c)
 			if err != nil {
 				return err
@@ -69,7 +67,10 @@ func init() {
 			}
 			return upstreamsFailed(env, st)
 		},
-	})
+	}
+	c.flags(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }
 
 // waitUpstreams waits for every starting upstream's first attempt,

@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/spf13/cobra"
 )
 
 // Set by `make build` with -ldflags "-X": the release (git describe),
@@ -78,17 +78,15 @@ func versionLine() string {
 	return line
 }
 
-func init() {
-	register(&Command{
-		Name:  "version",
-		Usage: "",
+// versionCommand is `bub-mcp version` (also --version).
+func versionCommand(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
 		Short: "print the version (also --version)",
-		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			if len(args) > 0 {
-				return &usageError{"version takes no arguments"}
-			}
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			_, err := fmt.Fprintln(env.Stdout, versionLine())
 			return err
 		},
-	})
+	}
 }
