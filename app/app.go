@@ -50,6 +50,11 @@ type Options struct {
 	// MCP server traces the requests themselves); nil means none. The App
 	// does not shut it down: whoever made it does.
 	Telemetry *telemetry.Telemetry
+	// OnDemand says the App serves one short command (bub-mcp call,
+	// config check) rather than clients: modules start nothing in the
+	// background at Provision (upstream servers are spawned only when one
+	// of their tools is called), so a builtin call costs no upstream start.
+	OnDemand bool
 }
 
 // toolsConfig is the part of [tools] the App reads itself.
@@ -68,6 +73,7 @@ type App struct {
 	store     *sessions.Store
 	audit     *audit.Log         // nil when [audit] enabled = false
 	replica   string             // "" on a file store
+	onDemand  bool               // Options.OnDemand
 	exec      *registry.Executor // direct calls: rendered, hooked
 	commands  *registry.Executor // a human's commands: rendered, no hooks, no spill
 	nested    *registry.Executor // run_code's calls: same hooks, unrendered
@@ -150,7 +156,7 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 		}
 	}
 	a := &App{cfg: o.Config, reg: registry.New(), home: o.Home, workspace: o.Workspace, getenv: o.Getenv, log: o.Logger, tel: o.Telemetry,
-		provisioning: true}
+		onDemand: o.OnDemand, provisioning: true}
 	for _, t := range o.Registry.Tools() {
 		if err := a.reg.Register(t); err != nil {
 			return nil, fmt.Errorf("app: %w", err)
@@ -373,6 +379,10 @@ func (a *App) AuditDir() string {
 
 // Home returns $BUB_HOME.
 func (a *App) Home() string { return a.home }
+
+// OnDemand reports Options.OnDemand: start background services (such as
+// upstream servers) on first use only.
+func (a *App) OnDemand() bool { return a.onDemand }
 
 // Telemetry returns the telemetry the App was built with (nil if none).
 func (a *App) Telemetry() *telemetry.Telemetry { return a.tel }

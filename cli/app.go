@@ -26,6 +26,11 @@ type common struct {
 	// chosen is set by newApp when the profile was named (--profile or
 	// BUB_PROFILE), not defaulted: tools and call then apply its view.
 	chosen bool
+	// onDemand makes the App start upstream servers only when one of
+	// their tools is called (app.Options.OnDemand): set by call and
+	// config check, which must not wait for, or spawn, servers they do
+	// not use.
+	onDemand bool
 }
 
 func (c *common) flags(fs *pflag.FlagSet) {
@@ -100,7 +105,7 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := app.New(ctx, &app.Options{Config: cfg, Home: home, Workspace: ws, Getenv: env.Getenv, Logger: env.Logger, Telemetry: tel})
+	a, err := app.New(ctx, &app.Options{Config: cfg, Home: home, Workspace: ws, Getenv: env.Getenv, Logger: env.Logger, Telemetry: tel, OnDemand: c.onDemand})
 	if err != nil {
 		_ = tel.Shutdown(ctx)
 		return nil, err

@@ -59,6 +59,7 @@ func runCall(ctx context.Context, env *Env, c *common, asJSON bool, state map[st
 	}
 
 	env = quieted(env, slog.LevelWarn) // the outcome is printed below
+	c.onDemand = true
 	a, err := newApp(ctx, env, c)
 	if err != nil {
 		return err

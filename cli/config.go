@@ -47,6 +47,7 @@ func checkConfig(ctx context.Context, env *Env, c *common) error {
 	if err := checkProfileWorkspaces(cfg, cfg.ProfileNames()); err != nil {
 		return err
 	}
+	c.onDemand = true // a check reads mcp.json; it starts no server
 	a, err := newApp(ctx, quieted(env, slog.LevelError), c)
 	if err != nil {
 		return err

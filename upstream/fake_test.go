@@ -168,6 +168,39 @@ func TestStartDoesNotWaitForUpstreams(t *testing.T) {
 	}
 }
 
+// A one-shot command (app.Options.OnDemand, as bub-mcp call builds its App)
+// spawns no upstream at start-up, remembered list or not: a builtin call
+// leaves them idle, and the first call of an upstream's tool starts it.
+func TestOnDemandStartsOnFirstCall(t *testing.T) {
+	home := t.TempDir()
+	first := newHost(t, fakeTable(t, "seen", "")+fakeTable(t, "later", ""), home)
+	first.waitState(t, "seen", upstream.StateReady, nil) // its tool list is remembered
+	first.Close()
+	if err := os.Remove(filepath.Join(home, "upstreams", "later.json")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err) // "later" has no remembered list: the eager case
+	}
+	if err := os.WriteFile(filepath.Join(home, "workspace", "note.txt"), []byte("a note\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	onDemand = true
+	h := newHost(t, fakeTable(t, "seen", "")+fakeTable(t, "later", ""), home, "builtin")
+	onDemand = false
+	if got := h.text(t, "fs.read", map[string]any{"path": "note.txt"}); !strings.Contains(got, "a note") {
+		t.Errorf("fs.read: %q", got)
+	}
+	for _, name := range []string{"seen", "later"} {
+		if st := h.status(t, name); st.State != upstream.StateIdle {
+			t.Errorf("%s after a builtin call: %s; want idle (not spawned)", name, st.State)
+		}
+	}
+	if got := h.text(t, "seen.big", map[string]any{"bytes": 3}); got != "xxx" {
+		t.Errorf("seen.big: %q", got)
+	}
+	if st := h.status(t, "seen"); st.State != upstream.StateReady {
+		t.Errorf("seen after its call: %s; want ready", st.State)
+	}
+}
+
 // A Cline-style mcp.json with other clients' fields, a disabled server,
 // ${VAR} in args and headers, and a "type": "sse" server (mcp-go's own SSE
 // server) is mounted instead of refused.

@@ -128,7 +128,7 @@ func tryHost(t testing.TB, src, home string, modules ...string) (*host, error) {
 		return nil, err
 	}
 	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: append([]string{"upstream"}, modules...),
-		Home: home, Workspace: ws, Getenv: os.Getenv, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Home: home, Workspace: ws, Getenv: os.Getenv, OnDemand: onDemand, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func tryHost(t testing.TB, src, home string, modules ...string) (*host, error) {
 		t.Fatal(err)
 	}
 	// Start-up does not wait for upstreams; most tests want them up.
-	if m, ok := upstream.FromApp(a); ok && !noWait {
+	if m, ok := upstream.FromApp(a); ok && !noWait && !onDemand {
 		if err := m.Wait(t.Context(), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -149,6 +149,10 @@ func tryHost(t testing.TB, src, home string, modules ...string) (*host, error) {
 // noWait is set by tests of start-up itself, which must see the upstreams
 // still starting (they do not run in parallel).
 var noWait bool
+
+// onDemand builds the host as a one-shot command does
+// (app.Options.OnDemand); set by the tests of that mode only.
+var onDemand bool
 
 // testWriter sends logs to the test's log.
 type testWriter struct{ t testing.TB }

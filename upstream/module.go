@@ -99,7 +99,9 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 				m.log.Error("upstream.tools.refused", "upstream", u.cfg.name, "error", err)
 			}
 		}
-		if u.cfg.Start == StartEager || !ok {
+		// A one-shot command (bub-mcp call) starts a server only when one
+		// of its tools is called: WaitFor or the call itself start it.
+		if (u.cfg.Start == StartEager || !ok) && !a.OnDemand() {
 			u.start()
 		}
 	}
