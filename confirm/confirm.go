@@ -8,10 +8,18 @@
 //	confirm = ["bash*", "fs.write", "fs.edit"]
 //	confirm_timeout = "2m"
 //
+// confirm_via lists the ways of asking, in order; the first that can
+// reach someone is used: "elicitation" (the client asks its user; only
+// clients declaring the capability) and "console" (the call waits in the
+// approvals queue, Queue, for a person in bub-mcp console):
+//
+//	confirm_via = ["elicitation", "console"]
+//
 // A call the user declines, cancels or leaves unanswered for
 // confirm_timeout fails with a tool error saying so, which the model can
-// read. A client that cannot be asked (no elicitation capability) gets the
-// call refused with a message naming the profile key. Calls a human makes
+// read. A client that cannot be asked (no elicitation capability, and no
+// "console" in confirm_via) gets the call refused with a message naming
+// the profile key. Calls a human makes
 // (bub-mcp call, comma commands) run no hooks and are not asked about.
 //
 // Enable it with a blank import, as cli does:

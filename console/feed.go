@@ -114,6 +114,9 @@ const subscriberBuffer = 256
 const maxLine = 4 << 20
 
 func newFeed(dir string, max int, poll time.Duration, log *slog.Logger) *feed {
+	if log == nil {
+		log = slog.Default()
+	}
 	return &feed{dir: dir, max: max, poll: poll, log: log, subs: map[chan Call]struct{}{}, quit: make(chan struct{}), done: make(chan struct{})}
 }
 
