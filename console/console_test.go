@@ -497,6 +497,27 @@ func TestApprovalsPage(t *testing.T) {
 	if res := post(); res.Header.Get("Location") != "/approvals?done=gone" {
 		t.Errorf("second decision: location %q; want done=gone", res.Header.Get("Location"))
 	}
+	// htmx gets the item's new content instead of a redirect.
+	p2 := confirm.Pending{ID: confirm.NewID(), Created: now, Deadline: now.Add(time.Minute), Tool: "bash", Args: json.RawMessage(`{}`), Profile: "default"}
+	if err := f.q.Add(t.Context(), p2); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", f.srv.URL+"/approvals/"+p2.ID, strings.NewReader(url.Values{"decision": {"approve"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("HX-Request", "true")
+	req.Header.Set("X-CSRF-Token", csrf)
+	res2, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag, _ := io.ReadAll(res2.Body)
+	res2.Body.Close()
+	if res2.StatusCode != 200 || !strings.Contains(string(frag), `id="appr-`+p2.ID+`"`) || !strings.Contains(string(frag), "Approved by local") {
+		t.Errorf("htmx decision: status %d, %s", res2.StatusCode, frag)
+	}
+	if d, err := f.q.Wait(t.Context(), p2.ID); err != nil || !d.Approved {
+		t.Errorf("htmx decision recorded %+v, %v", d, err)
+	}
 }
 
 func TestChartsData(t *testing.T) {

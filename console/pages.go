@@ -495,7 +495,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, v viewer) {
 			return
 		}
 		if !slices.ContainsFunc(ps, func(p pendingView) bool { return p.ID == id }) {
-			http.Redirect(w, r, "/approvals?done=gone", http.StatusSeeOther)
+			c.decided(w, r, v, id, "gone")
 			return
 		}
 	}
@@ -503,7 +503,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, v viewer) {
 	err := c.queue.Decide(r.Context(), id, confirm.Decision{Approved: decision == "approve", Reason: reason, By: v.Name, At: time.Now().UTC()})
 	switch {
 	case errors.Is(err, confirm.ErrNotPending):
-		http.Redirect(w, r, "/approvals?done=gone", http.StatusSeeOther)
+		c.decided(w, r, v, id, "gone")
 		return
 	case err != nil:
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -514,7 +514,28 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, v viewer) {
 	if decision == "deny" {
 		done = "denied"
 	}
-	http.Redirect(w, r, "/approvals?done="+done, http.StatusSeeOther)
+	c.decided(w, r, v, id, done)
+}
+
+// decided answers a decision: htmx (HX-Request) gets the item's new
+// content, a plain form post is redirected to the page with a notice.
+func (c *Console) decided(w http.ResponseWriter, r *http.Request, v viewer, id, done string) {
+	if r.Header.Get("HX-Request") != "true" {
+		http.Redirect(w, r, "/approvals?done="+done, http.StatusSeeOther)
+		return
+	}
+	msg := map[string]string{
+		"approved": "Approved by " + v.Name + ": the call goes on.",
+		"denied":   "Denied by " + v.Name + ": the call fails with your reason.",
+		"gone":     "That call is no longer waiting (decided elsewhere, timed out or withdrawn).",
+	}[done]
+	var b bytes.Buffer
+	if err := pages["approvals"].ExecuteTemplate(&b, "decided", c.page(v, "approvals", "", map[string]string{"ID": id, "Message": msg})); err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(b.Bytes())
 }
 
 // --- charts ---

@@ -24,7 +24,7 @@
     .then(function (r) { return r.json(); })
     .then(function (d) {
       draw("chart-rate", [{}, { label: "calls/min", stroke: colors[0], fill: "rgba(9,105,218,0.1)" }], [d.times, d.per_minute]);
-      draw("chart-errors", [{}, { label: "error %", stroke: colors[1], spanGaps: false }], [d.times, d.error_rate]);
+      draw("chart-errors", [{}, { label: "error %", stroke: colors[1], spanGaps: false, points: { show: true } }], [d.times, d.error_rate]);
       ["p50", "p99"].forEach(function (k) {
         var series = [{}], data = [d.times];
         (d.tools || []).forEach(function (t, i) {
