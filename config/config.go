@@ -132,6 +132,12 @@ type Profile struct {
 	// ConfirmTimeout bounds the wait for the user's answer; 0 means the
 	// confirm module's default.
 	ConfirmTimeout Duration `toml:"confirm_timeout"`
+	// ConfirmVia are the ways a confirmation is asked, in order of
+	// preference: "elicitation" (the client asks its user) and "console"
+	// (the call waits in the approvals queue for the operator console).
+	// The first way that can reach someone is used; empty means
+	// ["elicitation"].
+	ConfirmVia []string `toml:"confirm_via"`
 }
 
 // Sandbox is a profile's sandbox table. Zero values mean no limit, no
@@ -230,6 +236,10 @@ type Token struct {
 	SHA256  string `toml:"sha256"`
 	Env     string `toml:"env"`
 	Profile string `toml:"profile"`
+	// Admin lets the token's holder use the whole operator console
+	// (bub-mcp console): every principal's calls and approvals, sessions
+	// and upstreams. Other tokens see only their own calls there.
+	Admin bool `toml:"admin"`
 }
 
 // Duration is a time.Duration written as "30s" in TOML.
@@ -452,6 +462,16 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 		}
 		if err := providers.CheckGlobs(p.Confirm); err != nil {
 			return nil, fail(err.Error(), "profiles", pname, "confirm")
+		}
+		seen := map[string]bool{}
+		for _, v := range p.ConfirmVia {
+			if v != "elicitation" && v != "console" {
+				return nil, fail(fmt.Sprintf("unknown way %q (known: \"elicitation\", \"console\")", v), "profiles", pname, "confirm_via")
+			}
+			if seen[v] {
+				return nil, fail(fmt.Sprintf("%q is listed twice", v), "profiles", pname, "confirm_via")
+			}
+			seen[v] = true
 		}
 	}
 	dir := ""

@@ -1,0 +1,742 @@
+package console
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/confirm"
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/bubbuild/bub-mcp/sessions"
+	"github.com/bubbuild/bub-mcp/upstream"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// pages are parsed once: the layout with each page.
+var pages = func() map[string]*template.Template {
+	funcs := template.FuncMap{
+		"stamp": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") },
+		"short": func(t time.Time) string { return t.Local().Format("15:04:05") },
+		"ms":    func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) + " ms" },
+		"pretty": func(raw json.RawMessage) string {
+			var b bytes.Buffer
+			if json.Indent(&b, raw, "", "  ") != nil {
+				return string(raw)
+			}
+			return b.String()
+		},
+		"cut": func(s string, n int) string {
+			if len(s) <= n {
+				return s
+			}
+			for n > 0 && (s[n]&0xC0) == 0x80 {
+				n--
+			}
+			return s[:n] + "…"
+		},
+		"deref": func(b *bool) bool { return b != nil && *b },
+		"pct":   func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + "%" },
+		"num":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
+		"left":  func(t time.Time) string { return time.Until(t).Round(time.Second).String() },
+	}
+	out := map[string]*template.Template{}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if base == "layout" {
+			continue
+		}
+		out[base] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n))
+	}
+	return out
+}()
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Nav     string
+	Viewer  viewer
+	CSRF    string
+	Version string
+	Data    any
+}
+
+func (c *Console) routes() {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	files := http.FileServerFS(static)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheStatic(files)))
+	mux.HandleFunc("GET /login", c.loginPage)
+	mux.HandleFunc("POST /login", c.login)
+	mux.HandleFunc("POST /logout", c.auth(c.logout))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/calls", http.StatusSeeOther) })
+	mux.HandleFunc("GET /calls", c.auth(c.callsPage))
+	mux.HandleFunc("GET /calls/events", c.auth(c.callEvents))
+	mux.HandleFunc("GET /calls/{seq}", c.auth(c.callPage))
+	mux.HandleFunc("GET /approvals", c.auth(c.approvalsPage))
+	mux.HandleFunc("GET /approvals/list", c.auth(c.approvalsList))
+	mux.HandleFunc("POST /approvals/{id}", c.auth(c.decide))
+	mux.HandleFunc("GET /charts", c.auth(c.chartsPage))
+	mux.HandleFunc("GET /charts/data", c.auth(c.chartsData))
+	mux.HandleFunc("GET /sessions", c.admin(c.sessionsPage))
+	mux.HandleFunc("GET /tools", c.auth(c.toolsPage))
+	mux.HandleFunc("GET /upstreams", c.admin(c.upstreamsPage))
+	c.mux = mux
+}
+
+// cacheStatic lets browsers keep the vendored assets for an hour.
+func cacheStatic(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// auth runs h for a known viewer; others go to the login page (pages) or
+// get 401 (everything else).
+func (c *Console) auth(h func(http.ResponseWriter, *http.Request, viewer)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, ok := c.who(r)
+		if !ok {
+			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" && !strings.Contains(r.URL.Path[1:], "/") {
+				http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.Path), http.StatusSeeOther)
+				return
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="bub-mcp console"`)
+			http.Error(w, "unauthorized: log in with a console token", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			if err := c.checkCSRF(r, v); err != nil {
+				http.Error(w, "forbidden: "+err.Error(), http.StatusForbidden)
+				return
+			}
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		h(w, r, v)
+	}
+}
+
+// admin is auth for pages only admins see.
+func (c *Console) admin(h func(http.ResponseWriter, *http.Request, viewer)) http.HandlerFunc {
+	return c.auth(func(w http.ResponseWriter, r *http.Request, v viewer) {
+		if !v.Admin {
+			http.Error(w, "forbidden: this page is for console admins (a [[console.tokens]] token, or [[auth.tokens]] with admin = true)", http.StatusForbidden)
+			return
+		}
+		h(w, r, v)
+	})
+}
+
+func urlQueryEscape(s string) string {
+	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") {
+		return "/calls"
+	}
+	return template.URLQueryEscaper(s)
+}
+
+func (c *Console) render(w http.ResponseWriter, status int, name string, p page) {
+	var b bytes.Buffer
+	if err := pages[name].Execute(&b, p); err != nil {
+		c.log.Error("console: render", "page", name, "error", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+func (c *Console) page(v viewer, nav, title string, data any) page {
+	return page{Title: title, Nav: nav, Viewer: v, CSRF: c.csrfToken(v), Version: c.o.Version, Data: data}
+}
+
+// --- login ---
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	if !c.needsLogin() {
+		http.Redirect(w, r, "/calls", http.StatusSeeOther)
+		return
+	}
+	c.render(w, http.StatusOK, "login", c.page(viewer{Name: "login"}, "", "Log in", map[string]string{"Next": urlQueryEscapeRaw(r.URL.Query().Get("next"))}))
+}
+
+func urlQueryEscapeRaw(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		return "/calls"
+	}
+	return next
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := c.checkCSRF(r, viewer{Name: "login"}); err != nil {
+		http.Error(w, "forbidden: "+err.Error(), http.StatusForbidden)
+		return
+	}
+	p, ok := c.byToken(strings.TrimSpace(r.PostFormValue("token")))
+	if !ok {
+		c.render(w, http.StatusUnauthorized, "login", c.page(viewer{Name: "login"}, "", "Log in", map[string]string{"Next": urlQueryEscapeRaw(r.PostFormValue("next")), "Error": "That token is not valid for the console."}))
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: c.sessionValue(p.Name), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https", MaxAge: int(sessionTTL.Seconds())})
+	http.Redirect(w, r, urlQueryEscapeRaw(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, v viewer) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// --- live calls ---
+
+// maxListed bounds the rows of the calls table.
+const maxListed = 500
+
+// filterFrom reads the filter form; a non-admin sees only their calls.
+func filterFrom(r *http.Request, v viewer) (Filter, error) {
+	q := r.URL.Query()
+	f := Filter{Principal: q.Get("principal"), Profile: q.Get("profile"), Tool: q.Get("tool"), Outcome: q.Get("outcome"), Text: q.Get("q")}
+	if f.Outcome != "" && f.Outcome != "ok" && f.Outcome != "error" {
+		return f, fmt.Errorf("outcome: want ok or error, not %q", f.Outcome)
+	}
+	for _, t := range []struct {
+		key string
+		dst *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		s := q.Get(t.key)
+		if s == "" {
+			continue
+		}
+		if d, err := time.ParseDuration(s); err == nil && d > 0 {
+			*t.dst = time.Now().Add(-d)
+			continue
+		}
+		var err error
+		for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02"} {
+			var tm time.Time
+			if tm, err = time.ParseInLocation(layout, s, time.Local); err == nil {
+				*t.dst = tm
+				break
+			}
+		}
+		if err != nil {
+			return f, fmt.Errorf("%s: want a time (2026-01-02T15:04) or a duration back from now (1h), not %q", t.key, s)
+		}
+	}
+	if !v.Admin {
+		f.Principal = v.Name
+	}
+	return f, nil
+}
+
+type callsData struct {
+	Calls     []Call
+	Filter    Filter
+	Query     map[string]string
+	Err       string
+	Held      int
+	FromFiles bool
+	Verify    verifyView
+	EventsURL string
+}
+
+type verifyView struct {
+	Done    bool
+	Intact  bool
+	Records int
+	First   int64
+	Last    int64
+	Problem string
+	Err     string
+	At      time.Time
+}
+
+func (c *Console) callsPage(w http.ResponseWriter, r *http.Request, v viewer) {
+	f, err := filterFrom(r, v)
+	d := callsData{Filter: f, Query: map[string]string{}}
+	for _, k := range []string{"principal", "profile", "tool", "outcome", "since", "until", "q"} {
+		d.Query[k] = r.URL.Query().Get(k)
+	}
+	status := http.StatusOK
+	if err != nil {
+		d.Err = err.Error()
+		status = http.StatusBadRequest
+	} else {
+		// A range older than what the ring holds is read from the files.
+		if oldest := c.feed.oldest(); !f.Since.IsZero() && (oldest.IsZero() || f.Since.Before(oldest)) {
+			d.FromFiles = true
+			d.Calls = c.scanMatching(&f, maxListed)
+		} else {
+			d.Calls = c.feed.recent(&f, maxListed)
+		}
+		ev := r.URL.Query()
+		ev.Del("since")
+		d.EventsURL = "/calls/events?" + ev.Encode()
+	}
+	if v.Admin {
+		rep, at, verr := c.auditReport()
+		d.Verify = verifyView{At: at}
+		switch {
+		case verr != nil:
+			d.Verify.Done, d.Verify.Err = true, verr.Error()
+		case rep != nil:
+			d.Verify = verifyView{Done: true, Intact: rep.Intact(), Records: rep.Records, First: rep.First, Last: rep.Last, At: at}
+			if rep.Problem != nil {
+				d.Verify.Problem = rep.Problem.Error()
+			}
+		}
+	}
+	c.render(w, status, "calls", c.page(v, "calls", "Live calls", d))
+}
+
+// scanMatching reads the log files for the newest limit matches of f.
+func (c *Console) scanMatching(f *Filter, limit int) []Call {
+	var ring []Call
+	scanLog(c.auditDir, f.Since, func(call Call) bool {
+		if !f.Until.IsZero() && call.Time.After(f.Until) {
+			return false
+		}
+		if f.Match(&call) {
+			ring = append(ring, call)
+			if len(ring) > 2*limit {
+				ring = append(ring[:0], ring[len(ring)-limit:]...)
+			}
+		}
+		return true
+	})
+	if len(ring) > limit {
+		ring = ring[len(ring)-limit:]
+	}
+	slices.Reverse(ring)
+	return ring
+}
+
+// sseHeartbeat keeps idle event streams (and proxies) awake.
+const sseHeartbeat = 15 * time.Second
+
+// callEvents streams new calls matching the filter as server-sent events
+// (event "call", JSON data).
+func (c *Console) callEvents(w http.ResponseWriter, r *http.Request, v viewer) {
+	f, err := filterFrom(r, v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.Since = time.Time{}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	ch, cancel := c.feed.subscribe()
+	defer cancel()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 2000\n: ok\n\n")
+	fl.Flush()
+	hb := time.NewTicker(sseHeartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-hb.C:
+			fmt.Fprint(w, ": ping\n\n")
+			fl.Flush()
+		case call := <-ch:
+			if !f.Match(&call) {
+				continue
+			}
+			b, _ := json.Marshal(call)
+			fmt.Fprintf(w, "id: %d\nevent: call\ndata: %s\n\n", call.Seq, b)
+			// Send what else is queued in the same flush.
+			for more := true; more; {
+				select {
+				case call := <-ch:
+					if f.Match(&call) {
+						b, _ := json.Marshal(call)
+						fmt.Fprintf(w, "id: %d\nevent: call\ndata: %s\n\n", call.Seq, b)
+					}
+				default:
+					more = false
+				}
+			}
+			fl.Flush()
+		}
+	}
+}
+
+func (c *Console) callPage(w http.ResponseWriter, r *http.Request, v viewer) {
+	seq, err := strconv.ParseInt(r.PathValue("seq"), 10, 64)
+	if err != nil || seq <= 0 {
+		http.Error(w, "not found: a call is named by its seq, a positive number", http.StatusNotFound)
+		return
+	}
+	call, ok := c.feed.bySeq(seq)
+	if !ok {
+		scanLog(c.auditDir, time.Time{}, func(x Call) bool {
+			if x.Seq == seq {
+				call, ok = x, true
+				return false
+			}
+			return true
+		})
+	}
+	if !ok || (!v.Admin && call.Principal != v.Name) {
+		http.Error(w, fmt.Sprintf("not found: no call with seq %d in the audit log", seq), http.StatusNotFound)
+		return
+	}
+	c.render(w, http.StatusOK, "call", c.page(v, "calls", fmt.Sprintf("Call %d: %s", seq, call.Tool), call))
+}
+
+// --- approvals ---
+
+type pendingView struct {
+	confirm.Pending
+	Code string // run_code's code, shown as code
+}
+
+func (c *Console) pending(r *http.Request, v viewer) ([]pendingView, error) {
+	ps, err := c.queue.List(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	var out []pendingView
+	for _, p := range ps {
+		if !v.Admin && p.Principal != v.Name {
+			continue
+		}
+		pv := pendingView{Pending: p}
+		if p.Tool == "run_code" {
+			var a struct {
+				Code string `json:"code"`
+			}
+			if json.Unmarshal(p.Args, &a) == nil {
+				pv.Code = a.Code
+			}
+		}
+		out = append(out, pv)
+	}
+	return out, nil
+}
+
+type approvalsData struct {
+	Pending []pendingView
+	Err     string
+	Flash   string
+}
+
+func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, v viewer) {
+	ps, err := c.pending(r, v)
+	d := approvalsData{Pending: ps}
+	if err != nil {
+		d.Err = err.Error()
+	}
+	switch r.URL.Query().Get("done") {
+	case "approved":
+		d.Flash = "Approved: the call goes on."
+	case "denied":
+		d.Flash = "Denied: the call fails with your reason."
+	case "gone":
+		d.Flash = "That call is no longer waiting (decided elsewhere, timed out or withdrawn)."
+	}
+	c.render(w, http.StatusOK, "approvals", c.page(v, "approvals", "Approvals", d))
+}
+
+// approvalsList is the queue alone, which the page reloads every second.
+func (c *Console) approvalsList(w http.ResponseWriter, r *http.Request, v viewer) {
+	ps, err := c.pending(r, v)
+	d := approvalsData{Pending: ps}
+	if err != nil {
+		d.Err = err.Error()
+	}
+	var b bytes.Buffer
+	if err := pages["approvals"].ExecuteTemplate(&b, "queue", c.page(v, "approvals", "", d)); err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(b.Bytes())
+}
+
+func (c *Console) decide(w http.ResponseWriter, r *http.Request, v viewer) {
+	id := r.PathValue("id")
+	decision := r.PostFormValue("decision")
+	if decision != "approve" && decision != "deny" {
+		http.Error(w, "bad request: decision must be approve or deny", http.StatusBadRequest)
+		return
+	}
+	if !v.Admin {
+		ps, err := c.pending(r, v)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if !slices.ContainsFunc(ps, func(p pendingView) bool { return p.ID == id }) {
+			c.decided(w, r, v, id, "gone")
+			return
+		}
+	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	err := c.queue.Decide(r.Context(), id, confirm.Decision{Approved: decision == "approve", Reason: reason, By: v.Name, At: time.Now().UTC()})
+	switch {
+	case errors.Is(err, confirm.ErrNotPending):
+		c.decided(w, r, v, id, "gone")
+		return
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c.log.Info("console.decision", "id", id, "decision", decision, "by", v.Name)
+	done := "approved"
+	if decision == "deny" {
+		done = "denied"
+	}
+	c.decided(w, r, v, id, done)
+}
+
+// decided answers a decision: htmx (HX-Request) gets the item's new
+// content, a plain form post is redirected to the page with a notice.
+func (c *Console) decided(w http.ResponseWriter, r *http.Request, v viewer, id, done string) {
+	if r.Header.Get("HX-Request") != "true" {
+		http.Redirect(w, r, "/approvals?done="+done, http.StatusSeeOther)
+		return
+	}
+	msg := map[string]string{
+		"approved": "Approved by " + v.Name + ": the call goes on.",
+		"denied":   "Denied by " + v.Name + ": the call fails with your reason.",
+		"gone":     "That call is no longer waiting (decided elsewhere, timed out or withdrawn).",
+	}[done]
+	var b bytes.Buffer
+	if err := pages["approvals"].ExecuteTemplate(&b, "decided", c.page(v, "approvals", "", map[string]string{"ID": id, "Message": msg})); err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(b.Bytes())
+}
+
+// --- charts ---
+
+func (c *Console) chartData(r *http.Request, v viewer) (*ChartData, error) {
+	rng := r.URL.Query().Get("range")
+	if rng == "" {
+		rng = "hour"
+	}
+	if _, ok := chartRanges[rng]; !ok {
+		return nil, fmt.Errorf("range: want hour, day or week, not %q", rng)
+	}
+	now := time.Now()
+	agg := newChartAgg(now, rng)
+	f := Filter{}
+	if !v.Admin {
+		f.Principal = v.Name
+	}
+	add := func(call Call) bool {
+		if f.Match(&call) {
+			agg.add(&call)
+		}
+		return true
+	}
+	if oldest := c.feed.oldest(); !oldest.IsZero() && !oldest.After(agg.start) {
+		for _, call := range c.feed.recent(&Filter{Since: agg.start}, c.mod.MaxCalls) {
+			add(call)
+		}
+	} else {
+		scanLog(c.auditDir, agg.start, add)
+	}
+	return agg.data(rng), nil
+}
+
+func (c *Console) chartsPage(w http.ResponseWriter, r *http.Request, v viewer) {
+	d, err := c.chartData(r, v)
+	if err != nil {
+		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	c.render(w, http.StatusOK, "charts", c.page(v, "charts", "Charts", d))
+}
+
+func (c *Console) chartsData(w http.ResponseWriter, r *http.Request, v viewer) {
+	d, err := c.chartData(r, v)
+	if err != nil {
+		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(d)
+}
+
+// --- sessions ---
+
+type sessionView struct {
+	Profile   string
+	ID        string
+	Workspace string
+	Tape      string
+	Info      sessions.Info
+	Settings  sessions.Settings
+	Anchors   []sessions.Anchor
+	Entries   []entryView
+	Err       string
+}
+
+type entryView struct {
+	ID      int
+	Kind    string
+	Date    string
+	Summary string
+}
+
+// maxEntriesShown bounds the entries listed per session.
+const maxEntriesShown = 50
+
+func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, v viewer) {
+	var out []sessionView
+	cfg := c.a.Config()
+	only := r.URL.Query().Get("profile")
+	for _, name := range cfg.ProfileNames() {
+		if only != "" && name != only {
+			continue
+		}
+		sv := sessionView{Profile: name}
+		conn := providers.Connection{Profile: name}
+		if err := c.a.Resolve(r.Context(), &conn); err != nil {
+			sv.Err = err.Error()
+			out = append(out, sv)
+			continue
+		}
+		sv.ID, sv.Workspace = conn.SessionKey, conn.Workspace
+		sess, err := c.a.Session(&conn)
+		if err != nil {
+			sv.Err = err.Error()
+			out = append(out, sv)
+			continue
+		}
+		t := sess.Tape()
+		sv.Tape = t.Name()
+		sv.Info = t.Info()
+		sv.Settings = sess.Settings()
+		sv.Anchors = t.Anchors(0)
+		if only != "" {
+			es := t.Entries()
+			for _, e := range es[max(0, len(es)-maxEntriesShown):] {
+				b, _ := json.Marshal(e.Payload)
+				sv.Entries = append(sv.Entries, entryView{ID: e.ID, Kind: e.Kind, Date: e.Date, Summary: string(b)})
+			}
+			slices.Reverse(sv.Entries)
+		}
+		out = append(out, sv)
+	}
+	c.render(w, http.StatusOK, "sessions", c.page(v, "sessions", "Sessions", map[string]any{"Sessions": out, "One": only != ""}))
+}
+
+// --- tools ---
+
+type toolView struct {
+	Name        string
+	Description string
+	Annotations string
+	Schema      string
+	Code        bool // callable only from run_code
+}
+
+type profileTools struct {
+	Profile  string
+	CodeMode bool
+	Tools    []toolView
+	Err      string
+}
+
+func (c *Console) toolsPage(w http.ResponseWriter, r *http.Request, v viewer) {
+	cfg := c.a.Config()
+	var out []profileTools
+	for _, name := range cfg.ProfileNames() {
+		if !v.Admin && name != v.Profile {
+			continue
+		}
+		pt := profileTools{Profile: name}
+		conn := providers.Connection{Profile: name, Transport: "console"}
+		if err := c.a.Resolve(r.Context(), &conn); err != nil {
+			pt.Err = err.Error()
+			out = append(out, pt)
+			continue
+		}
+		view, err := c.a.View(r.Context(), &conn)
+		if err != nil {
+			pt.Err = err.Error()
+			out = append(out, pt)
+			continue
+		}
+		pt.CodeMode = conn.CodeMode
+		for i, list := range [][]*toolDesc{describe(view.Tools), describe(view.CodeTools)} {
+			for _, t := range list {
+				pt.Tools = append(pt.Tools, toolView{Name: t.name, Description: t.desc, Annotations: t.ann, Schema: t.schema, Code: i == 1})
+			}
+		}
+		out = append(out, pt)
+	}
+	c.render(w, http.StatusOK, "tools", c.page(v, "tools", "Tools", out))
+}
+
+// --- upstreams ---
+
+func (c *Console) upstreamsPage(w http.ResponseWriter, r *http.Request, v viewer) {
+	var st []upstream.Status
+	if m, ok := upstream.FromApp(c.a); ok {
+		st = m.Status()
+	}
+	c.render(w, http.StatusOK, "upstreams", c.page(v, "upstreams", "Upstreams", st))
+}
+
+type toolDesc struct{ name, desc, ann, schema string }
+
+// describe renders tools for the tools page: annotations as words, the
+// input schema indented.
+func describe(tools []*registry.Tool) []*toolDesc {
+	out := make([]*toolDesc, 0, len(tools))
+	for _, t := range tools {
+		var ann []string
+		a := t.Annotations
+		if a.Title != "" {
+			ann = append(ann, "title: "+a.Title)
+		}
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{a.ReadOnly, "read-only"}, {a.Destructive, "destructive"}, {a.Idempotent, "idempotent"}, {a.OpenWorld, "open world"}} {
+			if f.on {
+				ann = append(ann, f.name)
+			}
+		}
+		var b bytes.Buffer
+		if json.Indent(&b, t.InputSchema, "", "  ") != nil {
+			b.Reset()
+			b.Write(t.InputSchema)
+		}
+		out = append(out, &toolDesc{name: t.Name, desc: t.Description, ann: strings.Join(ann, ", "), schema: b.String()})
+	}
+	return out
+}
