@@ -77,6 +77,7 @@ func commands(env *Env) []*cobra.Command {
 		auditCommand(env),
 		callCommand(env),
 		configCommand(env),
+		consoleCommand(env),
 		installCommand(env),
 		serveCommand(env),
 		toolsCommand(env),

@@ -3,37 +3,35 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/bubbuild/bub-mcp/console"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 )
 
-func init() {
+// consoleCommand is `bub-mcp console`.
+func consoleCommand(env *Env) *cobra.Command {
 	var (
 		c    common
 		addr string
 	)
-	register(&Command{
-		Name:  "console",
-		Usage: "[--http ADDR] [--config FILE]",
+	cmd := &cobra.Command{
+		Use:   "console [--http ADDR] [--config FILE]",
 		Short: "serve the operator console (live calls, approvals, charts, sessions, tools, upstreams) over $BUB_HOME",
-		Flags: func(fs *flag.FlagSet) {
-			c.flags(fs)
-			fs.StringVar(&addr, "http", "", "listen on ADDR (default [console] listen, else "+console.DefaultListen+"); beyond loopback it needs console tokens")
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runConsole(cmd.Context(), env, &c, addr)
 		},
-		Run: func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
-			if len(args) > 0 {
-				return &usageError{"unexpected arguments"}
-			}
-			return runConsole(ctx, env, &c, addr)
-		},
-	})
+	}
+	c.flags(cmd.Flags())
+	cmd.Flags().StringVar(&addr, "http", "", "listen on ADDR (default [console] listen, else "+console.DefaultListen+"); beyond loopback it needs console tokens")
+	return cmd
 }
 
 // runConsole serves the console until ctx ends. It prints the URL on
