@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/telemetry"
@@ -111,7 +112,7 @@ type Server struct {
 	reg     *registry.Registry
 	limits  Limits
 
-	parking  *parking
+	parking  *mcpgofix.Parking
 	inflight calls
 	posts    calls // HTTP POSTs being answered
 	workers  int
@@ -132,7 +133,7 @@ type Server struct {
 
 	served served // tools registered with mcp-go (dynamic.go)
 
-	methods methods // request methods Extensions add (methods.go)
+	methods mcpgofix.Methods // request methods Extensions add (methods.go)
 }
 
 type requestKey struct{}
@@ -231,7 +232,7 @@ func New(opts *Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	o.Limits = o.Limits.withDefaults()
-	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, workers: o.Limits.MaxConcurrentPerClient, parking: newParking(),
+	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, workers: o.Limits.MaxConcurrentPerClient, parking: mcpgofix.NewParking(),
 		pool: newPool(64, poolIdle), sealer: sealer{key: o.StateKey}}
 	s.cutCtx, s.cut = context.WithCancel(context.Background())
 	if s.sealer.key == nil {
@@ -243,7 +244,6 @@ func New(opts *Options) (*Server, error) {
 	}
 
 	hooks := &server.Hooks{}
-	hooks.AddOnRequestInitialization(checkID)
 	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
 		// The session may not know the client yet: take it from the request.
 		conn := ConnectionFromContext(ctx)
@@ -275,16 +275,8 @@ func New(opts *Options) (*Server, error) {
 			}
 		}
 	})
-	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest, res *mcp.SubscriptionsListenResult) {
-		// Workaround: mcp-go v1.2.1 may drop the acknowledgement when the
-		// result follows at once (nothing to subscribe to): its forwarder
-		// takes the notification off the queue, then finds the response
-		// written (the race of mark3labs/mcp-go PR #969). Hold the result
-		// until the stream carried it. TestListenAcknowledgedFirst.
-		if r := requestFrom(ctx); r != nil && r.pw != nil && ctx.Err() == nil {
-			r.pw.waitNotifications(1, notificationWait)
-		}
-	})
+	// The acknowledgement is a notification: mcpgofix/dropnotify.go.
+	hooks.AddAfterSubscriptionsListen(mcpgofix.ListenAcknowledged(func(ctx context.Context) { waitNotifications(ctx, 1) }))
 	hooks.AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) {
 		if r := requestFrom(ctx); r != nil {
 			state, _ := callerState(*req) // a bad one is refused by handle
@@ -304,7 +296,7 @@ func New(opts *Options) (*Server, error) {
 	hooks.AddOnUnregisterSession(func(ctx context.Context, sess server.ClientSession) {
 		// However a 2025 session ends (DELETE, idle sweep, shutdown), its
 		// GET stream's hand-off state goes with it.
-		s.parking.forget(sess.SessionID())
+		s.parking.Forget(sess.SessionID())
 	})
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
@@ -326,7 +318,7 @@ func New(opts *Options) (*Server, error) {
 	capabilities := map[string]any{}
 	for _, e := range o.Extensions {
 		for _, opt := range e.Options {
-			serverOpts = append(serverOpts, extensionOption(hooks, opt))
+			serverOpts = append(serverOpts, mcpgofix.AppendingOption(hooks, opt))
 		}
 		for id, settings := range e.Capabilities {
 			capabilities[id] = settings
@@ -335,9 +327,10 @@ func New(opts *Options) (*Server, error) {
 	if len(capabilities) > 0 {
 		serverOpts = append(serverOpts, server.WithExtensions(capabilities))
 	}
-	if err := s.methods.add(o.Extensions, hooks); err != nil {
+	if err := addMethods(&s.methods, o.Extensions); err != nil {
 		return nil, err
 	}
+	s.methods.Track(hooks)
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
 	s.syncTools() // the first table: no session yet to tell
 	if dynamic {
@@ -517,14 +510,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return p.round.result(s.sealer, tool.ModelName(), argsDigest(call.Args), callerID(requestFrom(ctx)), time.Now())
 	}
 	if n := p.sent.Load(); n > 0 {
-		// mcp-go may drop a notification its forwarder picked up while the
-		// response was being written (mcp-go PR #969); the event store
-		// avoids that only for session-based requests. Holding the result
-		// until the stream has carried every notification closes the race
-		// on both protocol eras.
-		if r := requestFrom(ctx); r != nil && r.pw != nil {
-			r.pw.waitNotifications(int(n), notificationWait)
-		}
+		waitNotifications(ctx, int(n)) // mcpgofix/dropnotify.go
 	}
 	return s.toResult(v, tool, &res), nil
 }
@@ -701,7 +687,7 @@ func (p *peer) Log(ctx context.Context, level slog.Level, logger string, data an
 	lvl := mcpLevel(level)
 	n := mcp.NewLoggingMessageNotification(lvl, logger, data)
 	if c := stdioFrom(ctx); c != nil {
-		if c.Initialized() && logWanted(ctx, lvl) {
+		if c.Initialized() && mcpgofix.LogWanted(ctx, lvl) {
 			// The shape of mcp-go's own log notifications.
 			c.notify(n.Method, map[string]any{"level": n.Params.Level, "logger": n.Params.Logger, "data": n.Params.Data})
 		}
@@ -711,22 +697,9 @@ func (p *peer) Log(ctx context.Context, level slog.Level, logger string, data an
 		p.s.log.DebugContext(ctx, "mcp.log.dropped", "error", err)
 		return
 	}
-	if logWanted(ctx, lvl) {
+	if mcpgofix.LogWanted(ctx, lvl) {
 		p.sent.Add(1)
 	}
-}
-
-// logWanted mirrors mcp-go's filter in SendLogMessageToClient (which
-// reports success for a filtered message), so only sent messages are
-// waited for.
-func logWanted(ctx context.Context, lvl mcp.LoggingLevel) bool {
-	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
-		return info.LogLevel != "" && lvl.ShouldSendTo(info.LogLevel)
-	}
-	if sl, ok := server.ClientSessionFromContext(ctx).(server.SessionWithLogging); ok {
-		return lvl.ShouldSendTo(sl.GetLogLevel())
-	}
-	return false
 }
 
 func mcpLevel(l slog.Level) mcp.LoggingLevel {
@@ -775,7 +748,7 @@ func (p *peer) Sample(ctx context.Context, req registry.SampleRequest) (*registr
 	if sess := server.ClientSessionFromContext(ctx); sess != nil && stdioFrom(ctx) == nil && sess.SessionID() != "" {
 		// Sampling needs mcp-go's own GET stream (see park.go).
 		select {
-		case <-p.s.parking.handOver(sess.SessionID()):
+		case <-p.s.parking.HandOver(sess.SessionID()):
 		case <-time.After(getStreamWait):
 			// mcp-go would wait for a stream that never comes.
 			return nil, errors.New("mcpserver: sampling on a 2025 HTTP session travels on the client's GET stream, and the client has none open")
