@@ -131,6 +131,8 @@ type Server struct {
 
 	instrumented bool // telemetry hooks installed (telemetry.go)
 
+	stdioSessions atomic.Int64 // numbers stdio sessions, which mcp-go tells apart by id
+
 	served served // tools registered with mcp-go (dynamic.go)
 
 	methods mcpgofix.Methods // request methods Extensions add (methods.go)
@@ -159,6 +161,7 @@ type request struct {
 	baton   *baton                         // stdio: set while the request runs on the reading goroutine
 	dropped atomic.Bool                    // its answer is not sent (see drop)
 	claim   *sessionClaim                  // HTTP initialize (2025): its session slot
+	out     outbound                       // set by a transport that writes notifications itself (stdio)
 }
 
 // withRequest attaches r to ctx.
@@ -249,8 +252,8 @@ func New(opts *Options) (*Server, error) {
 		conn := ConnectionFromContext(ctx)
 		conn.ClientName, conn.ClientVersion = req.Params.ClientInfo.Name, req.Params.ClientInfo.Version
 		s.instructions(ctx, conn, &res.Instructions)
-		if c := stdioFrom(ctx); c != nil {
-			c.handshook.Store(true)
+		if r := requestFrom(ctx); r != nil && r.out != nil {
+			r.out.answeredInitialize()
 		}
 	})
 	readable := map[string]func(ctx context.Context, conn *providers.Connection) bool{}
@@ -475,7 +478,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return mcp.NewToolResultError("[invalid_input] " + err.Error()), nil
 	}
-	p := &peer{s: s, token: progressToken(req)}
+	p := &peer{s: s, token: progressToken(req), out: s.outboundOf(ctx)}
 	if info := modernInfo(ctx); info != nil {
 		for _, c := range tool.Requires {
 			if !hasCapability(info.ClientCapabilities, c) {
@@ -655,7 +658,8 @@ func (c *calls) wait(ctx context.Context) bool {
 type peer struct {
 	s     *Server
 	token mcp.ProgressToken
-	sent  atomic.Int64 // notifications handed to mcp-go
+	out   outbound     // the request's way to its client
+	sent  atomic.Int64 // notifications handed to mcp-go, which the result waits for
 	round *inputRound  // 2026-07-28 requests: answers and pending questions
 }
 
@@ -670,37 +674,80 @@ func (p *peer) Progress(ctx context.Context, progress, total float64, message st
 	if message != "" {
 		params["message"] = message
 	}
-	if c := stdioFrom(ctx); c != nil {
-		if c.Initialized() {
-			c.notify("notifications/progress", params)
-		}
-		return
+	if p.out.progress(ctx, params) {
+		p.sent.Add(1)
 	}
-	if err := p.s.mcp.SendNotificationToClient(ctx, "notifications/progress", params); err != nil {
-		p.s.log.DebugContext(ctx, "mcp.progress.dropped", "error", err)
-		return
-	}
-	p.sent.Add(1)
 }
 
 func (p *peer) Log(ctx context.Context, level slog.Level, logger string, data any) {
 	lvl := mcpLevel(level)
-	n := mcp.NewLoggingMessageNotification(lvl, logger, data)
-	if c := stdioFrom(ctx); c != nil {
-		if c.Initialized() && mcpgofix.LogWanted(ctx, lvl) {
-			// The shape of mcp-go's own log notifications.
-			c.notify(n.Method, map[string]any{"level": n.Params.Level, "logger": n.Params.Logger, "data": n.Params.Data})
-		}
-		return
-	}
-	if err := p.s.mcp.SendLogMessageToClient(ctx, n); err != nil {
-		p.s.log.DebugContext(ctx, "mcp.log.dropped", "error", err)
-		return
-	}
-	if mcpgofix.LogWanted(ctx, lvl) {
+	if p.out.log(ctx, mcp.NewLoggingMessageNotification(lvl, logger, data)) {
 		p.sent.Add(1)
 	}
 }
+
+// outbound is how one request reaches its client outside its answer:
+// progress and log notifications, and the preparation of a request to the
+// client. The core calls it; each transport supplies it (mcpOutbound, the
+// default, goes through mcp-go; stdio writes notifications itself).
+type outbound interface {
+	// progress sends a notifications/progress; it reports whether the
+	// answer must wait for it to be written (mcpgofix/dropnotify.go).
+	progress(ctx context.Context, params map[string]any) (wait bool)
+	// log sends a notifications/message, as progress.
+	log(ctx context.Context, n mcp.LoggingMessageNotification) (wait bool)
+	// beforeRequest readies the way for a request to the client (sampling).
+	beforeRequest(ctx context.Context) error
+	// answeredInitialize is told when a 2025 initialize was answered.
+	answeredInitialize()
+}
+
+// outboundOf is the outbound of ctx's request.
+func (s *Server) outboundOf(ctx context.Context) outbound {
+	if r := requestFrom(ctx); r != nil && r.out != nil {
+		return r.out
+	}
+	return mcpOutbound{s}
+}
+
+// mcpOutbound sends through mcp-go's sessions (HTTP).
+type mcpOutbound struct{ s *Server }
+
+func (o mcpOutbound) progress(ctx context.Context, params map[string]any) bool {
+	if err := o.s.mcp.SendNotificationToClient(ctx, "notifications/progress", params); err != nil {
+		o.s.log.DebugContext(ctx, "mcp.progress.dropped", "error", err)
+		return false
+	}
+	return true
+}
+
+func (o mcpOutbound) log(ctx context.Context, n mcp.LoggingMessageNotification) bool {
+	if err := o.s.mcp.SendLogMessageToClient(ctx, n); err != nil {
+		o.s.log.DebugContext(ctx, "mcp.log.dropped", "error", err)
+		return false
+	}
+	return mcpgofix.LogWanted(ctx, n.Params.Level)
+}
+
+// beforeRequest hands a 2025 session's parked GET stream to mcp-go:
+// its requests to the client travel there (mcpgofix/getstream.go).
+func (o mcpOutbound) beforeRequest(ctx context.Context) error {
+	sess := server.ClientSessionFromContext(ctx)
+	if sess == nil || sess.SessionID() == "" {
+		return nil
+	}
+	select {
+	case <-o.s.parking.HandOver(sess.SessionID()):
+		return nil
+	case <-time.After(getStreamWait):
+		// mcp-go would wait for a stream that never comes.
+		return errors.New("mcpserver: sampling on a 2025 HTTP session travels on the client's GET stream, and the client has none open")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (mcpOutbound) answeredInitialize() {}
 
 func mcpLevel(l slog.Level) mcp.LoggingLevel {
 	switch {
@@ -745,16 +792,8 @@ func (p *peer) Sample(ctx context.Context, req registry.SampleRequest) (*registr
 	if !declared(ctx, func(c mcp.ClientCapabilities) bool { return c.Sampling != nil }) {
 		return nil, &registry.CapabilityError{Capability: "sampling"} // mcp-go would ask anyway
 	}
-	if sess := server.ClientSessionFromContext(ctx); sess != nil && stdioFrom(ctx) == nil && sess.SessionID() != "" {
-		// Sampling needs mcp-go's own GET stream (see park.go).
-		select {
-		case <-p.s.parking.HandOver(sess.SessionID()):
-		case <-time.After(getStreamWait):
-			// mcp-go would wait for a stream that never comes.
-			return nil, errors.New("mcpserver: sampling on a 2025 HTTP session travels on the client's GET stream, and the client has none open")
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := p.out.beforeRequest(ctx); err != nil {
+		return nil, err
 	}
 	//lint:ignore SA1019 2025-protocol clients still sample this way; 2026 ones get an error from mcp-go
 	res, err := p.s.mcp.RequestSampling(ctx, r)

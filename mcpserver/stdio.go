@@ -49,14 +49,13 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, co
 	calls, cancelCalls := context.WithCancel(context.Background())
 	defer cancelCalls()
 	c := newStdioConn(s, out)
-	c.id = "stdio-" + strconv.FormatInt(stdioSessions.Add(1), 10)
+	c.id = "stdio-" + strconv.FormatInt(s.stdioSessions.Add(1), 10)
 	if err := s.mcp.RegisterSession(calls, c); err != nil {
 		return fmt.Errorf("mcpserver: stdio session: %w", err)
 	}
 	defer s.mcp.UnregisterSession(context.Background(), c.id)
 	c.caller = conn
 	base := s.mcp.WithContext(calls, c)
-	base = context.WithValue(base, stdioKey{}, c)
 	go c.pump(calls)
 
 	c.in = bufio.NewReaderSize(in, 64<<10)
@@ -89,18 +88,6 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, co
 	return nil
 }
 
-// stdioSessions numbers stdio sessions, which mcp-go needs to tell apart
-// when one process serves several (tests do).
-var stdioSessions atomic.Int64
-
-type stdioKey struct{}
-
-// stdioFrom returns the stdio connection serving ctx's request, if any.
-func stdioFrom(ctx context.Context) *stdioConn {
-	c, _ := ctx.Value(stdioKey{}).(*stdioConn)
-	return c
-}
-
 // stdioConn is the one client of a stdio transport and its mcp-go
 // ClientSession: logging level, client info, and the server's own
 // requests to the client (sampling, elicitation, roots).
@@ -117,7 +104,8 @@ type stdioConn struct {
 	sem     chan struct{} // bounds the requests running at once
 	queue   chan struct{} // bounds the requests running or waiting
 
-	pool *pool // runs requests that arrive while others wait to be read
+	pool     *pool     // runs requests that arrive while others wait to be read
+	encoders sync.Pool // *bytes.Buffer messages are encoded into
 
 	// One goroutine at a time reads in (see read and runInline).
 	in      *bufio.Reader
@@ -262,7 +250,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		c.writeMessage(rpcError(env.ID, mcp.INVALID_REQUEST, msg))
 		return true
 	}
-	rq := &request{caller: c.caller}
+	rq := &request{caller: c.caller, out: c}
 	serve := func(ctx context.Context) mcp.JSONRPCMessage { return c.handle(ctx, line) }
 	if f := c.s.methods.Lookup(env.Method); f != nil {
 		// An extension method (mcpgofix/methods.go) echoes its id itself.
@@ -445,13 +433,13 @@ func (c *stdioConn) reply(env envelope) {
 	ch <- rpcReply{result: env.Result, err: env.Error}
 }
 
-// encoders pools the buffers messages are encoded into.
-var encoders = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
 // writeMessage encodes msg as one line (as json.Marshal would, newline
 // added) and writes it with a single write.
 func (c *stdioConn) writeMessage(msg any) {
-	buf := encoders.Get().(*bytes.Buffer)
+	buf, _ := c.encoders.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
 	buf.Reset()
 	if err := json.NewEncoder(buf).Encode(msg); err != nil {
 		c.s.log.Error("mcp.stdio.encode", "error", err)
@@ -459,7 +447,7 @@ func (c *stdioConn) writeMessage(msg any) {
 		c.write(buf.Bytes())
 	}
 	if buf.Cap() <= 64<<10 {
-		encoders.Put(buf)
+		c.encoders.Put(buf)
 	}
 }
 
@@ -507,6 +495,30 @@ func (c *stdioConn) pump(ctx context.Context) {
 		}
 	}
 }
+
+// progress writes a tool's progress now, so it reaches the client before
+// the result of the call that sent it; nothing waits for it.
+func (c *stdioConn) progress(_ context.Context, params map[string]any) bool {
+	if c.Initialized() {
+		c.notify("notifications/progress", params)
+	}
+	return false
+}
+
+// log writes a tool's log message now, in the shape of mcp-go's own, when
+// the client's level wants it.
+func (c *stdioConn) log(ctx context.Context, n mcp.LoggingMessageNotification) bool {
+	if c.Initialized() && mcpgofix.LogWanted(ctx, n.Params.Level) {
+		c.notify(n.Method, map[string]any{"level": n.Params.Level, "logger": n.Params.Logger, "data": n.Params.Data})
+	}
+	return false
+}
+
+// beforeRequest: the server's requests share the one pipe.
+func (c *stdioConn) beforeRequest(context.Context) error { return nil }
+
+// answeredInitialize records the answered initialize: other requests may run.
+func (c *stdioConn) answeredInitialize() { c.handshook.Store(true) }
 
 // notify writes a notification now, so it reaches the client before the
 // result of the call that sent it.
