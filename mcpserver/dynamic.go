@@ -1,14 +1,11 @@
 package mcpserver
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -45,9 +42,6 @@ type served struct {
 // servedSet is one state of the served tools.
 type servedSet struct {
 	tools map[string]*registry.Tool
-	// closers are the ClosesStream tools' names as JSON strings, which a
-	// call of one contains.
-	closers [][]byte
 	// requires: some tool has Requires (a 2026-07-28 call is then
 	// admitted before dispatch).
 	requires bool
@@ -64,11 +58,7 @@ func (sv *served) load() *servedSet {
 // store makes tools, which is not changed afterwards, the served tools.
 func (sv *served) store(tools map[string]*registry.Tool) {
 	set := &servedSet{tools: tools}
-	for name, t := range tools {
-		if t.ClosesStream {
-			q, _ := json.Marshal(name)
-			set.closers = append(set.closers, q)
-		}
+	for _, t := range tools {
 		set.requires = set.requires || len(t.Requires) > 0
 	}
 	sv.set.Store(set)
@@ -106,7 +96,7 @@ func (s *Server) syncTools() {
 		if tools[name] == t {
 			continue
 		}
-		if err := s.addTool(t); err != nil {
+		if err := mcpgofix.AddTool(s.mcp, server.ServerTool{Tool: MCPTool(t), Handler: s.handle}); err != nil {
 			s.log.Warn("mcp.tool.refused", "tool", t.Name, "error", err)
 			continue
 		}
@@ -119,31 +109,9 @@ func (s *Server) syncTools() {
 	}
 }
 
-// addTool registers one tool with mcp-go, which panics on a definition it
-// refuses (bad x-mcp-header annotations from an upstream server).
-func (s *Server) addTool(t *registry.Tool) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("mcp-go refused the definition: %v", p)
-		}
-	}()
-	s.mcp.AddTools(server.ServerTool{Tool: MCPTool(t), Handler: s.handle})
-	return nil
-}
-
-// detachable reports whether body, a 2025 session's POST, calls a tool
-// that may close its stream (registry.Tool.ClosesStream). The body is
-// decoded only when it contains such a tool's name. (A name written with
-// \u escapes is missed, and that call's CloseStream reports false.)
-func (s *Server) detachable(body []byte) bool {
-	set := s.served.load()
-	if !slices.ContainsFunc(set.closers, func(q []byte) bool { return bytes.Contains(body, q) }) {
-		return false
-	}
-	var m admission
-	if json.Unmarshal(body, &m) != nil || m.Method != string(mcp.MethodToolsCall) {
-		return false
-	}
-	t := set.tools[m.Params.Name]
+// detachable reports whether a 2025 session's tools/call of name calls a
+// tool that may close its stream (registry.Tool.ClosesStream).
+func (s *Server) detachable(name string) bool {
+	t := s.served.load().tools[name]
 	return t != nil && t.ClosesStream
 }

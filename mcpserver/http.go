@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -99,10 +99,8 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	streamable := server.NewStreamableHTTPServer(s.mcp,
 		server.WithSessionIdManagerResolver(ids),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
-		// Without an event store mcp-go can drop the last notifications of
-		// a call (mcp-go PR #969); the store also enables Last-Event-ID
-		// replay after a reconnect.
-		server.WithEventStore(server.NewInMemoryEventStore()),
+		// Also Last-Event-ID replay after a reconnect.
+		mcpgofix.EventStore(),
 		// Host/Origin checks are ours (below), configurable per bind.
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(s.log),
@@ -141,85 +139,20 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 			sid := r.Header.Get("Mcp-Session-Id")
 			// A session of the 2025 protocol: streams resume from the event store.
 			session := sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
-			if r.Method == http.MethodPost && r.Header.Get("Mcp-Protocol-Version") == modernProtocol && r.Header.Get(mcp.HeaderMethod) == "notifications/cancelled" {
-				// On the sessionless wire a call is cancelled by closing its
-				// own request; a cancellation arriving on another request
-				// cannot be tied to its caller (mcp-go v1.2.1 keys in-flight
-				// calls by request id alone there; its cancellation came
-				// with mark3labs/mcp-go PR #756), so it is accepted and
-				// ignored. TestCancelOnlyByTheCaller fails without this.
+			if mcpgofix.StrayCancel(r) {
 				w.WriteHeader(http.StatusAccepted)
 				return
 			}
 			if r.Method == http.MethodPost {
-				if e := refusedBody(bodyBytes(r)); e != nil {
-					writeRPCError(w, e)
-					return
-				}
-				if s.methods.funcs != nil && s.serveMethodHTTP(w, r, &st.request, session) {
-					return
-				}
-				if !session && r.Header.Get(mcp.HeaderMethod) == string(mcp.MethodToolsCall) {
-					if body := bodyBytes(r); s.needsAdmission(body, r.Header.Get(mcp.HeaderName)) {
-						if e := s.admit(r.Context(), body, &st.request); e != nil {
-							writeRPCError(w, e)
-							return
-						}
-					}
-				}
-				body := bodyBytes(r) // readBody lets it go once read
-				// An initialize opens a 2025 session (unless mcp-go finds it
-				// of the sessionless era): it needs a slot.
-				if isInitialize(body) {
-					claim, err := ids.reserve(principalOf(r, caller.Principal))
-					if err != nil {
-						refuseSession(w, err)
-						return
-					}
-					defer ids.settle(claim)
-					st.claim = claim
-				}
-				servePollable(streamable, w, r, st, session && s.detachable(body))
-				if refused := st.pw.finish(body); refused {
-					s.serveOddID(streamable, w, r, st, body)
-				}
+				s.servePOST(streamable, ids, w, r, st, session)
 				return
 			}
-			if r.Method != http.MethodGet && r.Method != http.MethodDelete {
-				// mcp-go v1.2.1 answers 404 for the endpoint it serves.
-				w.Header().Set("Allow", "GET, POST, DELETE")
-				http.Error(w, r.Method+" is not supported: MCP uses POST (and GET, DELETE for 2025-11-25 sessions)", http.StatusMethodNotAllowed)
-				return
-			}
-			// mcp-go v1.2.1 checks neither the session a GET or DELETE
-			// names (a GET gets a stream and a new session for any id,
-			// a DELETE 200; mark3labs/mcp-go PR #689 made only POSTs
-			// answer 404, and no upstream issue covers the others) nor
-			// a malformed version, which it takes for a future
-			// sessionless one (405). A client whose session expired
-			// must hear 404 to start a new one. TestHTTPSurface fails
-			// without this.
-			switch v := r.Header.Get("Mcp-Protocol-Version"); {
-			case v != "" && !mcp.IsValidProtocolVersion(v):
-				http.Error(w, "Unsupported protocol version: "+v, http.StatusBadRequest)
-				return
-			case v == modernProtocol: // mcp-go answers 405
-			case sid == "" && r.Method == http.MethodGet:
-				// No stream to listen on: answer at once instead of
-				// holding an empty stream open.
-				w.Header().Set("Allow", "POST")
-				http.Error(w, "GET needs an Mcp-Session-Id (2025-11-25 sessions); the 2026-07-28 protocol has no GET stream", http.StatusMethodNotAllowed)
-				return
-			case sid == "":
-				http.Error(w, "DELETE needs the Mcp-Session-Id of the session to end", http.StatusBadRequest)
-				return
-			case !ids.known(sid):
-				http.Error(w, "Invalid session ID", http.StatusNotFound)
+			if mcpgofix.CheckStreamRequest(w, r, ids.known) {
 				return
 			}
 			r = r.WithContext(withRequest(r.Context(), &st.request))
 			if r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "" {
-				s.parking.serveGET(streamable, w, r, sid)
+				s.parking.ServeGET(streamable, w, r, sid)
 				return
 			}
 			streamable.ServeHTTP(w, r)
@@ -434,7 +367,7 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler,
 	s.posts.wait(closeCtx)
 	// End the long-lived streams so the last responses can be written and
 	// connections go idle.
-	s.parking.shutdown()
+	s.parking.Shutdown()
 	if closeSessions != nil {
 		closeSessions(closeCtx)
 	}
@@ -471,46 +404,74 @@ func writeRPCError(w http.ResponseWriter, e *mcp.JSONRPCError) {
 	_, _ = w.Write(b)
 }
 
-// refusedBody is the answer to a POST body mcp-go would misread: a batch
-// (a parse error) or a request with a null id (a notification, never
-// answered). Only a body containing "null" is decoded for the latter.
-func refusedBody(body []byte) *mcp.JSONRPCError {
-	msg := ""
-	switch {
-	case isBatch(body):
-		msg = errBatch.Error()
-	case bytes.Contains(body, []byte("null")):
-		if env, err := parseEnvelope(body); err == nil && env.nullID() {
-			msg = errOddID.Error()
-		}
-	}
-	if msg == "" {
-		return nil
-	}
-	e := rpcError(nil, mcp.INVALID_REQUEST, msg)
-	return &e
-}
-
-// serveOddID answers a POST whose id checkID refused before anything ran:
-// a large integer id is served through mcp-go as a string token and
-// restored in the answer, as on stdio; any other id that is no string or
-// integer gets -32600 with id null.
-func (s *Server) serveOddID(h http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, body []byte) {
+// servePOST serves one POST. Its envelope is decoded once, here: what
+// mcp-go would misread is refused or repaired before it sees the message
+// (a batch, a null or odd id, a large integer id: mcpgofix), extension
+// methods are answered, 2026-07-28 calls admitted, an initialize given a
+// session slot; the rest is mcp-go's.
+func (s *Server) servePOST(streamable http.Handler, ids *sessionTable, w http.ResponseWriter, r *http.Request, st *httpRequest, session bool) {
+	body := bodyBytes(r)
 	env, err := parseEnvelope(body)
-	valid, big := idKind(env.ID)
-	var msg, token []byte
-	if err == nil && valid && big {
-		msg, token, err = withBigID(body, env.ID)
-	}
-	if err != nil || !big {
-		w.Header().Del("Content-Type") // mcp-go's, for the answer it did not send
-		e := rpcError(nil, mcp.INVALID_REQUEST, errOddID.Error())
-		writeRPCError(w, &e)
+	if err != nil {
+		if mcpgofix.IsBatch(body) {
+			refuse(w, nil, mcpgofix.ErrBatch)
+			return
+		}
+		// Not JSON-RPC: mcp-go answers its parse error.
+		s.serveMCP(streamable, w, r, st, false)
 		return
 	}
-	again := r.WithContext(r.Context())
-	again.Body, again.ContentLength = &readBody{b: msg}, int64(len(msg))
-	st2 := &httpRequest{srv: s, request: request{caller: st.caller, header: st.header, claim: st.claim}}
-	servePollable(h, &idWriter{ResponseWriter: w, token: token, id: env.ID}, again, st2, false)
-	st2.pw.finish(msg) // not refused: its id is a string now
+	if mcpgofix.NullID(env.Method, env.ID) {
+		refuse(w, nil, mcpgofix.ErrOddID)
+		return
+	}
+	if env.Method != "" && env.hasID() {
+		valid, big := mcpgofix.IDKind(env.ID)
+		if !valid {
+			refuse(w, nil, mcpgofix.ErrOddID)
+			return
+		}
+		if big {
+			msg, token, err := mcpgofix.BigID(body, env.ID)
+			if err != nil {
+				refuse(w, nil, mcpgofix.ErrOddID)
+				return
+			}
+			w = &mcpgofix.RestoreID{ResponseWriter: w, Token: token, ID: env.ID}
+			r.Body, r.ContentLength = &readBody{b: msg}, int64(len(msg))
+		}
+	}
+	if f := s.methods.Lookup(env.Method); f != nil && s.serveMethodHTTP(w, r, &st.request, &env, f) {
+		return
+	}
+	if !session && env.Method == string(mcp.MethodToolsCall) && r.Header.Get(mcp.HeaderMethod) == env.Method && s.needsAdmission(&env) {
+		if e := s.admit(r.Context(), bodyBytes(r), &st.request); e != nil {
+			writeRPCError(w, e)
+			return
+		}
+	}
+	if env.Method == string(mcp.MethodInitialize) {
+		// An initialize opens a 2025 session (unless mcp-go finds it of
+		// the sessionless era): it needs a slot.
+		claim, err := ids.reserve(principalOf(r, st.caller.Principal))
+		if err != nil {
+			refuseSession(w, err)
+			return
+		}
+		defer ids.settle(claim)
+		st.claim = claim
+	}
+	s.serveMCP(streamable, w, r, st, session && env.Method == string(mcp.MethodToolsCall) && s.detachable(env.Params.Name))
+}
+
+// serveMCP hands a POST to mcp-go through a pollable writer.
+func (s *Server) serveMCP(streamable http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, detachable bool) {
+	servePollable(streamable, w, r, st, detachable)
+	st.pw.finish()
+}
+
+// refuse answers a POST refused before dispatch with -32600.
+func refuse(w http.ResponseWriter, id json.RawMessage, err error) {
+	e := rpcError(id, mcp.INVALID_REQUEST, err.Error())
+	writeRPCError(w, &e)
 }

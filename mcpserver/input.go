@@ -353,23 +353,19 @@ type admission struct {
 	} `json:"params"`
 }
 
-// needsAdmission reports, cheaply, whether admit has anything to check in
-// a request: it carries a requestState, or names a tool that requires
-// client capabilities (name may be empty when the transport has no
-// Mcp-Name header).
-func (s *Server) needsAdmission(msg []byte, name string) bool {
-	if bytes.Contains(msg, []byte(`"requestState"`)) {
+// needsAdmission reports whether admit has anything to check in a
+// tools/call: it carries a requestState, or names a tool that requires
+// client capabilities.
+func (s *Server) needsAdmission(env *envelope) bool {
+	if env.Params.RequestState != "" {
 		return true
 	}
 	set := s.served.load()
 	if !set.requires {
 		return false
 	}
-	if name != "" {
-		t := set.tools[name]
-		return t != nil && len(t.Requires) > 0
-	}
-	return bytes.Contains(msg, []byte(`"tools/call"`))
+	t := set.tools[env.Params.Name]
+	return t != nil && len(t.Requires) > 0
 }
 
 // admit checks a 2026-07-28 tools/call before dispatch for the refusals

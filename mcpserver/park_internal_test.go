@@ -24,13 +24,11 @@ func TestParkingForgetsEndedSessions(t *testing.T) {
 		if err := s.mcp.RegisterSession(ctx, &endingSession{id: id, notes: make(chan mcp.JSONRPCNotification, 1)}); err != nil {
 			t.Fatal(err)
 		}
-		s.parking.handOver(id)
+		s.parking.HandOver(id)
 	}
 	s.mcp.UnregisterSession(ctx, "a") // what mcp-go's DELETE, idle sweep and CloseSessions all call
-	s.parking.mu.Lock()
-	defer s.parking.mu.Unlock()
-	if _, ok := s.parking.handed["a"]; ok || len(s.parking.handed) != 1 {
-		t.Errorf("hand-offs after session a ended: %v; want only b's", s.parking.handed)
+	if s.parking.Handed("a") || !s.parking.Handed("b") {
+		t.Errorf("hand-offs after session a ended: a %v, b %v; want only b's", s.parking.Handed("a"), s.parking.Handed("b"))
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/telemetry"
@@ -111,7 +112,7 @@ type Server struct {
 	reg     *registry.Registry
 	limits  Limits
 
-	parking  *parking
+	parking  *mcpgofix.Parking
 	inflight calls
 	posts    calls // HTTP POSTs being answered
 	workers  int
@@ -130,9 +131,11 @@ type Server struct {
 
 	instrumented bool // telemetry hooks installed (telemetry.go)
 
+	stdioSessions atomic.Int64 // numbers stdio sessions, which mcp-go tells apart by id
+
 	served served // tools registered with mcp-go (dynamic.go)
 
-	methods methods // request methods Extensions add (methods.go)
+	methods mcpgofix.Methods // request methods Extensions add (methods.go)
 }
 
 type requestKey struct{}
@@ -158,6 +161,7 @@ type request struct {
 	baton   *baton                         // stdio: set while the request runs on the reading goroutine
 	dropped atomic.Bool                    // its answer is not sent (see drop)
 	claim   *sessionClaim                  // HTTP initialize (2025): its session slot
+	out     outbound                       // set by a transport that writes notifications itself (stdio)
 }
 
 // withRequest attaches r to ctx.
@@ -231,7 +235,7 @@ func New(opts *Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	o.Limits = o.Limits.withDefaults()
-	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, workers: o.Limits.MaxConcurrentPerClient, parking: newParking(),
+	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, workers: o.Limits.MaxConcurrentPerClient, parking: mcpgofix.NewParking(),
 		pool: newPool(64, poolIdle), sealer: sealer{key: o.StateKey}}
 	s.cutCtx, s.cut = context.WithCancel(context.Background())
 	if s.sealer.key == nil {
@@ -243,14 +247,13 @@ func New(opts *Options) (*Server, error) {
 	}
 
 	hooks := &server.Hooks{}
-	hooks.AddOnRequestInitialization(checkID)
 	hooks.AddAfterInitialize(func(ctx context.Context, id any, req *mcp.InitializeRequest, res *mcp.InitializeResult) {
 		// The session may not know the client yet: take it from the request.
 		conn := ConnectionFromContext(ctx)
 		conn.ClientName, conn.ClientVersion = req.Params.ClientInfo.Name, req.Params.ClientInfo.Version
 		s.instructions(ctx, conn, &res.Instructions)
-		if c := stdioFrom(ctx); c != nil {
-			c.handshook.Store(true)
+		if r := requestFrom(ctx); r != nil && r.out != nil {
+			r.out.answeredInitialize()
 		}
 	})
 	readable := map[string]func(ctx context.Context, conn *providers.Connection) bool{}
@@ -275,16 +278,8 @@ func New(opts *Options) (*Server, error) {
 			}
 		}
 	})
-	hooks.AddAfterSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest, res *mcp.SubscriptionsListenResult) {
-		// Workaround: mcp-go v1.2.1 may drop the acknowledgement when the
-		// result follows at once (nothing to subscribe to): its forwarder
-		// takes the notification off the queue, then finds the response
-		// written (the race of mark3labs/mcp-go PR #969). Hold the result
-		// until the stream carried it. TestListenAcknowledgedFirst.
-		if r := requestFrom(ctx); r != nil && r.pw != nil && ctx.Err() == nil {
-			r.pw.waitNotifications(1, notificationWait)
-		}
-	})
+	// The acknowledgement is a notification: mcpgofix/dropnotify.go.
+	hooks.AddAfterSubscriptionsListen(mcpgofix.ListenAcknowledged(func(ctx context.Context) { waitNotifications(ctx, 1) }))
 	hooks.AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) {
 		if r := requestFrom(ctx); r != nil {
 			state, _ := callerState(*req) // a bad one is refused by handle
@@ -304,7 +299,7 @@ func New(opts *Options) (*Server, error) {
 	hooks.AddOnUnregisterSession(func(ctx context.Context, sess server.ClientSession) {
 		// However a 2025 session ends (DELETE, idle sweep, shutdown), its
 		// GET stream's hand-off state goes with it.
-		s.parking.forget(sess.SessionID())
+		s.parking.Forget(sess.SessionID())
 	})
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
@@ -326,7 +321,7 @@ func New(opts *Options) (*Server, error) {
 	capabilities := map[string]any{}
 	for _, e := range o.Extensions {
 		for _, opt := range e.Options {
-			serverOpts = append(serverOpts, extensionOption(hooks, opt))
+			serverOpts = append(serverOpts, mcpgofix.AppendingOption(hooks, opt))
 		}
 		for id, settings := range e.Capabilities {
 			capabilities[id] = settings
@@ -335,9 +330,10 @@ func New(opts *Options) (*Server, error) {
 	if len(capabilities) > 0 {
 		serverOpts = append(serverOpts, server.WithExtensions(capabilities))
 	}
-	if err := s.methods.add(o.Extensions, hooks); err != nil {
+	if err := addMethods(&s.methods, o.Extensions); err != nil {
 		return nil, err
 	}
+	s.methods.Track(hooks)
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
 	s.syncTools() // the first table: no session yet to tell
 	if dynamic {
@@ -482,7 +478,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return mcp.NewToolResultError("[invalid_input] " + err.Error()), nil
 	}
-	p := &peer{s: s, token: progressToken(req)}
+	p := &peer{s: s, token: progressToken(req), out: s.outboundOf(ctx)}
 	if info := modernInfo(ctx); info != nil {
 		for _, c := range tool.Requires {
 			if !hasCapability(info.ClientCapabilities, c) {
@@ -517,14 +513,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return p.round.result(s.sealer, tool.ModelName(), argsDigest(call.Args), callerID(requestFrom(ctx)), time.Now())
 	}
 	if n := p.sent.Load(); n > 0 {
-		// mcp-go may drop a notification its forwarder picked up while the
-		// response was being written (mcp-go PR #969); the event store
-		// avoids that only for session-based requests. Holding the result
-		// until the stream has carried every notification closes the race
-		// on both protocol eras.
-		if r := requestFrom(ctx); r != nil && r.pw != nil {
-			r.pw.waitNotifications(int(n), notificationWait)
-		}
+		waitNotifications(ctx, int(n)) // mcpgofix/dropnotify.go
 	}
 	return s.toResult(v, tool, &res), nil
 }
@@ -669,7 +658,8 @@ func (c *calls) wait(ctx context.Context) bool {
 type peer struct {
 	s     *Server
 	token mcp.ProgressToken
-	sent  atomic.Int64 // notifications handed to mcp-go
+	out   outbound     // the request's way to its client
+	sent  atomic.Int64 // notifications handed to mcp-go, which the result waits for
 	round *inputRound  // 2026-07-28 requests: answers and pending questions
 }
 
@@ -684,50 +674,80 @@ func (p *peer) Progress(ctx context.Context, progress, total float64, message st
 	if message != "" {
 		params["message"] = message
 	}
-	if c := stdioFrom(ctx); c != nil {
-		if c.Initialized() {
-			c.notify("notifications/progress", params)
-		}
-		return
-	}
-	if err := p.s.mcp.SendNotificationToClient(ctx, "notifications/progress", params); err != nil {
-		p.s.log.DebugContext(ctx, "mcp.progress.dropped", "error", err)
-		return
-	}
-	p.sent.Add(1)
-}
-
-func (p *peer) Log(ctx context.Context, level slog.Level, logger string, data any) {
-	lvl := mcpLevel(level)
-	n := mcp.NewLoggingMessageNotification(lvl, logger, data)
-	if c := stdioFrom(ctx); c != nil {
-		if c.Initialized() && logWanted(ctx, lvl) {
-			// The shape of mcp-go's own log notifications.
-			c.notify(n.Method, map[string]any{"level": n.Params.Level, "logger": n.Params.Logger, "data": n.Params.Data})
-		}
-		return
-	}
-	if err := p.s.mcp.SendLogMessageToClient(ctx, n); err != nil {
-		p.s.log.DebugContext(ctx, "mcp.log.dropped", "error", err)
-		return
-	}
-	if logWanted(ctx, lvl) {
+	if p.out.progress(ctx, params) {
 		p.sent.Add(1)
 	}
 }
 
-// logWanted mirrors mcp-go's filter in SendLogMessageToClient (which
-// reports success for a filtered message), so only sent messages are
-// waited for.
-func logWanted(ctx context.Context, lvl mcp.LoggingLevel) bool {
-	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
-		return info.LogLevel != "" && lvl.ShouldSendTo(info.LogLevel)
+func (p *peer) Log(ctx context.Context, level slog.Level, logger string, data any) {
+	lvl := mcpLevel(level)
+	if p.out.log(ctx, mcp.NewLoggingMessageNotification(lvl, logger, data)) {
+		p.sent.Add(1)
 	}
-	if sl, ok := server.ClientSessionFromContext(ctx).(server.SessionWithLogging); ok {
-		return lvl.ShouldSendTo(sl.GetLogLevel())
-	}
-	return false
 }
+
+// outbound is how one request reaches its client outside its answer:
+// progress and log notifications, and the preparation of a request to the
+// client. The core calls it; each transport supplies it (mcpOutbound, the
+// default, goes through mcp-go; stdio writes notifications itself).
+type outbound interface {
+	// progress sends a notifications/progress; it reports whether the
+	// answer must wait for it to be written (mcpgofix/dropnotify.go).
+	progress(ctx context.Context, params map[string]any) (wait bool)
+	// log sends a notifications/message, as progress.
+	log(ctx context.Context, n mcp.LoggingMessageNotification) (wait bool)
+	// beforeRequest readies the way for a request to the client (sampling).
+	beforeRequest(ctx context.Context) error
+	// answeredInitialize is told when a 2025 initialize was answered.
+	answeredInitialize()
+}
+
+// outboundOf is the outbound of ctx's request.
+func (s *Server) outboundOf(ctx context.Context) outbound {
+	if r := requestFrom(ctx); r != nil && r.out != nil {
+		return r.out
+	}
+	return mcpOutbound{s}
+}
+
+// mcpOutbound sends through mcp-go's sessions (HTTP).
+type mcpOutbound struct{ s *Server }
+
+func (o mcpOutbound) progress(ctx context.Context, params map[string]any) bool {
+	if err := o.s.mcp.SendNotificationToClient(ctx, "notifications/progress", params); err != nil {
+		o.s.log.DebugContext(ctx, "mcp.progress.dropped", "error", err)
+		return false
+	}
+	return true
+}
+
+func (o mcpOutbound) log(ctx context.Context, n mcp.LoggingMessageNotification) bool {
+	if err := o.s.mcp.SendLogMessageToClient(ctx, n); err != nil {
+		o.s.log.DebugContext(ctx, "mcp.log.dropped", "error", err)
+		return false
+	}
+	return mcpgofix.LogWanted(ctx, n.Params.Level)
+}
+
+// beforeRequest hands a 2025 session's parked GET stream to mcp-go:
+// its requests to the client travel there (mcpgofix/getstream.go).
+func (o mcpOutbound) beforeRequest(ctx context.Context) error {
+	sess := server.ClientSessionFromContext(ctx)
+	if sess == nil || sess.SessionID() == "" {
+		return nil
+	}
+	select {
+	case <-o.s.parking.HandOver(sess.SessionID()):
+		return nil
+	case <-time.After(getStreamWait):
+		// mcp-go would wait for a stream that never comes.
+		return errors.New("mcpserver: sampling on a 2025 HTTP session travels on the client's GET stream, and the client has none open")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (mcpOutbound) answeredInitialize() {}
 
 func mcpLevel(l slog.Level) mcp.LoggingLevel {
 	switch {
@@ -772,16 +792,8 @@ func (p *peer) Sample(ctx context.Context, req registry.SampleRequest) (*registr
 	if !declared(ctx, func(c mcp.ClientCapabilities) bool { return c.Sampling != nil }) {
 		return nil, &registry.CapabilityError{Capability: "sampling"} // mcp-go would ask anyway
 	}
-	if sess := server.ClientSessionFromContext(ctx); sess != nil && stdioFrom(ctx) == nil && sess.SessionID() != "" {
-		// Sampling needs mcp-go's own GET stream (see park.go).
-		select {
-		case <-p.s.parking.handOver(sess.SessionID()):
-		case <-time.After(getStreamWait):
-			// mcp-go would wait for a stream that never comes.
-			return nil, errors.New("mcpserver: sampling on a 2025 HTTP session travels on the client's GET stream, and the client has none open")
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := p.out.beforeRequest(ctx); err != nil {
+		return nil, err
 	}
 	//lint:ignore SA1019 2025-protocol clients still sample this way; 2026 ones get an error from mcp-go
 	res, err := p.s.mcp.RequestSampling(ctx, r)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -48,14 +49,13 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, co
 	calls, cancelCalls := context.WithCancel(context.Background())
 	defer cancelCalls()
 	c := newStdioConn(s, out)
-	c.id = "stdio-" + strconv.FormatInt(stdioSessions.Add(1), 10)
+	c.id = "stdio-" + strconv.FormatInt(s.stdioSessions.Add(1), 10)
 	if err := s.mcp.RegisterSession(calls, c); err != nil {
 		return fmt.Errorf("mcpserver: stdio session: %w", err)
 	}
 	defer s.mcp.UnregisterSession(context.Background(), c.id)
 	c.caller = conn
 	base := s.mcp.WithContext(calls, c)
-	base = context.WithValue(base, stdioKey{}, c)
 	go c.pump(calls)
 
 	c.in = bufio.NewReaderSize(in, 64<<10)
@@ -88,18 +88,6 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, co
 	return nil
 }
 
-// stdioSessions numbers stdio sessions, which mcp-go needs to tell apart
-// when one process serves several (tests do).
-var stdioSessions atomic.Int64
-
-type stdioKey struct{}
-
-// stdioFrom returns the stdio connection serving ctx's request, if any.
-func stdioFrom(ctx context.Context) *stdioConn {
-	c, _ := ctx.Value(stdioKey{}).(*stdioConn)
-	return c
-}
-
 // stdioConn is the one client of a stdio transport and its mcp-go
 // ClientSession: logging level, client info, and the server's own
 // requests to the client (sampling, elicitation, roots).
@@ -116,7 +104,8 @@ type stdioConn struct {
 	sem     chan struct{} // bounds the requests running at once
 	queue   chan struct{} // bounds the requests running or waiting
 
-	pool *pool // runs requests that arrive while others wait to be read
+	pool     *pool     // runs requests that arrive while others wait to be read
+	encoders sync.Pool // *bytes.Buffer messages are encoded into
 
 	// One goroutine at a time reads in (see read and runInline).
 	in      *bufio.Reader
@@ -228,31 +217,31 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		}
 	}()
 	env, err := parseEnvelope(line)
-	if err != nil && isBatch(line) {
-		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, errBatch.Error()))
+	if err != nil && mcpgofix.IsBatch(line) {
+		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, mcpgofix.ErrBatch.Error()))
 		return true
 	}
 	if err != nil {
 		c.parseError()
 		return true
 	}
-	hasID := len(env.ID) > 0 && string(env.ID) != "null"
+	hasID := env.hasID()
 	if env.Method == "" && hasID && (env.Result != nil || env.Error != nil) {
 		c.reply(env)
 		return true
 	}
-	if !hasID && !env.nullID() { // a null id is refused with the odd ones below
+	if !hasID && !mcpgofix.NullID(env.Method, env.ID) { // a null id is refused with the odd ones below
 		if resp := c.handle(ctx, line); resp != nil {
 			c.writeMessage(resp)
 		}
 		return true
 	}
-	valid, big := idKind(env.ID)
+	valid, big := mcpgofix.IDKind(env.ID)
 	if !valid {
-		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, errOddID.Error()))
+		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, mcpgofix.ErrOddID.Error()))
 		return true
 	}
-	if !c.handshook.Load() && env.Method != string(mcp.MethodInitialize) && env.Method != string(mcp.MethodPing) && env.Method != "server/discover" && !c.sawModern(line) {
+	if !c.handshook.Load() && env.Method != string(mcp.MethodInitialize) && env.Method != string(mcp.MethodPing) && env.Method != "server/discover" && !c.sawModern(&env) {
 		// 2025-11-25: nothing but ping before initialize; nothing runs.
 		msg := "the session is not initialized: send initialize first"
 		if c.modern.Load() {
@@ -261,13 +250,13 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		c.writeMessage(rpcError(env.ID, mcp.INVALID_REQUEST, msg))
 		return true
 	}
-	rq := &request{caller: c.caller}
+	rq := &request{caller: c.caller, out: c}
 	serve := func(ctx context.Context) mcp.JSONRPCMessage { return c.handle(ctx, line) }
-	if f := c.s.methods.lookup(env.Method); f != nil {
-		// An extension method (methods.go) echoes its id itself.
-		serve = func(ctx context.Context) mcp.JSONRPCMessage { return c.s.answer(ctx, f, line) }
+	if f := c.s.methods.Lookup(env.Method); f != nil {
+		// An extension method (mcpgofix/methods.go) echoes its id itself.
+		serve = func(ctx context.Context) mcp.JSONRPCMessage { return mcpgofix.Answer(ctx, c.s.log, f, line) }
 	} else {
-		if env.Method == string(mcp.MethodToolsCall) && c.modern.Load() && c.s.needsAdmission(line, "") {
+		if env.Method == string(mcp.MethodToolsCall) && c.modern.Load() && c.s.needsAdmission(&env) {
 			if e := c.s.admit(ctx, line, rq); e != nil {
 				c.writeMessage(*e)
 				return true
@@ -381,22 +370,11 @@ func (c *stdioConn) handle(ctx context.Context, msg json.RawMessage) (resp mcp.J
 	return c.s.mcp.HandleMessage(ctx, msg)
 }
 
-// protocolVersionKey is in every 2026-07-28 request (its _meta).
-var protocolVersionKey = []byte(`"` + mcp.MetaKeyProtocolVersion + `"`)
-
-// sawModern reports whether msg is a 2026-07-28 request, whose era needs
+// sawModern reports whether env is a 2026-07-28 request, whose era needs
 // no initialize; a request without _meta is of the 2025 era even on a
-// connection that spoke 2026-07-28 before. Only the first 2026-07-28
-// request is decoded for it (8 µs): after that the key's presence is
-// taken for the era.
-func (c *stdioConn) sawModern(msg []byte) bool {
-	if !bytes.Contains(msg, protocolVersionKey) {
-		return false
-	}
-	if c.modern.Load() {
-		return true
-	}
-	if modernMessage(msg) {
+// connection that spoke 2026-07-28 before.
+func (c *stdioConn) sawModern(env *envelope) bool {
+	if env.modern() {
 		c.modern.Store(true)
 		return true
 	}
@@ -405,10 +383,9 @@ func (c *stdioConn) sawModern(msg []byte) bool {
 
 // bigIDAnswer serves a request whose integer id mcp-go would round: the
 // id travels as a string through mcp-go and the response carries the
-// original digits. Workaround for mcp-go v1.2.1's RequestId, which
-// decodes numbers through float64 (mcp/types.go UnmarshalJSON).
+// original digits (mcpgofix/floatid.go).
 func (c *stdioConn) bigIDAnswer(ctx context.Context, env envelope, line []byte) mcp.JSONRPCMessage {
-	msg, _, err := withBigID(line, env.ID)
+	msg, _, err := mcpgofix.BigID(line, env.ID)
 	if err != nil {
 		return parseErrorAnswer()
 	}
@@ -418,7 +395,7 @@ func (c *stdioConn) bigIDAnswer(ctx context.Context, env envelope, line []byte) 
 	}
 	b, err := json.Marshal(resp)
 	if err == nil {
-		b, err = withID(b, env.ID)
+		b, err = mcpgofix.WithID(b, env.ID)
 	}
 	if err != nil {
 		return rpcError(nil, mcp.INTERNAL_ERROR, "encoding the response: "+err.Error())
@@ -426,15 +403,9 @@ func (c *stdioConn) bigIDAnswer(ctx context.Context, env envelope, line []byte) 
 	return json.RawMessage(b)
 }
 
-// rpcError is an error response to the request with the raw id, which is
-// echoed byte for byte (a big integer id is not rounded); an empty id is
-// null.
+// rpcError is mcpgofix.RPCError: the raw id is echoed byte for byte.
 func rpcError(rawID json.RawMessage, code int, message string) mcp.JSONRPCError {
-	var id any
-	if len(rawID) > 0 {
-		id = rawID
-	}
-	return mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(id), Error: mcp.NewJSONRPCErrorDetails(code, message, nil)}
+	return mcpgofix.RPCError(rawID, code, message)
 }
 
 // internalError answers the request in msg after a panic.
@@ -462,13 +433,13 @@ func (c *stdioConn) reply(env envelope) {
 	ch <- rpcReply{result: env.Result, err: env.Error}
 }
 
-// encoders pools the buffers messages are encoded into.
-var encoders = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
 // writeMessage encodes msg as one line (as json.Marshal would, newline
 // added) and writes it with a single write.
 func (c *stdioConn) writeMessage(msg any) {
-	buf := encoders.Get().(*bytes.Buffer)
+	buf, _ := c.encoders.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
 	buf.Reset()
 	if err := json.NewEncoder(buf).Encode(msg); err != nil {
 		c.s.log.Error("mcp.stdio.encode", "error", err)
@@ -476,7 +447,7 @@ func (c *stdioConn) writeMessage(msg any) {
 		c.write(buf.Bytes())
 	}
 	if buf.Cap() <= 64<<10 {
-		encoders.Put(buf)
+		c.encoders.Put(buf)
 	}
 }
 
@@ -524,6 +495,30 @@ func (c *stdioConn) pump(ctx context.Context) {
 		}
 	}
 }
+
+// progress writes a tool's progress now, so it reaches the client before
+// the result of the call that sent it; nothing waits for it.
+func (c *stdioConn) progress(_ context.Context, params map[string]any) bool {
+	if c.Initialized() {
+		c.notify("notifications/progress", params)
+	}
+	return false
+}
+
+// log writes a tool's log message now, in the shape of mcp-go's own, when
+// the client's level wants it.
+func (c *stdioConn) log(ctx context.Context, n mcp.LoggingMessageNotification) bool {
+	if c.Initialized() && mcpgofix.LogWanted(ctx, n.Params.Level) {
+		c.notify(n.Method, map[string]any{"level": n.Params.Level, "logger": n.Params.Logger, "data": n.Params.Data})
+	}
+	return false
+}
+
+// beforeRequest: the server's requests share the one pipe.
+func (c *stdioConn) beforeRequest(context.Context) error { return nil }
+
+// answeredInitialize records the answered initialize: other requests may run.
+func (c *stdioConn) answeredInitialize() { c.handshook.Store(true) }
 
 // notify writes a notification now, so it reaches the client before the
 // result of the call that sent it.

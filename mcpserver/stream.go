@@ -1,14 +1,13 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -21,96 +20,82 @@ var errDetached = errors.New("mcpserver: stream closed for polling")
 // on: the HTTP response ends cleanly, later events are recorded in the
 // event store, and the client resumes with GET + Last-Event-ID.
 type pollableWriter struct {
-	mu       sync.Mutex
-	w        http.ResponseWriter
-	header   http.Header // used after detach
-	detached bool
-	flushed  chan struct{} // non-nil while CloseStream waits for a flush
-	gone     chan struct{} // closed on detach
-
-	notes   int           // notification events written so far
-	noteSig chan struct{} // made by a waiter, closed (and dropped) when notes grows
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	header  http.Header // used once detached
+	state   streamState
+	sent    bool          // a status or bytes went to the client
+	flushed chan struct{} // non-nil while CloseStream waits for a flush
+	gone    chan struct{} // closed on detach; made only when detachable
 
 	detachable bool // a 2025 session's call of a ClosesStream tool
-	heldBack   bool // checkID refused the request's id: mcp-go's answer is dropped
-	silenced   bool // the request was cancelled: nothing more is written (request.drop)
-	sent       bool // a status or bytes went to the client
 
-	// An answer whose id may not be the one the client sent is held until
-	// the handler returns (finish): mcp-go refuses some requests
-	// before any hook sees their id, and echoes the id as it decoded it.
-	sniffed bool // the first write was looked at
-	holding bool
-	held    []byte
+	notes mcpgofix.NotificationCount // notifications written (mcpgofix/dropnotify.go)
 }
 
-// holdBack drops whatever mcp-go writes from now on (see checkID).
-func (p *pollableWriter) holdBack() {
-	p.mu.Lock()
-	p.heldBack = true
-	p.mu.Unlock()
-}
+// streamState is where a POST's response stands. Transitions: live →
+// silenced (silence: the request was cancelled), live or silenced →
+// detached (detach: CloseStream). Detached is final.
+type streamState uint8
 
-// silence drops whatever mcp-go writes from now on: the request was
-// cancelled. Unlike holdBack, nothing is answered instead; a response
-// that sent nothing yet ends as 204 No Content (see finish).
+const (
+	// streamLive: mcp-go's writes go to the client.
+	streamLive streamState = iota
+	// streamSilenced: the client cancelled the request ("SHOULD NOT send
+	// a response"); mcp-go's writes are dropped, and a response that sent
+	// nothing yet ends as 204 No Content (finish).
+	streamSilenced
+	// streamDetached: the stream was closed for polling; writes fail with
+	// errDetached, so mcp-go only records events for replay.
+	streamDetached
+)
+
+// silence moves a live stream to streamSilenced (request.drop).
 func (p *pollableWriter) silence() {
 	p.mu.Lock()
-	p.silenced = true
+	if p.state == streamLive {
+		p.state = streamSilenced
+	}
 	p.mu.Unlock()
 }
 
-// finish ends the writer's part in a request once its handler returned.
-// It writes the answer the writer held (see inexactID) with the id the
-// request carried, or null when that is no string or integer; body is the
-// request's, decoded only then. It reports whether checkID refused the
-// request, whose answer serveOddID then writes.
-func (p *pollableWriter) finish(body []byte) (refused bool) {
+// detach moves the stream to streamDetached (CloseStream).
+func (p *pollableWriter) detach() {
 	p.mu.Lock()
-	b, holding, detached, refused := p.held, p.holding, p.detached, p.heldBack
-	silenced, sent := p.silenced, p.sent
-	p.held, p.holding = nil, false
-	p.mu.Unlock()
-	if silenced && !detached {
-		if !sent {
-			p.w.Header().Del("Content-Type") // mcp-go's, for the answer it did not send
-			p.w.WriteHeader(http.StatusNoContent)
-		}
-		return false
-	}
-	if !holding || detached {
-		return refused
-	}
-	id := json.RawMessage("null")
-	if req, err := parseEnvelope(body); err == nil {
-		if valid, _ := idKind(req.ID); valid {
-			id = req.ID
+	defer p.mu.Unlock()
+	if p.state != streamDetached {
+		p.state = streamDetached
+		p.notes.Release()
+		if p.gone != nil {
+			close(p.gone)
 		}
 	}
-	if fixed, err := withID(b, id); err == nil {
-		b = append(fixed, '\n')
-	}
-	_, _ = p.w.Write(b)
-	return refused
 }
 
-// answerPrefix is how mcp-go begins every JSON answer.
-var answerPrefix = []byte(`{"jsonrpc":"2.0","id":`)
+func (p *pollableWriter) isDetached() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state == streamDetached
+}
 
-// inexactID reports whether b, the start of an answer, carries an id that
-// may not be the one the client sent: anything but a string, null or an
-// integer of at most 15 digits (mcp-go echoes ids through float64).
-func inexactID(b []byte) bool {
-	rest, ok := bytes.CutPrefix(b, answerPrefix)
-	if !ok || len(rest) == 0 || rest[0] == '"' || rest[0] == 'n' {
-		return false
+// finish ends the writer's part in a request once its handler returned:
+// a silenced response that sent nothing is answered 204 No Content.
+func (p *pollableWriter) finish() {
+	p.mu.Lock()
+	state, sent := p.state, p.sent
+	p.mu.Unlock()
+	if state == streamSilenced && !sent {
+		p.w.Header().Del("Content-Type") // mcp-go's, for the answer it did not send
+		p.w.WriteHeader(http.StatusNoContent)
 	}
-	rest = bytes.TrimPrefix(rest, []byte("-"))
-	n := 0
-	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
-		n++
+}
+
+// waitNotifications holds ctx's HTTP result until its stream carried n
+// notifications, at most notificationWait (mcpgofix/dropnotify.go).
+func waitNotifications(ctx context.Context, n int) {
+	if r := requestFrom(ctx); r != nil && r.pw != nil {
+		r.pw.notes.Wait(ctx, n, notificationWait)
 	}
-	return n == 0 || n > 15 || n < len(rest) && rest[n] != ',' && rest[n] != '}'
 }
 
 // httpRequest is an HTTP request's state: its request and, for a POST,
@@ -133,7 +118,7 @@ func (p *pollableWriter) init(w http.ResponseWriter, detachable bool) {
 func (p *pollableWriter) Header() http.Header {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.detached {
+	if p.state == streamDetached {
 		if p.header == nil {
 			p.header = http.Header{}
 		}
@@ -145,64 +130,22 @@ func (p *pollableWriter) Header() http.Header {
 func (p *pollableWriter) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.detached {
+	switch p.state {
+	case streamDetached:
 		return 0, errDetached
-	}
-	if p.heldBack || p.silenced {
-		return len(b), nil
-	}
-	if !p.sniffed {
-		p.sniffed = true
-		p.holding = inexactID(b)
-	}
-	if p.holding {
-		p.held = append(p.held, b...)
+	case streamSilenced:
 		return len(b), nil
 	}
 	p.sent = true
 	n, err := p.w.Write(b)
-	if c := bytes.Count(b[:n], notificationMarker); c > 0 {
-		p.notes += c
-		if p.noteSig != nil {
-			close(p.noteSig)
-			p.noteSig = nil
-		}
-	}
+	p.notes.Observe(b[:n])
 	return n, err
-}
-
-// notificationMarker appears once in every notification mcp-go writes; in
-// JSON string content its quotes would be escaped, so results cannot fake it.
-var notificationMarker = []byte(`"method":"notifications/`)
-
-// waitNotifications waits until n notification events were written to the
-// stream, the stream was closed for polling, or the timeout passed.
-func (p *pollableWriter) waitNotifications(n int, timeout time.Duration) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		p.mu.Lock()
-		done := p.notes >= n || p.detached
-		if !done && p.noteSig == nil {
-			p.noteSig = make(chan struct{})
-		}
-		sig := p.noteSig
-		p.mu.Unlock()
-		if done {
-			return
-		}
-		select {
-		case <-sig:
-		case <-deadline.C:
-			return
-		}
-	}
 }
 
 func (p *pollableWriter) WriteHeader(code int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.detached && !p.heldBack && !p.silenced {
+	if p.state == streamLive {
 		p.sent = true
 		p.w.WriteHeader(code)
 	}
@@ -211,7 +154,7 @@ func (p *pollableWriter) WriteHeader(code int) {
 func (p *pollableWriter) Flush() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.detached || p.heldBack || p.silenced || p.holding {
+	if p.state != streamLive {
 		return
 	}
 	if f, ok := p.w.(http.Flusher); ok {
@@ -228,27 +171,10 @@ func (p *pollableWriter) Flush() {
 func (p *pollableWriter) Unwrap() http.ResponseWriter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.detached {
+	if p.state == streamDetached {
 		return nil
 	}
 	return p.w
-}
-
-func (p *pollableWriter) detach() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.detached {
-		p.detached = true
-		if p.gone != nil {
-			close(p.gone)
-		}
-	}
-}
-
-func (p *pollableWriter) isDetached() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.detached
 }
 
 // servePollable runs h with a writer CloseStream can detach. The request's

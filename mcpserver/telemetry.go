@@ -3,10 +3,9 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"reflect"
 	"strconv"
-	"strings"
 
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/bubbuild/bub-mcp/telemetry"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -117,7 +116,7 @@ func withSpan(ctx context.Context) context.Context {
 func requestID(id any) string {
 	switch v := id.(type) {
 	case string:
-		return strings.TrimPrefix(v, bigIDPrefix)
+		return mcpgofix.TokenID(v)
 	case float64:
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	case int64:
@@ -129,9 +128,6 @@ func requestID(id any) string {
 	}
 	return ""
 }
-
-// bigIDPrefix marks an id serveBigID passes through mcp-go as a string.
-const bigIDPrefix = "bub-big-id:"
 
 // rpcOutcome is the outcome of a request answered with err: its JSON-RPC
 // code when mcp-go attached one, else internal error.
@@ -157,34 +153,4 @@ func toolErrorMessage(res *mcp.CallToolResult) string {
 		}
 	}
 	return ""
-}
-
-// extensionOption applies an extension's server option so that it adds
-// to the server's hooks instead of replacing them. mcp-go's WithHooks
-// replaces the whole Hooks object, which would silently drop the
-// server's own (initialize instructions, resource filtering, telemetry);
-// instead the extension's hooks are appended to ours, run after them.
-// Hooks the extension adds to its object after New are not seen.
-func extensionOption(ours *server.Hooks, opt server.ServerOption) server.ServerOption {
-	return func(s *server.MCPServer) {
-		opt(s)
-		if theirs := s.GetHooks(); theirs != ours {
-			mergeHooks(ours, theirs)
-			server.WithHooks(ours)(s)
-		}
-	}
-}
-
-// mergeHooks appends every hook list of src to dst's. Hooks is a struct of
-// slices only; reflection keeps this right when mcp-go adds a hook point.
-func mergeHooks(dst, src *server.Hooks) {
-	if src == nil {
-		return
-	}
-	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem()
-	for i := range d.NumField() {
-		if f := d.Field(i); f.Kind() == reflect.Slice && f.CanSet() {
-			f.Set(reflect.AppendSlice(f, s.Field(i)))
-		}
-	}
 }

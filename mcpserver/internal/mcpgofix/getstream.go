@@ -1,25 +1,35 @@
-package mcpserver
+package mcpgofix
+
+// Defect: mcp-go v1.2.1 (with an event store) starts a session-wide
+// notification pump on a 2025 session's first GET stream. That pump and
+// every in-flight POST read the same notification queue, so a call's
+// progress or log notifications may leave on the GET stream and reach the
+// client after the call's result (clients then drop them), or be recorded
+// while no GET is attached and never arrive. Yet sampling requests travel
+// only through that pump, and mcp-go waits without bound for a GET stream
+// the client never opens.
+// Upstream: no upstream issue as of 2026-12; reported behaviour: with
+// WithEventStore, a client holding a GET stream open receives a call's
+// notifications/progress on the GET stream after the call's result on the
+// POST stream.
+// Test: TestProgressNotificationsNeverLost, TestSamplingTakesOverTheParkedStream,
+// TestParkingForgetsEndedSessions.
+// Delete when: mcp-go routes a request's notifications to that request's
+// stream only, and bounds its wait for the GET stream.
+//
+// The repair: a GET stream is accepted and held open idle ("parked"): the
+// client has its stream, mcp-go has no pump, and every notification rides
+// the POST of the call that sent it. The first time a tool in the session
+// asks for sampling, the parked connection is handed to mcp-go, which
+// starts its pump; from then on that session behaves as mcp-go does.
 
 import (
 	"net/http"
 	"sync"
 )
 
-// Why the standalone GET stream is parked.
-//
-// mcp-go (v1.2.1, with an event store) starts a session-wide pump on the
-// first GET stream. That pump and every in-flight POST read the same
-// notification queue, so a call's progress or log notifications may leave on
-// the GET stream and reach the client after the call's result — clients then
-// drop them — or be recorded while no GET is attached and never arrive. Yet
-// sampling requests travel only through that pump.
-//
-// So a GET stream is accepted and held open idle ("parked"): the client has
-// its stream, mcp-go has no pump, and every notification rides the POST of
-// the call that sent it. The first time a tool in the session asks for
-// sampling, the parked connection is handed to mcp-go, which starts its
-// pump; from then on that session behaves as mcp-go does.
-type parking struct {
+// Parking holds the 2025 sessions' GET streams (see above).
+type Parking struct {
 	closing   chan struct{} // closed on shutdown: parked streams end
 	closeOnce sync.Once
 	mu        sync.Mutex
@@ -46,13 +56,14 @@ func (h *handOff) markReady() {
 	}
 }
 
-func newParking() *parking {
-	return &parking{closing: make(chan struct{}), byID: map[string]*parkedGET{}, handed: map[string]*handOff{}}
+// NewParking returns an empty Parking.
+func NewParking() *Parking {
+	return &Parking{closing: make(chan struct{}), byID: map[string]*parkedGET{}, handed: map[string]*handOff{}}
 }
 
-// serveGET serves a standalone GET stream: parked, or through mcp-go once
+// ServeGET serves a standalone GET stream: parked, or through mcp-go once
 // the session needs it.
-func (p *parking) serveGET(h http.Handler, w http.ResponseWriter, r *http.Request, sessionID string) {
+func (p *Parking) ServeGET(h http.Handler, w http.ResponseWriter, r *http.Request, sessionID string) {
 	ho, parked, ok := p.park(w, r, sessionID)
 	if !ok {
 		return
@@ -69,7 +80,7 @@ func (p *parking) serveGET(h http.Handler, w http.ResponseWriter, r *http.Reques
 // needs the real stream. ok reports whether the caller must now serve the
 // request through mcp-go, parked whether headers were already sent; ho is
 // the session's hand-off.
-func (p *parking) park(w http.ResponseWriter, r *http.Request, sessionID string) (ho *handOff, parked, ok bool) {
+func (p *Parking) park(w http.ResponseWriter, r *http.Request, sessionID string) (ho *handOff, parked, ok bool) {
 	p.mu.Lock()
 	if ho, handed := p.handed[sessionID]; handed {
 		p.mu.Unlock()
@@ -107,12 +118,12 @@ func (p *parking) park(w http.ResponseWriter, r *http.Request, sessionID string)
 	}
 }
 
-// handOver gives the session's parked GET (if any) to mcp-go and makes
+// HandOver gives the session's parked GET (if any) to mcp-go and makes
 // future GETs of the session go there directly. The returned channel is
 // closed once mcp-go serves the session's GET stream; a request queued
 // before that could be recorded but never sent (mcp-go's pump starts before
 // it attaches the connection).
-func (p *parking) handOver(sessionID string) <-chan struct{} {
+func (p *Parking) HandOver(sessionID string) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ho, ok := p.handed[sessionID]
@@ -126,12 +137,20 @@ func (p *parking) handOver(sessionID string) <-chan struct{} {
 	return ho.ready
 }
 
-// shutdown ends every parked stream, so a graceful shutdown is not held
+// Shutdown ends every parked stream, so a graceful shutdown is not held
 // up by idle SSE connections.
-func (p *parking) shutdown() { p.closeOnce.Do(func() { close(p.closing) }) }
+func (p *Parking) Shutdown() { p.closeOnce.Do(func() { close(p.closing) }) }
 
-// forget drops a terminated session's state.
-func (p *parking) forget(sessionID string) {
+// Handed reports whether sessionID's GET stream was handed to mcp-go.
+func (p *Parking) Handed(sessionID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.handed[sessionID]
+	return ok
+}
+
+// Forget drops a terminated session's state.
+func (p *Parking) Forget(sessionID string) {
 	p.mu.Lock()
 	delete(p.handed, sessionID)
 	p.mu.Unlock()
