@@ -33,6 +33,9 @@ type Module struct {
 	Bwrap string `toml:"bwrap"`
 
 	policies map[string]environment.SandboxPolicy // by profile
+	// pythons is where Python lives, asked once per App for all its
+	// sessions' sandboxes, and not shared with another App.
+	pythons *environment.PythonCache
 }
 
 // BubModule registers the module as "sandbox", configured by [sandbox].
@@ -45,6 +48,7 @@ func (*Module) BubModule() app.ModuleInfo {
 func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	cfg := a.Config()
 	m.policies = map[string]environment.SandboxPolicy{}
+	m.pythons = environment.NewPythonCache(0)
 	used := ""
 	for _, name := range cfg.ProfileNames() {
 		p := cfg.Profiles[name]
@@ -73,6 +77,7 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	}
 	a.ConfigureEnvironment(func(conn *providers.Connection, o *environment.Options) {
 		o.Sandbox = m.policies[conn.Profile]
+		o.PythonCache = m.pythons
 	})
 	return nil
 }
