@@ -32,6 +32,10 @@ type Options struct {
 	// Sandbox is the profile's sandbox policy, used by the "sandbox"
 	// environment (which is always confined, whatever Confine says).
 	Sandbox SandboxPolicy
+	// PythonCache is the owner's memory of where Python lives (the
+	// sandbox module keeps one per App), so that a new session's sandbox
+	// does not ask the interpreter again; nil means asking each time.
+	PythonCache *PythonCache
 }
 
 // Factory makes the environment for one session, like Bub's
@@ -102,6 +106,6 @@ func init() {
 		if err := checkCtx(ctx); err != nil {
 			return nil, err
 		}
-		return NewSandbox(&SandboxOptions{Workspace: o.Workspace, AllowPaths: o.AllowPaths, Python: o.Python, Policy: o.Sandbox})
+		return NewSandbox(&SandboxOptions{Workspace: o.Workspace, AllowPaths: o.AllowPaths, Python: o.Python, Policy: o.Sandbox, PythonCache: o.PythonCache})
 	})
 }

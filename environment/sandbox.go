@@ -82,6 +82,9 @@ type SandboxOptions struct {
 	WaitDelay time.Duration
 	// Policy is the profile's sandbox policy.
 	Policy SandboxPolicy
+	// PythonCache keeps where Python lives across the sandboxes of one
+	// owner; nil means asking the interpreter for each new sandbox.
+	PythonCache *PythonCache
 }
 
 // SandboxEnvironment runs every process in a bubblewrap sandbox of its
@@ -199,7 +202,7 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 	if err := os.Chmod(etc, 0o755); err != nil {
 		return fail(fmt.Errorf("environment: sandbox /etc: %w", err))
 	}
-	python, prefixes, err := resolvePython(host.python)
+	python, prefixes, err := o.PythonCache.resolve(host.python)
 	if err != nil {
 		// Without Python only run_code fails, with this error.
 		python = host.python
@@ -500,9 +503,61 @@ func copyEtc(dst string) error {
 	return nil
 }
 
-// pythonCache holds resolvePython's answers: an interpreter is asked once
-// per server, not once per session.
-var pythonCache sync.Map // name → pythonInfo
+// DefaultPythonCacheSize bounds a PythonCache made with size 0: a server
+// names few interpreters (one per profile at most), so more entries mean
+// a caller asking with names from outside.
+const DefaultPythonCacheSize = 16
+
+// PythonCache remembers where interpreters live, so that a sandbox asks
+// an interpreter once per owner (a module, a server) rather than once per
+// session: through a version manager's shim the question costs tens of
+// milliseconds. It belongs to whoever makes the sandboxes, so two servers
+// in one process do not share answers, and it is bounded. It is safe for
+// concurrent use; the zero value is not, use NewPythonCache.
+type PythonCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]pythonInfo // name → answer
+}
+
+// NewPythonCache returns an empty cache of at most size names; size 0
+// means DefaultPythonCacheSize. Once full, further names are asked every
+// time rather than evicting an answer in use.
+func NewPythonCache(size int) *PythonCache {
+	if size <= 0 {
+		size = DefaultPythonCacheSize
+	}
+	return &PythonCache{max: size, m: make(map[string]pythonInfo)}
+}
+
+// Len is the number of names remembered.
+func (c *PythonCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
+// resolve is resolvePython through the cache; a nil cache asks every
+// time.
+func (c *PythonCache) resolve(name string) (string, []string, error) {
+	if c == nil {
+		return resolvePython(name)
+	}
+	c.mu.Lock()
+	pi, ok := c.m[name]
+	c.mu.Unlock()
+	if !ok {
+		// Asked outside the lock: a slow interpreter must not hold up
+		// the others. Two first askers both ask; the answers agree.
+		pi = lookupPython(name)
+		c.mu.Lock()
+		if _, ok := c.m[name]; !ok && len(c.m) < c.max {
+			c.m[name] = pi
+		}
+		c.mu.Unlock()
+	}
+	return pi.exe, pi.prefixes, pi.err
+}
 
 type pythonInfo struct {
 	exe      string
@@ -511,9 +566,10 @@ type pythonInfo struct {
 }
 
 // ResolvePython returns the executable the interpreter command name
-// really runs (sys.executable), asked once per process: a version
-// manager's shim (pyenv, asdf) is a script that would start a second
-// process, and cost tens of milliseconds, on every start.
+// really runs (sys.executable): a version manager's shim (pyenv, asdf) is
+// a script that would start a second process, and cost tens of
+// milliseconds, on every start. It asks the interpreter each time;
+// callers keep the answer (code mode does, once per module).
 func ResolvePython(name string) (string, error) {
 	exe, _, err := resolvePython(name)
 	return exe, err
@@ -522,12 +578,7 @@ func ResolvePython(name string) (string, error) {
 // resolvePython is ResolvePython plus the installation directories
 // outside /usr that the interpreter needs (mounted into sandboxes).
 func resolvePython(name string) (string, []string, error) {
-	if v, ok := pythonCache.Load(name); ok {
-		pi := v.(pythonInfo)
-		return pi.exe, pi.prefixes, pi.err
-	}
 	pi := lookupPython(name)
-	pythonCache.Store(name, pi)
 	return pi.exe, pi.prefixes, pi.err
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/environment/envtest"
+	"github.com/google/go-cmp/cmp"
 )
 
 // newSandbox makes a sandbox on a fresh workspace, closed by the test's
@@ -350,4 +352,50 @@ func TestSandboxCancelDaemon(t *testing.T) {
 	cancel()
 	envtest.Wait(t, p)
 	envtest.WaitUnlocked(t, lock)
+}
+
+// TestPythonCachePerOwner: where Python lives is remembered by the
+// owner of the sandboxes (a module of one server), not by the process:
+// a second owner in the same process asks again and sees its own answer
+// (here a virtualenv put first on PATH meanwhile), while the first keeps
+// the answer it had. The cache is bounded.
+func TestPythonCachePerOwner(t *testing.T) {
+	envtest.RequireBwrap(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is not installed")
+		}
+		t.Skip("python3 is not installed")
+	}
+	venv := filepath.Join(t.TempDir(), "venv")
+	if out, err := exec.Command("python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
+		t.Skipf("python3 cannot make a virtualenv: %v: %s", err, out)
+	}
+	mk := func(c *environment.PythonCache) string {
+		s, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: t.TempDir(), Python: "python3", PythonCache: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		return s.Python()
+	}
+	first, second := environment.NewPythonCache(0), environment.NewPythonCache(0)
+	before := mk(first)
+	t.Setenv("PATH", filepath.Join(venv, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	got := map[string]string{"first owner again": mk(first), "second owner": mk(second), "no cache": mk(nil)}
+	want := map[string]string{"first owner again": before, "second owner": filepath.Join(venv, "bin", "python3"), "no cache": filepath.Join(venv, "bin", "python3")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("interpreters (-want +got):\n%s", diff)
+	}
+
+	small := environment.NewPythonCache(1)
+	mk(small)
+	s, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: t.TempDir(), Python: "python3.nonexistent", PythonCache: small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if n := small.Len(); n != 1 {
+		t.Errorf("a cache of size 1 holds %d names", n)
+	}
 }

@@ -33,6 +33,9 @@ type Module struct {
 	Bwrap string `toml:"bwrap"`
 
 	policies map[string]environment.SandboxPolicy // by profile
+	// pythons is where Python lives, asked once per App for all its
+	// sessions' sandboxes, and not shared with another App.
+	pythons *environment.PythonCache
 }
 
 // BubModule registers the module as "sandbox", configured by [sandbox].
@@ -45,10 +48,11 @@ func (*Module) BubModule() app.ModuleInfo {
 func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	cfg := a.Config()
 	m.policies = map[string]environment.SandboxPolicy{}
+	m.pythons = environment.NewPythonCache(0)
 	used := ""
 	for _, name := range cfg.ProfileNames() {
 		p := cfg.Profiles[name]
-		pol, err := policy(cfg, name, p.Sandbox)
+		pol, err := policy(cfg, p.Sandbox, "profiles", name, "sandbox")
 		if err != nil {
 			return err
 		}
@@ -59,30 +63,64 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		}
 	}
 	if used != "" {
-		bw := m.Bwrap
-		if bw == "" {
-			bw = environment.DefaultBwrap
-		}
-		if _, err := exec.LookPath(bw); err != nil {
-			key := []string{"profiles", used, "environment"}
-			if m.Bwrap != "" {
-				key = []string{"sandbox", "bwrap"}
-			}
-			return cfg.Fail(fmt.Sprintf("profile %q runs in the sandbox, which needs bubblewrap: %q not found (install the bubblewrap package, e.g. apt-get install -y bubblewrap, or set [sandbox] bwrap)", used, bw), key...)
+		if err := checkBwrap(cfg, m.Bwrap, fmt.Sprintf("profile %q runs in the sandbox", used), "profiles", used, "environment"); err != nil {
+			return err
 		}
 	}
 	a.ConfigureEnvironment(func(conn *providers.Connection, o *environment.Options) {
 		o.Sandbox = m.policies[conn.Profile]
+		o.PythonCache = m.pythons
 	})
 	return nil
 }
 
-// policy checks a profile's sandbox table; nil means the defaults.
-func policy(cfg *config.Config, profile string, s *config.Sandbox) (environment.SandboxPolicy, error) {
+// Policy checks a sandbox table of bub.toml other than a profile's (an
+// upstream server's [upstreams.<name>.sandbox]) at the key path table,
+// and returns it as a policy with the [sandbox] table's bwrap, which it
+// checks is installed: a missing bwrap fails at start, naming the key,
+// rather than at the server's first start. A nil table means the
+// defaults. user says who runs in the sandbox, for the message.
+func Policy(cfg *config.Config, s *config.Sandbox, user string, table ...string) (environment.SandboxPolicy, error) {
+	var top Module
+	if err := cfg.Decode("sandbox", &top); err != nil {
+		return environment.SandboxPolicy{}, err
+	}
+	pol, err := policy(cfg, s, table...)
+	if err != nil {
+		return environment.SandboxPolicy{}, err
+	}
+	pol.Bwrap = top.Bwrap
+	// The key that chose the sandbox: the table's sibling "environment".
+	envKey := append(append([]string(nil), table[:len(table)-1]...), "environment")
+	if err := checkBwrap(cfg, top.Bwrap, user+" runs in the sandbox", envKey...); err != nil {
+		return environment.SandboxPolicy{}, err
+	}
+	return pol, nil
+}
+
+// checkBwrap fails, naming [sandbox] bwrap when it is set and else the
+// key that asked for the sandbox, when bubblewrap is not installed.
+func checkBwrap(cfg *config.Config, bwrap, who string, key ...string) error {
+	bw := bwrap
+	if bw == "" {
+		bw = environment.DefaultBwrap
+	}
+	if _, err := exec.LookPath(bw); err != nil {
+		if bwrap != "" {
+			key = []string{"sandbox", "bwrap"}
+		}
+		return cfg.Fail(fmt.Sprintf("%s, which needs bubblewrap: %q not found (install the bubblewrap package, e.g. apt-get install -y bubblewrap, or set [sandbox] bwrap)", who, bw), key...)
+	}
+	return nil
+}
+
+// policy checks a sandbox table at the key path table; nil means the
+// defaults.
+func policy(cfg *config.Config, s *config.Sandbox, table ...string) (environment.SandboxPolicy, error) {
 	if s == nil {
 		return environment.SandboxPolicy{}, nil
 	}
-	key := func(k string) []string { return []string{"profiles", profile, "sandbox", k} }
+	key := func(k string) []string { return append(append([]string(nil), table...), k) }
 	switch s.Network {
 	case "", environment.NetworkNone, environment.NetworkHost:
 	default:

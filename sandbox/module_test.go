@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	_ "github.com/bubbuild/bub-mcp/sandbox"
+	"github.com/google/go-cmp/cmp"
 )
 
 func newApp(t *testing.T, src string) (*app.App, error) {
@@ -106,5 +110,50 @@ func TestBadConfig(t *testing.T) {
 				t.Errorf("config %q: %v; want an error containing %q", tt.src, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestPythonAskedPerApp: each App remembers where Python lives for its
+// own sessions' sandboxes; a second App in the same process asks again
+// (here after a virtualenv was put first on PATH) instead of reusing the
+// first App's answer.
+func TestPythonAskedPerApp(t *testing.T) {
+	envtest.RequireBwrap(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is not installed")
+		}
+		t.Skip("python3 is not installed")
+	}
+	venv := filepath.Join(t.TempDir(), "venv")
+	if out, err := exec.Command("python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
+		t.Skipf("python3 cannot make a virtualenv: %v: %s", err, out)
+	}
+	python := func(a *app.App, session string) string {
+		conn := &providers.Connection{Transport: "test", Profile: "p", SessionKey: session}
+		if err := a.Resolve(t.Context(), conn); err != nil {
+			t.Fatal(err)
+		}
+		env, err := a.Environment(t.Context(), conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return environment.PythonOf(env)
+	}
+	src := "[profiles.p]\nenvironment = \"sandbox\"\n"
+	first, err := newApp(t, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := python(first, "one")
+	t.Setenv("PATH", filepath.Join(venv, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	second, err := newApp(t, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{"first app, new session": python(first, "two"), "second app": python(second, "one")}
+	want := map[string]string{"first app, new session": before, "second app": filepath.Join(venv, "bin", "python3")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("interpreters (-want +got):\n%s", diff)
 	}
 }

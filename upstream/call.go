@@ -174,10 +174,10 @@ func (p *resultPart) UnmarshalJSON(b []byte) error {
 
 // pid is a stdio session's process id (and process group), 0 otherwise.
 func (s *session) pid() int {
-	if s == nil || s.cmd == nil || s.cmd.Process == nil {
+	if s == nil || s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.Pid()
 }
 
 // cancelUpstream tells the upstream to stop a request whose caller went
@@ -218,7 +218,7 @@ func (u *upstream) lostDuring(s *session, err error) bool {
 	if !errors.As(err, &te) && !errors.Is(err, transport.ErrTransportClosed) {
 		return false
 	}
-	if s.cmd != nil {
+	if s.proc != nil {
 		if errors.Is(err, transport.ErrTransportClosed) {
 			<-s.dead // the pipe closed: the process is gone or going
 			return true

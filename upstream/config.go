@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/environment"
 )
 
 // Defaults of the [upstreams.<name>] settings, each next to its use.
@@ -42,6 +43,16 @@ type Server struct {
 	Args    []string          `toml:"args"`
 	Env     map[string]string `toml:"env"`
 	Cwd     string            `toml:"cwd"`
+	// Environment names the registered environment (package environment)
+	// a stdio server runs in: "local" (the default) on the host, in a
+	// process group and, where cgroups are writable, a cgroup of its own;
+	// "sandbox" in bubblewrap, with Sandbox's policy. Either way the
+	// environment's supervisor ends the server's whole tree.
+	Environment string `toml:"environment"`
+	// Sandbox is [upstreams.<name>.sandbox], with the keys of a profile's
+	// sandbox table (network, read_only, read_write, memory, ...); only
+	// with environment = "sandbox".
+	Sandbox *config.Sandbox `toml:"sandbox"`
 	// URL is a streamable HTTP endpoint; Headers are sent with every
 	// request and BearerTokenEnv names a variable whose value is sent as
 	// "Authorization: Bearer <value>".
@@ -75,6 +86,9 @@ type Server struct {
 
 	name   string // the table's name
 	origin string // "bub.toml" or the mcp.json path, for messages
+	// policy is Sandbox checked, with [sandbox] bwrap and its paths
+	// absolute; set by the module for environment = "sandbox".
+	policy environment.SandboxPolicy
 }
 
 // serverNameRE is what a server name may be: it becomes the tools'
@@ -113,8 +127,9 @@ func (s *Server) check(fail failFunc) error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fail("not an http(s) URL (want http:// or https:// and a host)", "url")
 		}
-		for _, k := range []string{"args", "env", "cwd"} {
-			if (k == "args" && len(s.Args) > 0) || (k == "env" && len(s.Env) > 0) || (k == "cwd" && s.Cwd != "") {
+		for _, k := range []string{"args", "env", "cwd", "environment", "sandbox"} {
+			if (k == "args" && len(s.Args) > 0) || (k == "env" && len(s.Env) > 0) || (k == "cwd" && s.Cwd != "") ||
+				(k == "environment" && s.Environment != "") || (k == "sandbox" && s.Sandbox != nil) {
 				return fail("only for stdio servers (command)", k)
 			}
 		}
@@ -124,6 +139,12 @@ func (s *Server) check(fail failFunc) error {
 		}
 		if s.BearerTokenEnv != "" {
 			return fail("only for HTTP servers (url)", "bearer_token_env")
+		}
+		if _, err := environment.Lookup(s.envName()); err != nil {
+			return fail(strings.TrimPrefix(err.Error(), "environment: "), "environment")
+		}
+		if s.Sandbox != nil && s.envName() != environment.SandboxName {
+			return fail(fmt.Sprintf("only with environment = %q", environment.SandboxName), "sandbox")
 		}
 	}
 	for k := range s.Headers {
@@ -189,6 +210,14 @@ func (s *Server) allowed(tool, runtime string) bool {
 		return false
 	}
 	return !match(s.Deny)
+}
+
+// envName is the environment a stdio server runs in.
+func (s *Server) envName() string {
+	if s.Environment == "" {
+		return environment.DefaultName
+	}
+	return s.Environment
 }
 
 // kind is "stdio", "http" or "sse".
@@ -424,9 +453,19 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// resolveCwd makes a stdio server's cwd absolute against base.
+// resolveCwd makes a stdio server's cwd, and its sandbox's paths,
+// absolute against base (bub.toml's directory).
 func (s *Server) resolveCwd(base string) {
-	if s.Cwd != "" && !filepath.IsAbs(s.Cwd) && base != "" {
-		s.Cwd = filepath.Join(base, s.Cwd)
+	abs := func(p string) string {
+		if p != "" && !filepath.IsAbs(p) && !strings.HasPrefix(p, "~") && base != "" {
+			return filepath.Join(base, p)
+		}
+		return p
+	}
+	s.Cwd = abs(s.Cwd)
+	for _, l := range [][]string{s.policy.ReadOnly, s.policy.ReadWrite} {
+		for i, p := range l {
+			l[i] = abs(p)
+		}
 	}
 }

@@ -7,16 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -82,6 +80,12 @@ type upstream struct {
 
 	loadMu sync.Mutex // one tool-list load at a time
 
+	// env is the Environment stdio servers are spawned in, made on first
+	// start (envDir is a workspace made for it), closed by Cleanup.
+	envMu  sync.Mutex
+	env    environment.Environment
+	envDir string
+
 	// refresh coalesces notifications/tools/list_changed: one reload in
 	// flight per upstream, and at most one more pending behind it, however
 	// many notifications arrive meanwhile (a burst would otherwise be a
@@ -103,8 +107,12 @@ type inflight struct {
 
 // session is one live connection.
 type session struct {
-	c      *client.Client
-	cmd    *exec.Cmd // stdio only
+	c    *client.Client
+	proc environment.Process // stdio only
+	// ctx ends with the session; writes to a stdio server's stdin give
+	// up then.
+	ctx    context.Context
+	cancel context.CancelFunc
 	dead   chan struct{}
 	once   sync.Once
 	err    error // why it ended, set before dead closes
@@ -116,6 +124,9 @@ func (s *session) end(err error) {
 	s.once.Do(func() {
 		s.err = err
 		close(s.dead)
+		if s.cancel != nil {
+			s.cancel()
+		}
 	})
 }
 
@@ -270,7 +281,7 @@ func (u *upstream) connect(ctx context.Context) (*session, error) {
 			tr = t
 		}
 	} else {
-		t, err := u.spawn(s)
+		t, err := u.spawn(ctx, s)
 		if err != nil {
 			return nil, err
 		}
@@ -319,80 +330,19 @@ func (u *upstream) startError(stage string, s *session, ctx context.Context, err
 	return fmt.Errorf("%s: %w", stage, err)
 }
 
-// spawn starts a stdio server in its own process group, so that closing
-// it ends every process it started.
-func (u *upstream) spawn(s *session) (transport.Interface, error) {
-	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
-	cmd.Env = os.Environ()
-	for k, v := range u.cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Dir = u.cfg.Cwd
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("command: %w", err)
-	}
-	s.cmd = cmd
-	s.stderr = &tailBuffer{max: stderrTail}
-	log := u.m.log.With("upstream", u.cfg.name)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		s.stderr.drain(stderr, log)
-	}()
-	go func() {
-		<-drained // the exit message quotes all the stderr there was
-		err := cmd.Wait()
-		msg := "exited"
-		if err != nil {
-			msg = "exited: " + err.Error()
-		}
-		if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
-			msg += "; stderr: " + tail
-		}
-		s.end(errors.New(msg))
-	}()
-	limited := &lineLimit{r: stdout, max: u.cfg.MaxMessageBytes, over: func(n int64) {
-		s.end(fmt.Errorf("sent a message over upstreams.%s.max_message_bytes (%d bytes)", u.cfg.name, n))
-	}}
-	return transport.NewIO(limited, stdin, nil), nil
-}
-
 // stop ends a session: the client closes, and a stdio server's whole
-// process group gets SIGTERM, then SIGKILL after stopGrace.
+// tree is ended (stopProcess).
 func (u *upstream) stop(s *session) {
 	if s.c != nil {
 		if err := s.c.Close(); err != nil {
 			u.m.log.Debug("upstream.close", "upstream", u.cfg.name, "error", err)
 		}
 	}
-	if s.cmd == nil {
+	if s.proc == nil {
 		s.end(errors.New("closed"))
 		return
 	}
-	pgid := s.cmd.Process.Pid
-	if s.alive() {
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-s.dead:
-		case <-time.After(stopGrace):
-		}
-	}
-	// The leader may be gone while its children live on: end the group.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	<-s.dead
+	u.stopProcess(s)
 }
 
 // listTools reads the whole tools/list as raw JSON, so schemas pass

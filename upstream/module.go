@@ -1,6 +1,7 @@
 // Package upstream mounts other MCP servers ("upstreams") as Bub tools:
 // each configured server gets one client connection per process (a stdio
-// child in its own process group, or a streamable HTTP client), started
+// child spawned through its Environment, which owns the child's process
+// group, cgroup and end, or a streamable HTTP client), started
 // eagerly or lazily and restarted with backoff, and its tools become
 // registry tools named "<server>.<tool>" that go through the same call
 // path as builtins (views, hooks, spill, audit, code mode).
@@ -15,6 +16,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,7 +28,9 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/bubbuild/bub-mcp/sandbox"
 )
 
 func init() { app.RegisterModule(new(Module)) }
@@ -43,6 +47,9 @@ type Module struct {
 	ups     []*upstream // sorted by name
 	cache   string      // directory of remembered tool lists
 	memory  memory      // gives back what large results cost
+	// pythons is where Python lives, for sandboxed servers' sandboxes
+	// (which mount its installation), asked once per module.
+	pythons *environment.PythonCache
 }
 
 // Version is what bub-mcp reports to upstream servers as its client
@@ -87,6 +94,7 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		return nil
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.pythons = environment.NewPythonCache(0)
 	m.cache = filepath.Join(a.Home(), "upstreams")
 	for _, s := range servers {
 		m.ups = append(m.ups, newUpstream(s, m))
@@ -210,6 +218,13 @@ func (m *Module) servers(a *app.App) ([]*Server, error) {
 		if err := s.check(fail); err != nil {
 			return nil, err
 		}
+		if s.URL == "" && s.envName() == environment.SandboxName {
+			pol, err := sandbox.Policy(cfg, s.Sandbox, fmt.Sprintf("upstream %q", name), "upstreams", name, "sandbox")
+			if err != nil {
+				return nil, err
+			}
+			s.policy = pol
+		}
 		s.resolveCwd(base)
 		if prev, ok := byName[name]; ok {
 			m.log.Info("upstream.override", "upstream", name, "used", "bub.toml", "ignored", prev.origin)
@@ -224,8 +239,9 @@ func (m *Module) servers(a *app.App) ([]*Server, error) {
 	return out, nil
 }
 
-// Cleanup stops every upstream: their connections close and stdio
-// servers' process groups are ended.
+// Cleanup stops every upstream: their connections close, stdio servers
+// are ended (SIGTERM, then SIGKILL), and their Environments are closed,
+// which ends anything they left behind.
 func (m *Module) Cleanup() error {
 	if m.cancel == nil {
 		return nil
@@ -236,7 +252,13 @@ func (m *Module) Cleanup() error {
 	m.cancel()
 	m.wg.Wait()
 	m.memory.close()
-	return nil
+	var errs []error
+	for _, u := range m.ups {
+		if err := u.closeEnvironment(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Status is what `bub-mcp upstreams` and /healthz show of one upstream.

@@ -13,7 +13,9 @@
 // the call and return what came back ("error <code>: <message>" or
 // "result <json>"); burst {n} bumps the tool list's generation n times,
 // sending notifications/tools/list_changed each time; lists returns how
-// many tools/list requests the server answered. tools/list carries one
+// many tools/list requests the server answered; read {path} returns the
+// file's content or the error reading it (a sandbox test's probe).
+// tools/list carries one
 // more tool, gen_<generation>, so a client can tell which list it has.
 package main
 
@@ -94,7 +96,7 @@ func (s *server) ask(method string, params any) string {
 func (s *server) tools() []any {
 	obj := map[string]any{"type": "object"}
 	out := []any{}
-	for _, n := range []string{"big", "sample", "elicit", "burst", "lists"} {
+	for _, n := range []string{"big", "sample", "elicit", "burst", "lists", "read"} {
 		out = append(out, map[string]any{"name": n, "inputSchema": obj})
 	}
 	return append(out, map[string]any{"name": "gen_" + strconv.FormatInt(s.gen.Load(), 10), "inputSchema": obj})
@@ -127,6 +129,14 @@ func (s *server) call(m message) {
 		s.reply(m.ID, text("generation "+strconv.FormatInt(s.gen.Load(), 10)))
 	case "lists":
 		s.reply(m.ID, text(strconv.FormatInt(s.lists.Load(), 10)))
+	case "read":
+		path, _ := p.Arguments["path"].(string)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			s.reply(m.ID, text("error: "+err.Error()))
+			return
+		}
+		s.reply(m.ID, text(string(b)))
 	default:
 		s.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32602, "message": "unknown tool " + p.Name}})
 	}
