@@ -94,9 +94,10 @@ func join(base, p string) string {
 }
 
 // ResourceFor returns the canonical resource identifier of the request path
-// p (the endpoint, a profile's endpoint, or the server root), and the
-// profile a profile path asks for; ok is false for a path that is not one of
-// this server's resources.
+// p (the endpoint, a profile's endpoint — <ProfilePathPrefix><profile> or
+// /p/<profile><EndpointPath> — or the server root), and the profile a
+// profile path asks for; ok is false for a path that is not one of this
+// server's resources.
 func (rs *ResourceServer) ResourceFor(p string) (resource, profile string, ok bool) {
 	switch {
 	case p == "" || p == "/":
@@ -110,6 +111,13 @@ func (rs *ResourceServer) ResourceFor(p string) (resource, profile string, ok bo
 			return "", "", false
 		}
 		return join(rs.root, rs.opts.ProfilePathPrefix+name), name, true
+	case strings.HasPrefix(p, "/p/") && strings.HasSuffix(p, rs.opts.EndpointPath):
+		// The older form bub-mcp also serves: /p/<profile>/mcp.
+		name := strings.TrimSuffix(strings.TrimPrefix(p, "/p/"), rs.opts.EndpointPath)
+		if !profileName.MatchString(name) {
+			return "", "", false
+		}
+		return join(rs.root, "/p/"+name+rs.opts.EndpointPath), name, true
 	}
 	return "", "", false
 }

@@ -189,6 +189,8 @@ func NewResourceServer(opts Options) (*ResourceServer, error) {
 func (rs *ResourceServer) Authenticate(ctx context.Context, r *http.Request) (*Principal, error) {
 	resource, requested, ok := rs.ResourceFor(r.URL.Path)
 	if !ok {
+		// Not an MCP endpoint (e.g. /metrics): the token must be for the
+		// endpoint, and only the default profile is implied.
 		resource = join(rs.root, rs.opts.EndpointPath)
 	}
 	token, e := bearer(r)
