@@ -77,9 +77,11 @@ unit: e2e-deps pg-setup test-deps
 pg-setup:
 	bash internal/pgtest/setup.sh
 
-# bubblewrap for the sandbox tests, ripgrep for fs.grep's (installed with apt when root).
+# bubblewrap for the sandbox tests, ripgrep for fs.grep's (installed with apt when root);
+# Ory Hydra for the OAuth tests (built once per machine from the Go module proxy).
 test-deps:
 	@bash scripts/test-deps.sh
+	@bash scripts/oidc-setup.sh
 
 e2e:
 	bash e2e/run.sh

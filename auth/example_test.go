@@ -1,0 +1,47 @@
+package auth_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/bubbuild/bub-mcp/auth"
+)
+
+func ExampleCanonicalURL() {
+	for _, u := range []string{"https://MCP.example.com:443", "https://mcp.example.com/mcp/"} {
+		c, _ := auth.CanonicalURL("public_url", u)
+		fmt.Println(c)
+	}
+	// Output:
+	// https://mcp.example.com/
+	// https://mcp.example.com/mcp
+}
+
+// A server mounts the middleware in front of its MCP handler; it answers
+// the RFC 9728 metadata itself and challenges requests without a token.
+func ExampleResourceServer_Middleware() {
+	rs, err := auth.NewResourceServer(auth.Options{
+		Issuer:         "https://login.example.com",
+		PublicURL:      "https://mcp.example.com",
+		RequiredScopes: []string{"mcp"},
+		Rules:          []auth.Rule{{Claim: "groups", Value: "eng", Profile: "dev"}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	h := rs.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello", auth.FromContext(r.Context()).Name)
+	}))
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/mcp/p/dev", nil))
+	fmt.Println(rec.Code, rec.Header().Get("WWW-Authenticate"))
+
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/.well-known/oauth-protected-resource/mcp/p/dev", nil))
+	fmt.Print(rec.Code, " ", rec.Body.String())
+	// Output:
+	// 401 Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp/p/dev", scope="mcp"
+	// 200 {"resource":"https://mcp.example.com/mcp/p/dev","authorization_servers":["https://login.example.com"],"scopes_supported":["mcp"],"bearer_methods_supported":["header"]}
+}

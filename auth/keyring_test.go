@@ -1,0 +1,73 @@
+package auth_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/bubbuild/bub-mcp/auth"
+)
+
+// TestKeyRingRotation: tokens the ring signed before a rotation stay valid
+// at the resource server (no one is logged out), new tokens use the new
+// key, a retired key disappears after Retain, and the ring survives a
+// restart through its file store (mode 0600).
+func TestKeyRingRotation(t *testing.T) {
+	clk := newClock()
+	store := auth.FileKeyStore{Path: filepath.Join(t.TempDir(), "keys", "ring.json")}
+	ring, err := auth.NewKeyRing(t.Context(), auth.KeyRingOptions{Store: store, Retain: 2 * time.Hour, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := httptest.NewServer(ring.JWKSHandler())
+	defer jwks.Close()
+	const issuer = "https://mcp.example.com/"
+	rs := newRS(t, auth.Options{Issuer: issuer, JWKSURL: jwks.URL, Now: clk.Now, MinRefetchInterval: time.Second})
+	srv := serve(t, rs)
+	sign := func() string {
+		tok, err := ring.Sign(map[string]any{"iss": issuer, "sub": "alice", "aud": public + "/mcp", "exp": clk.Now().Add(time.Hour).Unix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	check := func(step, tok string, want int) {
+		t.Helper()
+		if got := call(t, srv, "/mcp", tok); got.status != want {
+			t.Errorf("%s: status %d; want %d (%s)", step, got.status, want, got.body)
+		}
+	}
+	before := sign()
+	check("before rotation", before, 200)
+
+	clk.Advance(10 * time.Second)
+	if err := ring.Rotate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after := sign()
+	check("new key after rotation", after, 200)
+	check("old token after rotation", before, 200)
+	if n := len(ring.JWKS().Keys); n != 2 {
+		t.Errorf("JWKS has %d keys after one rotation; want 2", n)
+	}
+
+	// A restart loads the same keys.
+	again, err := auth.NewKeyRing(t.Context(), auth.KeyRingOptions{Store: store, Retain: 2 * time.Hour, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := again.JWKS().Keys, ring.JWKS().Keys; len(a) != len(b) || a[0].KeyID != b[0].KeyID || a[1].KeyID != b[1].KeyID {
+		t.Errorf("reloaded ring has other keys")
+	}
+	if fi, err := os.Stat(store.Path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode = %v, %v; want 0600", fi.Mode().Perm(), err)
+	}
+
+	clk.Advance(3 * time.Hour)
+	if n := len(ring.JWKS().Keys); n != 1 {
+		t.Errorf("JWKS has %d keys after Retain; want 1", n)
+	}
+}
