@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -577,5 +578,75 @@ func TestReadOnlyPages(t *testing.T) {
 	// Reading sessions writes nothing to them.
 	if ents, _ := os.ReadDir(filepath.Join(f.home, "tapes")); len(ents) != 0 {
 		t.Errorf("the sessions page wrote tapes: %v", ents)
+	}
+}
+
+// A call that reaches the ring after the calls page rendered but before
+// its event stream subscribed is still streamed: the page names the newest
+// seq it rendered ("after"), and a reconnect's Last-Event-ID wins over it.
+// Without the backlog the browser test's approved call never showed.
+func TestLiveCallsNoGap(t *testing.T) {
+	f := newFixture(t, plainConfig, true)
+	f.record(t, rec("fs.read", "", "ok", `{"path":"a"}`))
+	f.waitRows(t, 1)
+	page, err := http.Get(f.srv.URL + "/calls?tool=bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	m := regexp.MustCompile(`data-events="([^"]+)"`).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no events URL in the calls page:\n%s", body)
+	}
+	events := html.UnescapeString(string(m[1]))
+	// The gap: two calls arrive before the page subscribes.
+	f.record(t, rec("bash", "", "ok", `{"command":"one"}`), rec("bash", "", "ok", `{"command":"two"}`))
+	f.waitRows(t, 3)
+	for _, tc := range []struct {
+		name, lastEventID string
+		want              []string
+	}{
+		{"after the render", "", []string{`{"command":"one"}`, `{"command":"two"}`}},
+		{"reconnect", "2", []string{`{"command":"two"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", f.srv.URL+events, nil)
+			if tc.lastEventID != "" {
+				req.Header.Set("Last-Event-ID", tc.lastEventID)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			got := make(chan string, len(tc.want))
+			go func() {
+				r := bufio.NewReader(res.Body)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if data, ok := strings.CutPrefix(line, "data: "); ok {
+						var c Call
+						json.Unmarshal([]byte(data), &c)
+						got <- string(c.Args)
+					}
+				}
+			}()
+			var streamed []string
+			for range tc.want {
+				select {
+				case a := <-got:
+					streamed = append(streamed, a)
+				case <-time.After(5 * time.Second):
+					t.Fatalf("streamed %q; want %q", streamed, tc.want)
+				}
+			}
+			if diff := cmp.Diff(tc.want, streamed); diff != "" {
+				t.Errorf("streamed (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -365,6 +365,34 @@ func (fd *feed) add(c Call) {
 	}
 }
 
+// lastSeq is the seq of the newest call in the ring; 0 when empty.
+func (fd *feed) lastSeq() int64 {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if len(fd.ring) == 0 {
+		return 0
+	}
+	return fd.ring[len(fd.ring)-1].Seq
+}
+
+// subscribeAfter subscribes and, in the same critical section, returns
+// the calls the ring holds past seq after: a page rendered from the ring
+// and then subscribed would miss a call added between the two (the
+// console's browser test caught a completed call that never showed).
+func (fd *feed) subscribeAfter(after int64) (chan Call, []Call, func()) {
+	ch, cancel := fd.subscribe()
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	var backlog []Call
+	if after > 0 {
+		for i := len(fd.ring) - 1; i >= 0 && fd.ring[i].Seq > after && len(backlog) < subscriberBuffer; i-- {
+			backlog = append(backlog, fd.ring[i])
+		}
+		slices.Reverse(backlog)
+	}
+	return ch, backlog, cancel
+}
+
 // subscribe returns a channel of new calls and its cancel function.
 func (fd *feed) subscribe() (chan Call, func()) {
 	ch := make(chan Call, subscriberBuffer)

@@ -292,6 +292,9 @@ func (c *Console) callsPage(w http.ResponseWriter, r *http.Request, v viewer) {
 		}
 		ev := r.URL.Query()
 		ev.Del("since")
+		// The stream starts where this render ended, so a call added
+		// between the two is sent, not lost.
+		ev.Set("after", strconv.FormatInt(c.feed.lastSeq(), 10))
 		d.EventsURL = "/calls/events?" + ev.Encode()
 	}
 	if v.Admin {
@@ -349,12 +352,29 @@ func (c *Console) callEvents(w http.ResponseWriter, r *http.Request, v viewer) {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	ch, cancel := c.feed.subscribe()
+	// after is the newest seq the page already has: the render's (the
+	// "after" parameter) or, when EventSource reconnects, the last event's.
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	if id, err := strconv.ParseInt(r.Header.Get("Last-Event-ID"), 10, 64); err == nil && id > after {
+		after = id
+	}
+	ch, backlog, cancel := c.feed.subscribeAfter(after)
 	defer cancel()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, "retry: 2000\n: ok\n\n")
+	send := func(call *Call) {
+		if call.Seq <= after || !f.Match(call) {
+			return // sent already (backlog and channel overlap), or filtered out
+		}
+		after = call.Seq
+		b, _ := json.Marshal(call)
+		fmt.Fprintf(w, "id: %d\nevent: call\ndata: %s\n\n", call.Seq, b)
+	}
+	for i := range backlog {
+		send(&backlog[i])
+	}
 	fl.Flush()
 	hb := time.NewTicker(sseHeartbeat)
 	defer hb.Stop()
@@ -366,19 +386,12 @@ func (c *Console) callEvents(w http.ResponseWriter, r *http.Request, v viewer) {
 			fmt.Fprint(w, ": ping\n\n")
 			fl.Flush()
 		case call := <-ch:
-			if !f.Match(&call) {
-				continue
-			}
-			b, _ := json.Marshal(call)
-			fmt.Fprintf(w, "id: %d\nevent: call\ndata: %s\n\n", call.Seq, b)
+			send(&call)
 			// Send what else is queued in the same flush.
 			for more := true; more; {
 				select {
 				case call := <-ch:
-					if f.Match(&call) {
-						b, _ := json.Marshal(call)
-						fmt.Fprintf(w, "id: %d\nevent: call\ndata: %s\n\n", call.Seq, b)
-					}
+					send(&call)
 				default:
 					more = false
 				}

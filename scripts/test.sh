@@ -87,6 +87,20 @@ fi
 pass=$((pass + ep)); fail=$((fail + ef))
 lines+=("$(printf '%-20s %d passed, %d failed' "end-to-end:" "$ep" "$ef")")
 
+echo "== console in a browser" >&2
+bash e2e/console/run.sh 2>&1 | tee "$work/console.log" >&2
+console_status=${PIPESTATUS[0]}
+cp=$(grep -E '^(ℹ|#) pass [0-9]+$' "$work/console.log" | tail -1 | awk '{print $3}')
+cf=$(grep -E '^(ℹ|#) fail [0-9]+$' "$work/console.log" | tail -1 | awk '{print $3}')
+if [ -z "$cp" ] || [ -z "$cf" ]; then
+  # Skipped (a dependency missing outside CI) prints no counts; anything
+  # else without counts is a failure.
+  if grep -q '^e2e/console: SKIP' "$work/console.log"; then cp=0; cf=0; else cp=0; cf=1; fi
+fi
+if [ "$console_status" -ne 0 ] && [ "$cf" -eq 0 ]; then cf=1; fi
+pass=$((pass + cp)); fail=$((fail + cf))
+lines+=("$(printf '%-20s %d passed, %d failed' "console (browser):" "$cp" "$cf")")
+
 printf '%s\n' "${lines[@]}"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -21,6 +21,9 @@ work="$(mktemp -d -t bub-console-e2e-XXXXXX)"
 export BUB_MCP_BIN="$work/bub-mcp"
 export CONSOLE_ARTIFACTS="$work/artifacts"
 (cd "$root" && GOFLAGS=-trimpath go build -o "$BUB_MCP_BIN" ./cmd/bub-mcp)
+# The pinned Node 22 that the other end-to-end suites use (e2e/setup.sh
+# installs it and prints its path); Debian's node if that fails.
+node="$(bash "$root/e2e/setup.sh" 2>/dev/null)" || node=node
 cd "$here"
-node --test --test-reporter=spec console.test.mjs
+"$node" --test --test-reporter=spec console.test.mjs
 echo "e2e/console: screenshots and report in $CONSOLE_ARTIFACTS"
