@@ -176,6 +176,21 @@ func (c *Compiler) MustCompile(loc string) *Schema {
 
 // Compile compiles json-schema at given loc.
 func (c *Compiler) Compile(loc string) (*Schema, error) {
+	loadDrafts() // bub-mcp: see loadDrafts
+	return c.compile(loc)
+}
+
+// mustCompileMeta is MustCompile for loadDrafts (bub-mcp): it compiles
+// without loading the drafts first.
+func (c *Compiler) mustCompileMeta(loc string) *Schema {
+	sch, err := c.compile(loc)
+	if err != nil {
+		panic(fmt.Sprintf("jsonschema: Compile(%q): %v", loc, err))
+	}
+	return sch
+}
+
+func (c *Compiler) compile(loc string) (*Schema, error) {
 	uf, err := absolute(loc)
 	if err != nil {
 		return nil, err
