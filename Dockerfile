@@ -10,6 +10,8 @@
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# go.mod replaces a module with this patched copy (see its PATCHES.md).
+COPY third_party ./third_party
 RUN go mod download
 COPY . .
 ARG VERSION=dev

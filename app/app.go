@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bubbuild/bub-mcp/audit"
 	"github.com/bubbuild/bub-mcp/config"
@@ -108,7 +109,19 @@ type App struct {
 	closed atomic.Bool
 
 	dyn dynamicTools // tools that change while the App runs (dynamic.go)
+
+	// warm runs registry.WarmValidation warmValidationAfter after New;
+	// Close stops it.
+	warm *time.Timer
 }
+
+// warmValidationAfter is when New has registry.WarmValidation run: late
+// enough that a server has answered its client's first requests (bub-mcp
+// serve answers its first tools/list ~10-20 ms after it was spawned) and
+// the work does not compete with them for the CPU, early enough that a
+// model's first tools/call finds it done, and before serve's forced
+// collection (100 ms) returns its garbage to the OS.
+const warmValidationAfter = 50 * time.Millisecond
 
 type loaded struct {
 	id string
@@ -215,6 +228,7 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	a.chain = providers.NewChain(a.reg, &providers.ChainOptions{Filters: filters, CodeMode: a.codeMode,
 		Providers: []providers.Provider{a.namedProviders}, Loaded: a.loadedTools})
 	a.viewsBuilt(a.chain)
+	a.warm = time.AfterFunc(warmValidationAfter, registry.WarmValidation)
 	return a, nil
 }
 
@@ -561,6 +575,9 @@ func (a *App) Close() error {
 		return nil
 	}
 	a.closed.Store(true)
+	if a.warm != nil {
+		a.warm.Stop()
+	}
 	var envs []environment.Environment
 	a.envs.Range(func(k, v any) bool {
 		envs = append(envs, v.(environment.Environment))

@@ -49,9 +49,12 @@
 // clients of one HTTP server, each making one call at a time (on the
 // 2025 protocol, 32 sessions).
 //
-// BenchmarkColdStart reports bub-ms/op and plain-ms/op, each the mean of
-// spawn, then initialize, then the first tools/list, the two kinds
-// started in turn, and bub/plain, their ratio; its bub-mcp is cmd/bub-mcp
+// BenchmarkColdStart/<stdio|http>/<protocol> reports bub-ms/op and
+// plain-ms/op, each the mean of spawn, then the handshake, then the first
+// tools/list, the two kinds started in turn, and bub/plain, their ratio;
+// bub-list-ms and plain-list-ms are the means from the handshake's end
+// (on 2025-11-25, the initialize answer read and notifications/initialized
+// sent) to the list's answer. Its bub-mcp is cmd/bub-mcp
 // (BENCH_SERVE_BIN replaces it), the others' is the fixture build. BenchmarkIdleRSS reports idle-RSS-MiB: VmRSS 200 ms after
 // the first tools/list, split into anon-RSS-MiB (heap, stacks) and
 // file-RSS-MiB (mapped pages of the binary and libc), plus peak-RSS-MiB

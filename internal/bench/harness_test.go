@@ -118,7 +118,8 @@ type server struct {
 	pid             int
 	client          *client.Client
 	stderr          *tail
-	stop            func() // ends the clients and the process
+	stop            func()    // ends the clients and the process
+	initialized     time.Time // when Initialize returned: the answer read, notifications/initialized sent
 
 	url   string           // HTTP: the MCP endpoint
 	ht    *http.Transport  // HTTP: shared by every client
@@ -195,7 +196,7 @@ func startServerProtocol(ctx context.Context, bin, kind, tr, dir, protocol strin
 		s.stop()
 		return nil, fmt.Errorf("%s %s: initialize: %w\nstderr: %s", kind, tr, err, s.stderr)
 	}
-	s.protocol = res.ProtocolVersion
+	s.protocol, s.initialized = res.ProtocolVersion, time.Now()
 	return s, nil
 }
 
