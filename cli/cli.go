@@ -28,6 +28,7 @@ import (
 	_ "github.com/bubbuild/bub-mcp/builtin"
 	_ "github.com/bubbuild/bub-mcp/codemode"
 	_ "github.com/bubbuild/bub-mcp/confirm"
+	_ "github.com/bubbuild/bub-mcp/limits"
 	_ "github.com/bubbuild/bub-mcp/sandbox"
 	_ "github.com/bubbuild/bub-mcp/sessions/pgstore"
 	_ "github.com/bubbuild/bub-mcp/skills"

@@ -78,6 +78,7 @@ type Decision struct {
 	args    json.RawMessage
 	result  any
 	message string
+	err     *Error
 }
 
 const (
@@ -99,6 +100,10 @@ func Replace(v any) Decision { return Decision{action: replace, result: v} }
 // Deny fails the call with message, or with "Tool 'X' call denied by policy
 // hook." when message is empty.
 func Deny(message string) Decision { return Decision{action: deny, message: message} }
+
+// DenyError fails the call with err as it is: its kind and details reach
+// the caller (a rate limit's retryAfterSeconds, say), not only a message.
+func DenyError(err *Error) Decision { return Decision{action: deny, err: err} }
 
 // Hooks observe and steer calls. Either function may be nil. A hook that
 // panics is logged and skipped; it never takes the call down.
@@ -224,6 +229,9 @@ func (e *Executor) CallTool(ctx context.Context, t *Tool, c Call) Result {
 				msg = fmt.Sprintf("Tool '%s' call denied by policy hook.", t.Name)
 			}
 			res.Err = &Error{Kind: KindTool, Message: msg}
+			if d.err != nil {
+				res.Err = d.err
+			}
 		}
 		decided = true
 		break
