@@ -63,6 +63,12 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		return err
 	}
 	srv, err := mcpserver.New(&mcpserver.Options{Version: VersionString(), Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger, StateKey: key, Telemetry: a.Telemetry(),
+		// Without --workspace, a profile without one works in the
+		// client's roots when the client has them.
+		RootsWorkspace: func(profile string) bool {
+			p, ok := cfg.Profiles[profile]
+			return c.workspace == "" && ok && p.Workspace == ""
+		},
 		Limits: mcpserver.Limits{
 			MaxMessageBytes:        a.Config().Server.MaxMessageBytes,
 			MaxConcurrentRequests:  a.Config().Server.MaxConcurrentRequests,

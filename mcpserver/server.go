@@ -102,6 +102,13 @@ type Options struct {
 	// Telemetry traces and measures every request (see telemetry.go);
 	// nil or disabled installs nothing.
 	Telemetry *telemetry.Telemetry
+	// RootsWorkspace reports whether a profile's connections take their
+	// workspace from the client's roots (serve: no --workspace and no
+	// profile workspace). Those of a 2025 session whose client declares
+	// roots are asked after notifications/initialized and on
+	// notifications/roots/list_changed; the first file:// root that is a
+	// directory becomes the connection's workspace. nil: never.
+	RootsWorkspace func(profile string) bool
 }
 
 // Server is an MCP server over a Backend.
@@ -136,6 +143,8 @@ type Server struct {
 	served served // tools registered with mcp-go (dynamic.go)
 
 	methods mcpgofix.Methods // request methods Extensions add (methods.go)
+
+	roots rootsWorkspaces // workspaces from clients' roots (roots.go)
 }
 
 type requestKey struct{}
@@ -196,6 +205,9 @@ func (s *Server) resolve(ctx context.Context) (*providers.Connection, *providers
 		}
 	}
 	conn := ConnectionFromContext(ctx)
+	if conn.Workspace == "" {
+		conn.Workspace = s.rootsWorkspace(ctx, conn.Profile)
+	}
 	if err := s.backend.Resolve(ctx, conn); err != nil {
 		return nil, nil, err
 	}
@@ -307,6 +319,8 @@ func New(opts *Options) (*Server, error) {
 	if s.instrumented = o.Telemetry.Enabled(); s.instrumented {
 		addTelemetry(hooks, o.Telemetry)
 	}
+	s.roots.use = o.RootsWorkspace
+	s.watchRoots(hooks)
 	watcher, dynamic := o.Backend.(toolWatcher)
 	dynamic = dynamic && watcher.ToolsChangeable()
 	serverOpts := []server.ServerOption{
@@ -335,6 +349,10 @@ func New(opts *Options) (*Server, error) {
 	}
 	s.methods.Track(hooks)
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
+	if s.roots.use != nil {
+		s.mcp.AddNotificationHandler("notifications/initialized", s.askRoots)
+		s.mcp.AddNotificationHandler(mcp.MethodNotificationRootsListChanged, s.askRoots)
+	}
 	s.syncTools() // the first table: no session yet to tell
 	if dynamic {
 		watcher.OnToolsChanged(s.syncTools)
