@@ -591,7 +591,18 @@ func (s *Server) toResult(v *providers.View, t *registry.Tool, res *registry.Res
 	}
 	out := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(res.Text)}}
 	if res.Value != nil && s.structured(v, t) {
-		out.StructuredContent = res.Value
+		// Encoded here, once: a value JSON cannot carry (NaN, ±Inf)
+		// would otherwise fail the whole reply inside mcp-go. Leaving
+		// structuredContent out would not do either: clients refuse a
+		// result without it from a tool with an output schema (the
+		// TypeScript SDK throws), so it becomes a tool error that says
+		// why, with the value as text.
+		b, err := json.Marshal(res.Value)
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{mcp.NewTextContent(
+				fmt.Sprintf("%s: tool result is not JSON serializable, so it cannot be its structuredContent (%v); as text: %s", t.Name, err, res.Text))}}
+		}
+		out.StructuredContent = json.RawMessage(b)
 	}
 	return out
 }
