@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/console"
 	"github.com/bubbuild/bub-mcp/internal/heapfloor"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
@@ -117,7 +118,19 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	if cfg.Server.Metrics {
 		metrics = a.Telemetry().MetricsHandler()
 	}
+	var con http.Handler
+	if m, ok := console.FromApp(a); ok && m.Enabled {
+		// The console's own auth: [[console.tokens]] and [[auth.tokens]]
+		// (admin = true for everything); beyond loopback it needs them.
+		cs, err := console.New(console.Options{App: a, Loopback: loopback, AllowedHosts: cfg.Server.AllowedHosts, Logger: env.Logger, Version: VersionString()})
+		if err != nil {
+			return fmt.Errorf("[console] enabled: %w", err)
+		}
+		defer cs.Close()
+		con = cs.Handler()
+	}
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{
+		Console:        con,
 		Metrics:        metrics,
 		DefaultProfile: c.profile,
 		Profiles:       profiles,

@@ -59,6 +59,12 @@ type HTTPOptions struct {
 	// upstream servers) for /healthz. bub-mcp itself keeps serving
 	// whatever they say, so /healthz answers 200 either way.
 	Health func() Health
+	// Console, when set, is the operator console's handler: /console
+	// leads to it, and the paths MCP does not use are its own (its
+	// pages link from the root: /calls, /approvals, /static/…). It
+	// checks its own tokens and logins; the Host/Origin check and
+	// bounds apply to it as to /mcp.
+	Console http.Handler
 	// Loopback says the listener binds only loopback interfaces. Without
 	// Tokens, /healthz then shows Health's details to any caller (only
 	// local users reach it); on other binds they need a valid token.
@@ -192,6 +198,12 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 				}
 			}
 			o.Metrics.ServeHTTP(w, r)
+		})
+	}
+	if o.Console != nil {
+		mux.Handle("/", o.Console)
+		mux.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/calls", http.StatusSeeOther)
 		})
 	}
 	var h http.Handler = bounded(mux, s.limits, &s.reclaim)
