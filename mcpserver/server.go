@@ -178,9 +178,16 @@ func withRequest(ctx context.Context, r *request) context.Context {
 	return context.WithValue(ctx, requestKey{}, r)
 }
 
+// requestFrom is the request state a transport attached: stdio's
+// request, or HTTP's httpRequest (mw_caller.go).
 func requestFrom(ctx context.Context) *request {
-	r, _ := ctx.Value(requestKey{}).(*request)
-	return r
+	switch r := ctx.Value(requestKey{}).(type) {
+	case *request:
+		return r
+	case *httpRequest:
+		return &r.request
+	}
+	return nil
 }
 
 // drop keeps the request's answer from being sent: the client cancelled
