@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/console"
 	"github.com/bubbuild/bub-mcp/internal/heapfloor"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
@@ -63,6 +64,12 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		return err
 	}
 	srv, err := mcpserver.New(&mcpserver.Options{Version: VersionString(), Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger, StateKey: key, Telemetry: a.Telemetry(),
+		// Without --workspace, a profile without one works in the
+		// client's roots when the client has them.
+		RootsWorkspace: func(profile string) bool {
+			p, ok := cfg.Profiles[profile]
+			return c.workspace == "" && ok && p.Workspace == ""
+		},
 		Limits: mcpserver.Limits{
 			MaxMessageBytes:        a.Config().Server.MaxMessageBytes,
 			MaxConcurrentRequests:  a.Config().Server.MaxConcurrentRequests,
@@ -111,7 +118,19 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	if cfg.Server.Metrics {
 		metrics = a.Telemetry().MetricsHandler()
 	}
+	var con http.Handler
+	if m, ok := console.FromApp(a); ok && m.Enabled {
+		// The console's own auth: [[console.tokens]] and [[auth.tokens]]
+		// (admin = true for everything); beyond loopback it needs them.
+		cs, err := console.New(console.Options{App: a, Loopback: loopback, AllowedHosts: cfg.Server.AllowedHosts, Logger: env.Logger, Version: VersionString()})
+		if err != nil {
+			return fmt.Errorf("[console] enabled: %w", err)
+		}
+		defer cs.Close()
+		con = cs.Handler()
+	}
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{
+		Console:        con,
 		Metrics:        metrics,
 		DefaultProfile: c.profile,
 		Profiles:       profiles,

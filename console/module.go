@@ -24,6 +24,7 @@ const DefaultMaxCalls = 5000
 // Module is the [console] table:
 //
 //	[console]
+//	enabled = false   # true: an HTTP serve mounts it at /console too
 //	listen = "127.0.0.1:7777"
 //	max_calls = 5000
 //	[[console.tokens]]
@@ -33,6 +34,9 @@ const DefaultMaxCalls = 5000
 // Console tokens are admins; [[auth.tokens]] with admin = true are too, and
 // other [[auth.tokens]] see only their own calls and approvals.
 type Module struct {
+	// Enabled also mounts the console on an HTTP serve (at /console),
+	// behind the same host checks and tokens.
+	Enabled  bool    `toml:"enabled"`
 	Listen   string  `toml:"listen"`
 	MaxCalls int     `toml:"max_calls"`
 	Tokens   []Token `toml:"tokens"`

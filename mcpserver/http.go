@@ -2,20 +2,15 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
-	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -59,6 +54,12 @@ type HTTPOptions struct {
 	// upstream servers) for /healthz. bub-mcp itself keeps serving
 	// whatever they say, so /healthz answers 200 either way.
 	Health func() Health
+	// Console, when set, is the operator console's handler: /console
+	// leads to it, and the paths MCP does not use are its own (its
+	// pages link from the root: /calls, /approvals, /static/…). It
+	// checks its own tokens and logins; the Host/Origin check and
+	// bounds apply to it as to /mcp.
+	Console http.Handler
 	// Loopback says the listener binds only loopback interfaces. Without
 	// Tokens, /healthz then shows Health's details to any caller (only
 	// local users reach it); on other binds they need a valid token.
@@ -105,65 +106,21 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPLogger(s.log),
 	)
-	profiles := map[string]bool{}
-	for _, p := range o.Profiles {
-		profiles[p] = true
-	}
-	mcpHandler := func(profileFromPath string) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			// One allocation carries the request's state (see request).
-			st := &httpRequest{srv: s, request: request{caller: providers.Connection{Transport: "http", Profile: o.DefaultProfile}}}
-			st.header = r.Header // for trace context (telemetry.go)
-			caller := &st.caller
-			if len(o.Tokens) > 0 {
-				tok, ok := authenticate(r, o.Tokens)
-				if !ok {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="bub-mcp"`)
-					http.Error(w, "unauthorized: a valid bearer token is required", http.StatusUnauthorized)
-					return
-				}
-				caller.Principal, caller.Profile = tok.Name, tok.Profile
-			}
-			if profileFromPath != "" {
-				name := r.PathValue("profile")
-				if !profiles[name] {
-					http.Error(w, fmt.Sprintf("unknown profile %q", name), http.StatusNotFound)
-					return
-				}
-				if caller.Principal != "" && name != caller.Profile {
-					http.Error(w, fmt.Sprintf("forbidden: token %q is not valid for profile %q", caller.Principal, name), http.StatusForbidden)
-					return
-				}
-				caller.Profile = name
-			}
-			sid := r.Header.Get("Mcp-Session-Id")
-			// A session of the 2025 protocol: streams resume from the event store.
-			session := sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
-			if mcpgofix.StrayCancel(r) {
-				w.WriteHeader(http.StatusAccepted)
-				return
-			}
-			if r.Method == http.MethodPost {
-				s.servePOST(streamable, ids, w, r, st, session)
-				return
-			}
-			if mcpgofix.CheckStreamRequest(w, r, ids.known) {
-				return
-			}
-			r = r.WithContext(withRequest(r.Context(), &st.request))
-			if r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "" {
-				s.parking.ServeGET(streamable, w, r, sid)
-				return
-			}
-			streamable.ServeHTTP(w, r)
-		})
+	endpoint := s.mcpEndpoint(streamable, ids)
+	mcpRoute := func(profileInPath bool) http.Handler {
+		return chain(endpoint,
+			s.callerState(o.DefaultProfile),
+			staticTokens(o.Tokens),
+			profileRoute(profileInPath, o.Profiles),
+			trackAnswers(&s.posts),
+		)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpHandler(""))
-	mux.Handle("/mcp/p/{profile}", mcpHandler("profile"))
+	mux.Handle("/mcp", mcpRoute(false))
+	mux.Handle("/mcp/p/{profile}", mcpRoute(true))
 	// Clients choose the transport from a URL ending in /mcp (the
 	// inspector probes others with GET), so profiles are served there too.
-	mux.Handle("/p/{profile}/mcp", mcpHandler("profile"))
+	mux.Handle("/p/{profile}/mcp", mcpRoute(true))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		var h Health
 		if o.Health != nil {
@@ -183,25 +140,49 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		}
 	})
 	if o.Metrics != nil {
-		mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-			if len(o.Tokens) > 0 {
-				if _, ok := authenticate(r, o.Tokens); !ok {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="bub-mcp"`)
-					http.Error(w, "unauthorized: a valid bearer token is required", http.StatusUnauthorized)
-					return
-				}
-			}
-			o.Metrics.ServeHTTP(w, r)
+		mux.Handle("GET /metrics", chain(o.Metrics, requireToken(o.Tokens)))
+	}
+	if o.Console != nil {
+		mux.Handle("/", o.Console)
+		mux.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/calls", http.StatusSeeOther)
 		})
 	}
-	var h http.Handler = bounded(mux, s.limits, &s.reclaim)
-	if len(o.CORSOrigins) > 0 {
-		h = cors(h, o.CORSOrigins)
-	}
-	if o.CheckHosts {
-		h = hostCheck(h, o.AllowedHosts, o.CORSOrigins)
-	}
+	h := chain(mux,
+		hostOrigin(o.CheckHosts, o.AllowedHosts, o.CORSOrigins),
+		corsFor(o.CORSOrigins),
+		bounds(s.limits, &s.reclaim),
+	)
 	return h, func(ctx context.Context) { streamable.CloseSessions(ctx) }
+}
+
+// mcpEndpoint is the end of an MCP route's chain: the request's caller
+// is known; what mcp-go would mishandle is repaired or refused
+// (mcpgofix), POSTs go through servePOST, a 2025 session's GET stream is
+// parked, the rest is mcp-go's.
+func (s *Server) mcpEndpoint(streamable *server.StreamableHTTPServer, ids *sessionTable) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := httpRequestFrom(r.Context())
+		sid := r.Header.Get("Mcp-Session-Id")
+		// A session of the 2025 protocol: streams resume from the event store.
+		session := sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
+		if mcpgofix.StrayCancel(r) {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		if r.Method == http.MethodPost {
+			s.servePOST(streamable, ids, w, r, st, session)
+			return
+		}
+		if mcpgofix.CheckStreamRequest(w, r, ids.known) {
+			return
+		}
+		if r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "" {
+			s.parking.ServeGET(streamable, w, r, sid)
+			return
+		}
+		streamable.ServeHTTP(w, r)
+	})
 }
 
 // healthDetails reports whether a /healthz caller may see the details:
@@ -213,106 +194,6 @@ func healthDetails(r *http.Request, o HTTPOptions) bool {
 		return ok
 	}
 	return o.Loopback
-}
-
-// authenticate finds the token a request carries. Hashes are compared in
-// constant time.
-func authenticate(r *http.Request, tokens []Token) (Token, bool) {
-	auth := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(auth, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return Token{}, false
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	got := []byte(hex.EncodeToString(sum[:]))
-	for _, t := range tokens {
-		if subtle.ConstantTimeCompare(got, []byte(strings.ToLower(t.SHA256))) == 1 {
-			return t, true
-		}
-	}
-	return Token{}, false
-}
-
-// hostCheck refuses requests whose Host or Origin is not a loopback name
-// (nor an origin configured for CORS): a web page on another origin that
-// resolves its name to 127.0.0.1 (DNS rebinding) must not reach a local
-// server's tools.
-func hostCheck(next http.Handler, extra, origins []string) http.Handler {
-	allowed := map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
-	for _, h := range extra {
-		allowed[strings.ToLower(h)] = true
-	}
-	corsOrigins := map[string]bool{}
-	for _, o := range origins {
-		corsOrigins[o] = true
-	}
-	ok := func(host string) bool {
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		host = strings.ToLower(strings.Trim(host, "[]"))
-		return allowed[host] || strings.HasSuffix(host, ".localhost")
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !ok(r.Host) {
-			http.Error(w, "forbidden: Host is not a local name (DNS rebinding protection)", http.StatusForbidden)
-			return
-		}
-		if origin := r.Header.Get("Origin"); origin != "" && origin != "null" && !corsOrigins[origin] {
-			u, err := url.Parse(origin)
-			if err != nil || !ok(u.Host) {
-				http.Error(w, "forbidden: Origin is not a local origin (DNS rebinding protection)", http.StatusForbidden)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// CORS headers: the methods MCP uses, the request headers its clients
-// send (Accept and Content-Type: application/json are not all
-// CORS-safelisted), and the response headers a page must read.
-const (
-	corsMethods = "GET, POST, DELETE"
-	corsHeaders = "Content-Type, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name"
-	corsExposed = "Mcp-Session-Id, WWW-Authenticate, Retry-After"
-	corsMaxAge  = "600" // seconds a browser may keep a preflight's answer
-)
-
-// cors lets web pages of the listed origins call the server: it answers
-// their preflights itself (they carry no token, so /mcp would refuse
-// them with 401 or 405) and marks every response to them, refusals
-// included, as readable by the page. No credentials are allowed: clients
-// send their bearer token in Authorization, never a cookie. mcp-go's own
-// CORS (WithStreamableHTTPCORS) would not do: it runs inside its handler,
-// after our auth, Origin and method checks, and answers every origin's
-// preflight with 204.
-func cors(next http.Handler, origins []string) http.Handler {
-	allowed := map[string]bool{}
-	for _, o := range origins {
-		allowed[o] = true
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		if !allowed[origin] {
-			next.ServeHTTP(w, r)
-			return
-		}
-		h := w.Header()
-		h.Add("Vary", "Origin")
-		h.Set("Access-Control-Allow-Origin", origin)
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Add("Vary", "Access-Control-Request-Method")
-			h.Add("Vary", "Access-Control-Request-Headers")
-			h.Set("Access-Control-Allow-Methods", corsMethods)
-			h.Set("Access-Control-Allow-Headers", corsHeaders)
-			h.Set("Access-Control-Max-Age", corsMaxAge)
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		h.Set("Access-Control-Expose-Headers", corsExposed)
-		next.ServeHTTP(w, r)
-	})
 }
 
 // IsLoopback reports whether a listen address binds only loopback

@@ -102,6 +102,13 @@ type Options struct {
 	// Telemetry traces and measures every request (see telemetry.go);
 	// nil or disabled installs nothing.
 	Telemetry *telemetry.Telemetry
+	// RootsWorkspace reports whether a profile's connections take their
+	// workspace from the client's roots (serve: no --workspace and no
+	// profile workspace). Those of a 2025 session whose client declares
+	// roots are asked after notifications/initialized and on
+	// notifications/roots/list_changed; the first file:// root that is a
+	// directory becomes the connection's workspace. nil: never.
+	RootsWorkspace func(profile string) bool
 }
 
 // Server is an MCP server over a Backend.
@@ -136,6 +143,8 @@ type Server struct {
 	served served // tools registered with mcp-go (dynamic.go)
 
 	methods mcpgofix.Methods // request methods Extensions add (methods.go)
+
+	roots rootsWorkspaces // workspaces from clients' roots (roots.go)
 }
 
 type requestKey struct{}
@@ -169,9 +178,16 @@ func withRequest(ctx context.Context, r *request) context.Context {
 	return context.WithValue(ctx, requestKey{}, r)
 }
 
+// requestFrom is the request state a transport attached: stdio's
+// request, or HTTP's httpRequest (mw_caller.go).
 func requestFrom(ctx context.Context) *request {
-	r, _ := ctx.Value(requestKey{}).(*request)
-	return r
+	switch r := ctx.Value(requestKey{}).(type) {
+	case *request:
+		return r
+	case *httpRequest:
+		return &r.request
+	}
+	return nil
 }
 
 // drop keeps the request's answer from being sent: the client cancelled
@@ -196,6 +212,9 @@ func (s *Server) resolve(ctx context.Context) (*providers.Connection, *providers
 		}
 	}
 	conn := ConnectionFromContext(ctx)
+	if conn.Workspace == "" {
+		conn.Workspace = s.rootsWorkspace(ctx, conn.Profile)
+	}
 	if err := s.backend.Resolve(ctx, conn); err != nil {
 		return nil, nil, err
 	}
@@ -307,6 +326,8 @@ func New(opts *Options) (*Server, error) {
 	if s.instrumented = o.Telemetry.Enabled(); s.instrumented {
 		addTelemetry(hooks, o.Telemetry)
 	}
+	s.roots.use = o.RootsWorkspace
+	s.watchRoots(hooks)
 	watcher, dynamic := o.Backend.(toolWatcher)
 	dynamic = dynamic && watcher.ToolsChangeable()
 	serverOpts := []server.ServerOption{
@@ -335,6 +356,10 @@ func New(opts *Options) (*Server, error) {
 	}
 	s.methods.Track(hooks)
 	s.mcp = server.NewMCPServer(o.Name, o.Version, serverOpts...)
+	if s.roots.use != nil {
+		s.mcp.AddNotificationHandler("notifications/initialized", s.askRoots)
+		s.mcp.AddNotificationHandler(mcp.MethodNotificationRootsListChanged, s.askRoots)
+	}
 	s.syncTools() // the first table: no session yet to tell
 	if dynamic {
 		watcher.OnToolsChanged(s.syncTools)
@@ -573,7 +598,18 @@ func (s *Server) toResult(v *providers.View, t *registry.Tool, res *registry.Res
 	}
 	out := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(res.Text)}}
 	if res.Value != nil && s.structured(v, t) {
-		out.StructuredContent = res.Value
+		// Encoded here, once: a value JSON cannot carry (NaN, ±Inf)
+		// would otherwise fail the whole reply inside mcp-go. Leaving
+		// structuredContent out would not do either: clients refuse a
+		// result without it from a tool with an output schema (the
+		// TypeScript SDK throws), so it becomes a tool error that says
+		// why, with the value as text.
+		b, err := json.Marshal(res.Value)
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{mcp.NewTextContent(
+				fmt.Sprintf("%s: tool result is not JSON serializable, so it cannot be its structuredContent (%v); as text: %s", t.Name, err, res.Text))}}
+		}
+		out.StructuredContent = json.RawMessage(b)
 	}
 	return out
 }

@@ -186,15 +186,11 @@ func (p *pollableWriter) Unwrap() http.ResponseWriter {
 // a stack to grow (BenchmarkEchoPaired, 2025 sessions), so only the calls
 // of tools that asked pay it (registry.Tool.ClosesStream).
 func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, detachable bool) {
-	if r.Header.Get("Mcp-Method") != "subscriptions/listen" { // lives until the client leaves
-		st.srv.posts.add()
-		defer st.srv.posts.done()
-	}
 	pw := &st.pw
 	pw.init(w, detachable)
 	st.request.pw = pw
 	if !detachable { // CloseStream never detaches it: serve in place
-		h.ServeHTTP(pw, r.WithContext(withRequest(r.Context(), &st.request)))
+		h.ServeHTTP(pw, r) // callerState attached st
 		return
 	}
 	inner, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
@@ -208,7 +204,7 @@ func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *h
 	st.srv.pool.Go(func() {
 		defer close(done)
 		defer cancel()
-		h.ServeHTTP(pw, r.WithContext(withRequest(inner, &st.request)))
+		h.ServeHTTP(pw, r.WithContext(withHTTPRequest(inner, st)))
 	})
 	select {
 	case <-done:

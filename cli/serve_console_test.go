@@ -1,0 +1,101 @@
+package cli_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServeMountsConsole: an HTTP serve with [console] enabled = true
+// serves the console beside /mcp, behind the console's auth: without a
+// token a page is not shown (the login is), an admin token sees it, a
+// wrong one does not; without enabled there is no console; and beyond
+// loopback without tokens serve refuses to start it.
+func TestServeMountsConsole(t *testing.T) {
+	const token = "s3cret-admin"
+	sum := sha256.Sum256([]byte(token))
+	ws := t.TempDir()
+	write := func(src string) string {
+		cfg := filepath.Join(t.TempDir(), "bub.toml")
+		if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	profile := "[profiles.default]\nworkspace = \"" + ws + "\"\n"
+	tokens := "[[auth.tokens]]\nname = \"ops\"\nsha256 = \"" + hex.EncodeToString(sum[:]) + "\"\nprofile = \"default\"\nadmin = true\n"
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(t *testing.T, url, bearer string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		res, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode, res.Header.Get("Location")
+	}
+	start := func(t *testing.T, cfg string) string {
+		cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
+		cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg)
+		return strings.TrimSuffix(serveHTTP(t, cmd), "/mcp")
+	}
+
+	t.Run("tokens", func(t *testing.T) {
+		base := start(t, write("[console]\nenabled = true\n"+tokens+profile))
+		if code, loc := get(t, base+"/console", ""); code != http.StatusSeeOther || loc != "/calls" {
+			t.Errorf("GET /console = %d → %q; want 303 → /calls", code, loc)
+		}
+		for _, tc := range []struct {
+			bearer   string
+			wantCode int
+		}{
+			{"", http.StatusSeeOther},          // to the login page
+			{"wrong", http.StatusUnauthorized}, // or a refusal
+			{token, http.StatusOK},
+		} {
+			code, loc := get(t, base+"/calls", tc.bearer)
+			if code != tc.wantCode {
+				t.Errorf("GET /calls with %q = %d (→ %q); want %d", tc.bearer, code, loc, tc.wantCode)
+			}
+			if code == http.StatusSeeOther && !strings.HasPrefix(loc, "/login") {
+				t.Errorf("GET /calls with %q → %q; want the login page", tc.bearer, loc)
+			}
+		}
+		if code, _ := get(t, base+"/mcp", ""); code != http.StatusUnauthorized {
+			t.Errorf("GET /mcp without a token = %d; want 401 (the console changes nothing there)", code)
+		}
+	})
+	t.Run("not enabled", func(t *testing.T) {
+		base := start(t, write(profile))
+		if code, _ := get(t, base+"/calls", ""); code != http.StatusNotFound {
+			t.Errorf("GET /calls without [console] enabled = %d; want 404", code)
+		}
+		if code, _ := get(t, base+"/console", ""); code != http.StatusNotFound {
+			t.Errorf("GET /console without [console] enabled = %d; want 404", code)
+		}
+	})
+	t.Run("beyond loopback without tokens", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary(t), "serve", "--http", "0.0.0.0:0", "--insecure")
+		cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+write("[console]\nenabled = true\n"+profile))
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("serve mounted a console on 0.0.0.0 without tokens:\n%s", out)
+		}
+		if !strings.Contains(string(out), "[console] enabled") || !strings.Contains(string(out), "without auth") {
+			t.Errorf("output %q; want the refusal naming [console] enabled and the fix", out)
+		}
+	})
+}
