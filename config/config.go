@@ -53,6 +53,10 @@ type Server struct {
 	// ShutdownGrace is how long in-flight calls may finish on shutdown
 	// before they are cancelled.
 	ShutdownGrace Duration `toml:"shutdown_grace"`
+	// PublicURL is the URL clients reach this server at (behind a TLS
+	// proxy: the proxy's), e.g. https://mcp.example.com; OAuth's resource
+	// identifier and metadata URLs are built from it.
+	PublicURL string `toml:"public_url"`
 	// AllowedHosts extends the Host/Origin allow-list of loopback binds.
 	AllowedHosts []string `toml:"allowed_hosts"`
 	// CORSOrigins are the exact origins whose web pages may call the HTTP
@@ -227,6 +231,54 @@ func (p *Profile) SessionKey() string {
 // Auth holds bearer tokens.
 type Auth struct {
 	Tokens []Token `toml:"tokens"`
+	// OAuth makes the HTTP transport an OAuth 2.1 resource server beside
+	// the static tokens; nil means static tokens only.
+	OAuth *OAuth `toml:"oauth"`
+}
+
+// OAuth is [auth.oauth]: the authorization server whose access tokens
+// bub-mcp accepts, and how their claims choose a profile.
+type OAuth struct {
+	// Issuer is the authorization server's issuer identifier, exactly as
+	// its metadata and its tokens' iss say it.
+	Issuer string `toml:"issuer"`
+	// RequiredScopes must all be granted; advertised in the metadata and
+	// in 401 challenges.
+	RequiredScopes []string `toml:"required_scopes"`
+	// Audience lists extra accepted aud values; empty means only this
+	// server's own resource URLs (RFC 8707).
+	Audience []string `toml:"audience"`
+	// NameClaim is the claim a principal's name comes from; "" means
+	// preferred_username, then email, then name.
+	NameClaim string `toml:"name_claim"`
+	// JWKSURL overrides the issuer's jwks_uri.
+	JWKSURL string `toml:"jwks_url"`
+	// ClockSkew is the leeway for exp/nbf (default 60s, at most 5m).
+	ClockSkew Duration `toml:"clock_skew"`
+	// Introspection accepts opaque tokens through RFC 7662.
+	Introspection *Introspection `toml:"introspection"`
+	// Rules map claims to profiles, first match first; a token matching
+	// none is refused (403).
+	Rules []OAuthRule `toml:"rules"`
+}
+
+// Introspection is [auth.oauth.introspection]. The client secret is read
+// from the variable ClientSecretEnv names, never written in bub.toml.
+type Introspection struct {
+	URL             string `toml:"url"`
+	ClientID        string `toml:"client_id"`
+	ClientSecretEnv string `toml:"client_secret_env"`
+	// ClientSecret is filled from ClientSecretEnv at load; not a key.
+	ClientSecret string `toml:"-"`
+}
+
+// OAuthRule is one [[auth.oauth.rules]]: a token whose Claim has Value
+// (or, for an array claim, contains it; "@example.com" matches an email
+// domain) may use Profile.
+type OAuthRule struct {
+	Claim   string `toml:"claim"`
+	Value   string `toml:"value"`
+	Profile string `toml:"profile"`
 }
 
 // Token maps a bearer token to a profile. Only the token's SHA-256 is
@@ -510,7 +562,87 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 			return nil, fail("a token needs sha256 or env", "auth", "tokens", "sha256")
 		}
 	}
+	if err := c.checkOAuth(getenv, fail); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// checkOAuth validates [auth.oauth] and [server] public_url and reads the
+// introspection secret from its variable.
+func (c *Config) checkOAuth(getenv func(string) string, fail func(string, ...string) error) error {
+	if u := c.Server.PublicURL; u != "" {
+		// Bearer tokens travel to this URL: with OAuth it must be https
+		// (or a loopback http for a local try).
+		if err := checkHTTPURL(u, c.Auth.OAuth != nil); err != nil {
+			return fail(err.Error(), "server", "public_url")
+		}
+	}
+	o := c.Auth.OAuth
+	if o == nil {
+		return nil
+	}
+	if o.Issuer == "" {
+		return fail("needs issuer: the authorization server's issuer URL", "auth", "oauth")
+	}
+	if err := checkHTTPURL(o.Issuer, true); err != nil {
+		return fail(err.Error(), "auth", "oauth", "issuer")
+	}
+	if c.Server.PublicURL == "" {
+		return fail("needs [server] public_url: the URL clients reach this server at, which tokens must name as their audience", "auth", "oauth")
+	}
+	if o.JWKSURL != "" {
+		if err := checkHTTPURL(o.JWKSURL, true); err != nil {
+			return fail(err.Error(), "auth", "oauth", "jwks_url")
+		}
+	}
+	if o.ClockSkew.Duration > 5*time.Minute {
+		return fail("at most 5m", "auth", "oauth", "clock_skew")
+	}
+	if len(o.Rules) == 0 {
+		return fail("needs at least one [[auth.oauth.rules]]: it says which tokens may use which profile", "auth", "oauth")
+	}
+	for _, r := range o.Rules {
+		if r.Claim == "" || r.Value == "" {
+			return fail("claim and value are required", "auth", "oauth", "rules")
+		}
+		if _, ok := c.Profiles[r.Profile]; !ok {
+			return fail(fmt.Sprintf("unknown profile %q (defined: %s)", r.Profile, strings.Join(c.ProfileNames(), ", ")), "auth", "oauth", "rules", "profile")
+		}
+	}
+	if in := o.Introspection; in != nil {
+		if in.URL != "" {
+			if err := checkHTTPURL(in.URL, true); err != nil {
+				return fail(err.Error(), "auth", "oauth", "introspection", "url")
+			}
+		}
+		if in.ClientSecretEnv != "" {
+			in.ClientSecret = getenv(in.ClientSecretEnv)
+			if in.ClientSecret == "" {
+				return fail(fmt.Sprintf("environment variable %s is empty or unset", in.ClientSecretEnv), "auth", "oauth", "introspection", "client_secret_env")
+			}
+		}
+	}
+	return nil
+}
+
+// checkHTTPURL accepts an absolute https URL, and http on a loopback host
+// (a local IdP, tests) or, with loopbackHTTPOnly false, on any host.
+func checkHTTPURL(raw string, loopbackHTTPOnly bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("want an absolute http(s) URL, got %q", raw)
+	}
+	if u.Fragment != "" || u.RawQuery != "" {
+		return fmt.Errorf("want a URL without query or fragment, got %q", raw)
+	}
+	if u.Scheme == "http" && loopbackHTTPOnly {
+		h := u.Hostname()
+		if h != "localhost" && h != "127.0.0.1" && h != "::1" {
+			return fmt.Errorf("http is accepted on a loopback host only; use https: %q", raw)
+		}
+	}
+	return nil
 }
 
 // decodeError names the file, line and key of a TOML error, as every

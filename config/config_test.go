@@ -53,6 +53,41 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// oauthSrc is a bub.toml with [auth.oauth]: issuer, public_url (left out
+// when empty) and one rule granting profile.
+func oauthSrc(issuer, publicURL, profile string) string {
+	src := ""
+	if publicURL != "" {
+		src += "[server]\npublic_url = \"" + publicURL + "\"\n"
+	}
+	src += "[auth.oauth]\n"
+	if issuer != "" {
+		src += "issuer = \"" + issuer + "\"\n"
+	}
+	return src + "[[auth.oauth.rules]]\nclaim = \"groups\"\nvalue = \"eng\"\nprofile = \"" + profile + "\"\n"
+}
+
+func TestOAuthConfig(t *testing.T) {
+	src := oauthSrc("https://idp.example.com/realms/x", "https://mcp.example.com", "default") +
+		"[auth.oauth.introspection]\nclient_id = \"bub\"\nclient_secret_env = \"SECRET\"\n"
+	c, err := Parse("bub.toml", src, func(k string) string { return map[string]string{"SECRET": "s3"}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &OAuth{Issuer: "https://idp.example.com/realms/x", Rules: []OAuthRule{{Claim: "groups", Value: "eng", Profile: "default"}},
+		Introspection: &Introspection{ClientID: "bub", ClientSecretEnv: "SECRET", ClientSecret: "s3"}}
+	if diff := cmp.Diff(want, c.Auth.OAuth); diff != "" {
+		t.Errorf("[auth.oauth] (-want +got):\n%s", diff)
+	}
+	if c.Server.PublicURL != "https://mcp.example.com" {
+		t.Errorf("public_url = %q", c.Server.PublicURL)
+	}
+	// A local try: http on loopback is fine for both.
+	if _, err := Parse("bub.toml", oauthSrc("http://127.0.0.1:4444/", "http://127.0.0.1:8080", "default"), func(string) string { return "" }); err != nil {
+		t.Errorf("loopback http: %v", err)
+	}
+}
+
 func TestErrorsNameFileLineAndKey(t *testing.T) {
 	env := map[string]string{"TOK": "abc"}
 	getenv := func(k string) string { return env[k] }
@@ -62,6 +97,14 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"syntax", "[server\nx = 1", "config: bub.toml:2: (syntax): expected"},
 		{"unknown key", "[server]\nsession_idle_ttl = \"1m\"\nbogus = 1\n", "config: bub.toml:3: server.bogus: unknown key"},
 		{"bad duration", "[server]\n\nshutdown_grace = \"soon\"\n", "config: bub.toml:3: server.shutdown_grace"},
+		{"oauth without issuer", oauthSrc("", "https://mcp.example.com", "default"), "config: bub.toml:3: auth.oauth: needs issuer"},
+		{"oauth issuer not a URL", oauthSrc("idp.example.com", "https://mcp.example.com", "default"), "config: bub.toml:4: auth.oauth.issuer: want an absolute http(s) URL"},
+		{"oauth issuer plain http", oauthSrc("http://idp.example.com", "https://mcp.example.com", "default"), "config: bub.toml:4: auth.oauth.issuer: http is accepted on a loopback host only"},
+		{"oauth without public_url", oauthSrc("https://idp.example.com", "", "default"), "config: bub.toml:1: auth.oauth: needs [server] public_url"},
+		{"oauth public_url plain http", oauthSrc("https://idp.example.com", "http://mcp.example.com", "default"), "config: bub.toml:2: server.public_url: http is accepted on a loopback host only"},
+		{"oauth rule unknown profile", oauthSrc("https://idp.example.com", "https://mcp.example.com", "nope"), "config: bub.toml:8: auth.oauth.rules.profile: unknown profile \"nope\""},
+		{"oauth without rules", "[server]\npublic_url = \"https://mcp.example.com\"\n[auth.oauth]\nissuer = \"https://idp.example.com\"\n", "config: bub.toml:3: auth.oauth: needs at least one"},
+		{"oauth secret env unset", oauthSrc("https://idp.example.com", "https://mcp.example.com", "default") + "[auth.oauth.introspection]\nclient_id = \"bub\"\nclient_secret_env = \"NOPE\"\n", "config: bub.toml:11: auth.oauth.introspection.client_secret_env: environment variable NOPE is empty or unset"},
 		{"wrong type", "[server]\nallowed_hosts = \"many\"\n", "config: bub.toml:2: server.allowed_hosts"},
 		{"wildcard origin", "[server]\ncors_origins = [\"*\"]\n", "config: bub.toml:2: server.cors_origins: \"*\" is not allowed"},
 		{"origin with a path", "[server]\ncors_origins = [\"http://localhost:6274\", \"http://localhost:6274/\"]\n", "config: bub.toml:2: server.cors_origins: \"http://localhost:6274/\" is not an origin"},
