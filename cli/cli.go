@@ -33,6 +33,7 @@ import (
 	_ "github.com/bubbuild/bub-mcp/sessions/pgstore"
 	_ "github.com/bubbuild/bub-mcp/skills"
 	_ "github.com/bubbuild/bub-mcp/spill"
+	_ "github.com/bubbuild/bub-mcp/toolsearch"
 	_ "github.com/bubbuild/bub-mcp/upstream"
 )
 
