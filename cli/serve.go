@@ -10,8 +10,13 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/auth"
+	"github.com/bubbuild/bub-mcp/auth/ratelimit"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/console"
 	"github.com/bubbuild/bub-mcp/internal/heapfloor"
+	"github.com/bubbuild/bub-mcp/limits"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/upstream"
@@ -107,8 +112,16 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	for i, t := range cfg.Auth.Tokens {
 		tokens[i] = mcpserver.Token{Name: t.Name, SHA256: t.SHA256, Profile: t.Profile}
 	}
-	if !loopback && len(tokens) == 0 && !insecure {
-		return errors.New("refusing to serve " + addr + " without auth: configure [[auth.tokens]] in bub.toml, bind 127.0.0.1, or pass --insecure")
+	oauth, err := oauthServer(cfg)
+	if err != nil {
+		return err
+	}
+	requestLimits, err := requestLimitsOf(a, env)
+	if err != nil {
+		return err
+	}
+	if !loopback && len(tokens) == 0 && oauth == nil && !insecure {
+		return errors.New("refusing to serve " + addr + " without auth: configure [[auth.tokens]] or [auth.oauth] in bub.toml, bind 127.0.0.1, or pass --insecure")
 	}
 	profiles := cfg.ProfileNames()
 	if err := checkProfileWorkspaces(cfg, profiles); err != nil { // HTTP serves every profile
@@ -135,6 +148,8 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		DefaultProfile: c.profile,
 		Profiles:       profiles,
 		Tokens:         tokens,
+		OAuth:          oauth,
+		RequestLimits:  requestLimits,
 		CheckHosts:     loopback,
 		AllowedHosts:   cfg.Server.AllowedHosts,
 		SessionIdleTTL: cfg.Server.SessionIdleTTL.Duration,
@@ -150,6 +165,56 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	env.Logger.Info("mcp.http.start", "url", "http://"+ln.Addr().String()+"/mcp", "profiles", profiles, "auth", len(tokens) > 0)
+	env.Logger.Info("mcp.http.start", "url", "http://"+ln.Addr().String()+"/mcp", "profiles", profiles, "auth", len(tokens) > 0 || oauth != nil, "oauth", oauth != nil)
 	return srv.ServeHTTP(ctx, ln, handler, closeSessions, grace)
+}
+
+// oauthServer builds the OAuth resource server of [auth.oauth]; nil
+// without one. It contacts the issuer only on the first request.
+func oauthServer(cfg *config.Config) (*auth.ResourceServer, error) {
+	o := cfg.Auth.OAuth
+	if o == nil {
+		return nil, nil
+	}
+	opts := auth.Options{
+		Issuer:         o.Issuer,
+		PublicURL:      cfg.Server.PublicURL,
+		RequiredScopes: o.RequiredScopes,
+		Audience:       o.Audience,
+		NameClaim:      o.NameClaim,
+		JWKSURL:        o.JWKSURL,
+		ClockSkew:      o.ClockSkew.Duration,
+		ResourceName:   "bub-mcp",
+	}
+	for _, r := range o.Rules {
+		opts.Rules = append(opts.Rules, auth.Rule{Claim: r.Claim, Value: r.Value, Profile: r.Profile})
+	}
+	if in := o.Introspection; in != nil {
+		opts.Introspection = &auth.Introspection{URL: in.URL, ClientID: in.ClientID, ClientSecret: in.ClientSecret}
+	}
+	rs, err := auth.NewResourceServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("[auth.oauth]: %w", err)
+	}
+	return rs, nil
+}
+
+// requestLimitsOf builds the limiter of the [[limits]] rules that name no
+// tool (the limits module applies the others to tool calls); nil when
+// there are none.
+func requestLimitsOf(a *app.App, env *Env) (*ratelimit.Limits, error) {
+	m, ok := limits.FromApp(a)
+	if !ok {
+		return nil, nil
+	}
+	var rules []ratelimit.Rule
+	for _, r := range m.Rules() {
+		if r.Tool == "" {
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	return ratelimit.New(ratelimit.Options{Rules: rules, Logger: env.Logger})
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/auth"
+	"github.com/bubbuild/bub-mcp/auth/ratelimit"
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -31,6 +33,14 @@ type HTTPOptions struct {
 	Profiles []string
 	// Tokens, when non-empty, make a valid bearer token mandatory.
 	Tokens []Token
+	// OAuth, when set, also accepts OAuth 2.1 access tokens (an OAuth
+	// resource server; RFC 9728 metadata is served at
+	// /.well-known/oauth-protected-resource) and makes a token mandatory.
+	// Static Tokens are tried first.
+	OAuth *auth.ResourceServer
+	// RequestLimits, when set, rate-limits requests per principal (the
+	// [[limits]] rules without a tool; 429 with Retry-After).
+	RequestLimits *ratelimit.Limits
 	// CheckHosts enables the Host/Origin check against DNS rebinding;
 	// callers turn it on for loopback binds.
 	CheckHosts bool
@@ -110,8 +120,9 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	mcpRoute := func(profileInPath bool) http.Handler {
 		return chain(endpoint,
 			s.callerState(o.DefaultProfile),
-			staticTokens(o.Tokens),
+			bearerAuth(o.Tokens, o.OAuth),
 			profileRoute(profileInPath, o.Profiles),
+			requestLimits(o.RequestLimits),
 			trackAnswers(&s.posts),
 		)
 	}
@@ -121,6 +132,12 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	// Clients choose the transport from a URL ending in /mcp (the
 	// inspector probes others with GET), so profiles are served there too.
 	mux.Handle("/p/{profile}/mcp", mcpRoute(true))
+	if o.OAuth != nil {
+		// RFC 9728 metadata, read before any token exists: no auth.
+		meta := o.OAuth.MetadataHandler()
+		mux.Handle("GET "+auth.WellKnownPath, meta)
+		mux.Handle("GET "+auth.WellKnownPath+"/", meta)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		var h Health
 		if o.Health != nil {
@@ -140,7 +157,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		}
 	})
 	if o.Metrics != nil {
-		mux.Handle("GET /metrics", chain(o.Metrics, requireToken(o.Tokens)))
+		mux.Handle("GET /metrics", chain(o.Metrics, requireToken(o.Tokens, o.OAuth)))
 	}
 	if o.Console != nil {
 		mux.Handle("/", o.Console)
@@ -186,12 +203,18 @@ func (s *Server) mcpEndpoint(streamable *server.StreamableHTTPServer, ids *sessi
 }
 
 // healthDetails reports whether a /healthz caller may see the details:
-// with tokens configured, one that presents a valid one; without, any
-// caller of a loopback bind.
+// with tokens or OAuth configured, one that presents a valid token;
+// without, any caller of a loopback bind.
 func healthDetails(r *http.Request, o HTTPOptions) bool {
-	if len(o.Tokens) > 0 {
-		_, ok := authenticate(r, o.Tokens)
-		return ok
+	if len(o.Tokens) > 0 || o.OAuth != nil {
+		if _, ok := authenticate(r, o.Tokens); ok {
+			return true
+		}
+		if o.OAuth == nil || r.Header.Get("Authorization") == "" {
+			return false
+		}
+		_, err := o.OAuth.Authenticate(r.Context(), r)
+		return err == nil
 	}
 	return o.Loopback
 }

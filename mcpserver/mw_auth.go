@@ -6,39 +6,62 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+
+	"github.com/bubbuild/bub-mcp/auth"
 )
 
-// staticTokens makes a valid bearer token mandatory when tokens are
-// configured, and names the caller (principal and profile) after it. It
-// runs after callerState. No tokens: no link.
-func staticTokens(tokens []Token) Middleware {
-	if len(tokens) == 0 {
+// bearerAuth makes a valid bearer token mandatory when static tokens or
+// an OAuth resource server are configured, and names the caller after it:
+// a static token's name and profile, or an OAuth principal (issuer#sub)
+// and the profile its claims allow on this path. A static token is tried
+// first (a hash look-up); anything else goes to the resource server,
+// which answers refusals itself (401 with resource_metadata, 403
+// insufficient_scope). It runs after callerState. Neither: no link.
+func bearerAuth(tokens []Token, rs *auth.ResourceServer) Middleware {
+	if len(tokens) == 0 && rs == nil {
 		return nil
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			tok, ok := authenticate(r, tokens)
-			if !ok {
+			caller := &httpRequestFrom(r.Context()).caller
+			if tok, ok := authenticate(r, tokens); ok {
+				caller.Principal, caller.Profile = tok.Name, tok.Profile
+				next.ServeHTTP(w, r)
+				return
+			}
+			if rs == nil {
 				unauthorized(w)
 				return
 			}
-			caller := &httpRequestFrom(r.Context()).caller
-			caller.Principal, caller.Profile = tok.Name, tok.Profile
+			p, err := rs.Authenticate(r.Context(), r)
+			if err != nil {
+				rs.WriteError(w, r, err)
+				return
+			}
+			caller.Principal, caller.Profile = p.ID(), p.Profile
 			next.ServeHTTP(w, r)
 		})
 	}
 }
 
 // requireToken guards an endpoint that is not MCP (/metrics) with the
-// same tokens, when there are any.
-func requireToken(tokens []Token) Middleware {
-	if len(tokens) == 0 {
+// same credentials, when there are any.
+func requireToken(tokens []Token, rs *auth.ResourceServer) Middleware {
+	if len(tokens) == 0 && rs == nil {
 		return nil
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if _, ok := authenticate(r, tokens); !ok {
+			if _, ok := authenticate(r, tokens); ok {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if rs == nil {
 				unauthorized(w)
+				return
+			}
+			if _, err := rs.Authenticate(r.Context(), r); err != nil {
+				rs.WriteError(w, r, err)
 				return
 			}
 			next.ServeHTTP(w, r)
