@@ -88,3 +88,16 @@ func (a *App) record(conn *providers.Connection, req *Request, tool string, tc *
 	}
 	a.audit.Record(r)
 }
+
+// Audit writes a record that is not a tool call (an upstream tool's
+// quarantine or approval) to the audit log, when there is one; a zero
+// Time is now.
+func (a *App) Audit(r audit.Record) {
+	if a.audit == nil {
+		return
+	}
+	if r.Time.IsZero() {
+		r.Time = time.Now()
+	}
+	a.audit.Record(r)
+}

@@ -156,6 +156,9 @@ func (a *App) lookup(ctx context.Context, conn *providers.Connection, req *Reque
 	if req.Mode == Command {
 		t, err := a.reg.Lookup(req.Tool)
 		if err != nil {
+			if rerr := a.explainUnknown(req.Tool); rerr != nil {
+				return nil, nil, rerr
+			}
 			return nil, nil, registry.AsError(err, registry.KindNotFound)
 		}
 		view, _ := a.View(ctx, conn) // nested calls of a command's run_code
@@ -175,9 +178,33 @@ func (a *App) lookup(ctx context.Context, conn *providers.Connection, req *Reque
 		t, ok = view.Lookup(req.Tool)
 	}
 	if !ok {
+		if rerr := a.explainUnknown(req.Tool); rerr != nil {
+			return nil, nil, rerr
+		}
 		return nil, nil, &registry.Error{Kind: registry.KindNotFound, Message: fmt.Sprintf("unknown tool name(s): '%s'", req.Tool)}
 	}
 	return t, view, nil
+}
+
+// UnknownToolExplainer is a module that knows why a tool name it owns is
+// not callable now (an upstream's quarantined tool): the caller is told
+// that, and what a human can do about it, rather than "unknown tool".
+type UnknownToolExplainer interface {
+	// ExplainUnknownTool returns the message for name, or "" when the
+	// module has nothing to say about it.
+	ExplainUnknownTool(name string) string
+}
+
+// explainUnknown asks the modules about a name the caller's view lacks.
+func (a *App) explainUnknown(name string) *registry.Error {
+	for _, l := range a.mods {
+		if e, ok := l.m.(UnknownToolExplainer); ok {
+			if msg := e.ExplainUnknownTool(name); msg != "" {
+				return &registry.Error{Kind: registry.KindNotFound, Message: msg}
+			}
+		}
+	}
+	return nil
 }
 
 // toolContext gathers what the call may reach: its session, Environment,

@@ -58,19 +58,120 @@ func upstreamsCommand(env *Env) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTRANSPORT\tSTART\tSTATE\tTOOLS\tRESTARTS\tORIGIN\tLAST ERROR")
+			fmt.Fprintln(tw, "NAME\tTRANSPORT\tSTART\tSTATE\tTOOLS\tQUARANTINED\tPIN\tRESTARTS\tORIGIN\tLAST ERROR")
+			held := 0
 			for _, s := range st {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, s.Transport, s.Start, s.State, s.Tools, s.Restarts, s.Origin, s.LastError)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", s.Name, s.Transport, s.Start, s.State, s.Tools,
+					s.Quarantined, s.Pin, s.Restarts, s.Origin, s.LastError)
+				held += s.Quarantined
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			if held > 0 {
+				fmt.Fprintln(env.Stderr, "quarantined tools wait for a human: bub-mcp upstreams diff <name>, then bub-mcp upstreams approve <name> [tool...]")
+			}
 			return upstreamsFailed(env, st)
 		},
 	}
-	c.flags(cmd.Flags())
+	c.flags(cmd.PersistentFlags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(upstreamsDiffCommand(env, &c), upstreamsApproveCommand(env, &c))
+	return cmd
+}
+
+// upstreamsDiffCommand is `bub-mcp upstreams diff <name>`: it starts that
+// one server, so its current tool list is checked against its pins, and
+// shows each tool awaiting approval as a unified diff of the canonical
+// JSON of its pinned and current definitions (a new tool whole).
+func upstreamsDiffCommand(env *Env, c *common) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "diff <name> [--json]",
+		Short: "show the tool definitions of an upstream server that wait for approval, as diffs against the pinned ones",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c.onDemand = true // start only the server asked about
+			a, err := newApp(ctx, quieted(env, slog.LevelError), c)
+			if err != nil {
+				return err
+			}
+			defer closeApp(env, a)
+			m, ok := upstream.FromApp(a)
+			if !ok {
+				return &usageError{"no upstream servers: add [upstreams.<name>] to bub.toml or servers to $BUB_HOME/mcp.json"}
+			}
+			name := args[0]
+			if m.WaitFor(ctx, name+".") {
+				for _, s := range m.Status() {
+					if s.Name == name && s.LastError != "" {
+						fmt.Fprintf(env.Stderr, "upstream %s could not list its tools now (%s): showing what was seen last\n", name, s.LastError)
+					}
+				}
+			}
+			changes, gone, err := m.PinDiff(name)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if changes == nil {
+					changes = []upstream.ToolChange{}
+				}
+				return writeJSON(env.Stdout, map[string]any{"upstream": name, "pending": changes, "no_longer_listed": gone})
+			}
+			if len(changes) == 0 {
+				fmt.Fprintf(env.Stdout, "upstream %s: no tool waits for approval\n", name)
+				return nil
+			}
+			for _, ch := range changes {
+				fmt.Fprintf(env.Stdout, "# %s/%s: %s\n%s\n", name, ch.Tool, ch.Reason, ch.Diff)
+			}
+			if len(gone) > 0 {
+				fmt.Fprintf(env.Stdout, "# pinned tools %s no longer lists (a new tool may be one of them renamed): %s\n", name, strings.Join(gone, ", "))
+			}
+			fmt.Fprintf(env.Stdout, "# accept with: bub-mcp upstreams approve %s [tool...]\n", name)
+			return nil
+		},
+	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// upstreamsApproveCommand is `bub-mcp upstreams approve <name> [tool...]`:
+// it pins the definitions `upstreams diff` showed (all of the server's,
+// or the named tools'), each an audit record with the approving user; a
+// running bub-mcp lists them within a second, without a restart.
+func upstreamsApproveCommand(env *Env, c *common) *cobra.Command {
+	return &cobra.Command{
+		Use:   "approve <name> [tool...]",
+		Short: "approve the quarantined tool definitions of an upstream server (all of them, or the named tools)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.onDemand = true // approves what diff showed: starts nothing
+			a, err := newApp(cmd.Context(), quieted(env, slog.LevelError), c)
+			if err != nil {
+				return err
+			}
+			defer closeApp(env, a)
+			m, ok := upstream.FromApp(a)
+			if !ok {
+				return &usageError{"no upstream servers: add [upstreams.<name>] to bub.toml or servers to $BUB_HOME/mcp.json"}
+			}
+			by := env.Getenv("USER")
+			if by == "" {
+				by = "local user"
+			}
+			approved, err := m.Approve(args[0], args[1:], by)
+			if err != nil {
+				return err
+			}
+			for _, t := range approved {
+				fmt.Fprintf(env.Stdout, "approved %s/%s\n", args[0], t)
+			}
+			return nil
+		},
+	}
 }
 
 // waitUpstreams waits for every starting upstream's first attempt,

@@ -83,6 +83,12 @@ type Server struct {
 	// remembered under $BUB_HOME, and without one the first start is
 	// eager).
 	Start string `toml:"start"`
+	// Pin guards against a server changing its tools under its users:
+	// "strict" (the default) pins each tool's definition on first use
+	// and quarantines a changed or new tool until a human approves it;
+	// "approve-first" quarantines even the first list; "warn" lists them
+	// with a warning and an audit record; "off" does not pin.
+	Pin string `toml:"pin"`
 
 	name   string // the table's name
 	origin string // "bub.toml" or the mcp.json path, for messages
@@ -177,6 +183,13 @@ func (s *Server) check(fail failFunc) error {
 	case StartEager, StartLazy:
 	default:
 		return fail(fmt.Sprintf("must be %q or %q, not %q", StartLazy, StartEager, s.Start), "start")
+	}
+	switch s.Pin {
+	case "":
+		s.Pin = PinStrict
+	case PinStrict, PinApproveFirst, PinWarn, PinOff:
+	default:
+		return fail(fmt.Sprintf("must be %q, %q, %q or %q, not %q", PinStrict, PinApproveFirst, PinWarn, PinOff, s.Pin), "pin")
 	}
 	if s.Timeout.Duration == 0 {
 		s.Timeout.Duration = DefaultTimeout

@@ -484,6 +484,7 @@ func (u *upstream) reload(s *session) {
 func (u *upstream) register(raws []json.RawMessage) error {
 	u.loadMu.Lock()
 	defer u.loadMu.Unlock()
+	raws = u.admit(raws) // pin.go: quarantined tools are left out
 	digest := digestOf(raws)
 	u.mu.Lock()
 	same := digest == u.digest

@@ -50,6 +50,11 @@ type Module struct {
 	// pythons is where Python lives, for sandboxed servers' sandboxes
 	// (which mount its installation), asked once per module.
 	pythons *environment.PythonCache
+	// pinStore keeps the servers' pinned tool definitions; pins is what
+	// this process knows of each server's (pin.go).
+	pinStore PinStore
+	pinMu    sync.Mutex
+	pins     map[string]*pinState
 }
 
 // Version is what bub-mcp reports to upstream servers as its client
@@ -96,8 +101,16 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.pythons = environment.NewPythonCache(0)
 	m.cache = filepath.Join(a.Home(), "upstreams")
+	m.pinStore = FilePinStore{Dir: m.cache}
 	for _, s := range servers {
 		m.ups = append(m.ups, newUpstream(s, m))
+	}
+	if slices.ContainsFunc(servers, func(s *Server) bool { return s.pinMode() != PinOff }) {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.watchPins(m.ctx)
+		}()
 	}
 	for _, u := range m.ups {
 		raws, ok := m.remembered(u.cfg)
@@ -274,13 +287,22 @@ type Status struct {
 	LastError string    `json:"last_error,omitempty"`
 	// PID is a running stdio server's process (and process group) id.
 	PID int `json:"pid,omitempty"`
+	// Pin is the server's pin setting; Quarantined counts its tools held
+	// back until a human approves them, Unapproved (pin = "warn") the
+	// changed or new ones listed all the same.
+	Pin         string `json:"pin"`
+	Quarantined int    `json:"quarantined"`
+	Unapproved  int    `json:"unapproved,omitempty"`
 }
 
 // Status reports every upstream, sorted by name.
 func (m *Module) Status() []Status {
 	out := make([]Status, 0, len(m.ups))
 	for _, u := range m.ups {
-		out = append(out, u.status())
+		st := u.status()
+		st.Pin = u.cfg.pinMode()
+		st.Quarantined, st.Unapproved = m.pinCounts(u.cfg.name)
+		out = append(out, st)
 	}
 	return out
 }
@@ -297,6 +319,9 @@ func (m *Module) Healthz() []string {
 	var out []string
 	for _, s := range m.Status() {
 		line := fmt.Sprintf("upstream %s: %s, %d tools", s.Name, s.State, s.Tools)
+		if s.Quarantined > 0 {
+			line += fmt.Sprintf(", %d quarantined", s.Quarantined)
+		}
 		if s.LastError != "" {
 			line += ", last error: " + strings.ReplaceAll(s.LastError, "\n", " ")
 		}

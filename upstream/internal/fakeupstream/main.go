@@ -6,7 +6,10 @@
 // wire.
 //
 // Flags: -init-delay D sleeps before answering initialize;
-// -init-delay-file F reads D from F when F exists.
+// -init-delay-file F reads D from F when F exists. For the pinning tests,
+// which restart it with another tool list: -describe tool=text sets a
+// tool's description, -add name adds a tool (it answers "added <name>"),
+// -rename old=new renames one (it still works); each may repeat.
 //
 // Tools: big {bytes} returns a text of that many "x"; sample and elicit
 // send sampling/createMessage or elicitation/create to the client during
@@ -45,13 +48,17 @@ type message struct {
 }
 
 type server struct {
-	outMu   sync.Mutex
-	out     *bufio.Writer
-	gen     atomic.Int64
-	lists   atomic.Int64
-	seq     atomic.Int64
-	waitMu  sync.Mutex
-	waiting map[string]chan message
+	describe map[string]string // tool → description
+	added    []string
+	renamed  map[string]string // old → new
+	original map[string]string // new → old
+	outMu    sync.Mutex
+	out      *bufio.Writer
+	gen      atomic.Int64
+	lists    atomic.Int64
+	seq      atomic.Int64
+	waitMu   sync.Mutex
+	waiting  map[string]chan message
 }
 
 func (s *server) write(v any) {
@@ -96,8 +103,15 @@ func (s *server) ask(method string, params any) string {
 func (s *server) tools() []any {
 	obj := map[string]any{"type": "object"}
 	out := []any{}
-	for _, n := range []string{"big", "sample", "elicit", "burst", "lists", "read"} {
-		out = append(out, map[string]any{"name": n, "inputSchema": obj})
+	for _, n := range append([]string{"big", "sample", "elicit", "burst", "lists", "read"}, s.added...) {
+		t := map[string]any{"name": n, "inputSchema": obj}
+		if d, ok := s.describe[n]; ok {
+			t["description"] = d
+		}
+		if r, ok := s.renamed[n]; ok {
+			t["name"] = r
+		}
+		out = append(out, t)
 	}
 	return append(out, map[string]any{"name": "gen_" + strconv.FormatInt(s.gen.Load(), 10), "inputSchema": obj})
 }
@@ -109,6 +123,15 @@ func (s *server) call(m message) {
 	}
 	json.Unmarshal(m.Params, &p)
 	num := func(k string) int { f, _ := p.Arguments[k].(float64); return int(f) }
+	if old, ok := s.original[p.Name]; ok {
+		p.Name = old
+	}
+	for _, a := range s.added {
+		if p.Name == a {
+			s.reply(m.ID, text("added "+a))
+			return
+		}
+	}
 	switch p.Name {
 	case "big":
 		s.reply(m.ID, text(strings.Repeat("x", num("bytes"))))
@@ -145,7 +168,25 @@ func (s *server) call(m message) {
 func main() {
 	initDelay := flag.Duration("init-delay", 0, "sleep before answering initialize")
 	delayFile := flag.String("init-delay-file", "", "a file holding -init-delay's value, read at start (tests change it between runs without changing the command line)")
+	s := &server{out: bufio.NewWriter(os.Stdout), waiting: map[string]chan message{},
+		describe: map[string]string{}, renamed: map[string]string{}, original: map[string]string{}}
+	pair := func(m map[string]string) func(string) error {
+		return func(v string) error {
+			k, val, ok := strings.Cut(v, "=")
+			if !ok {
+				return fmt.Errorf("want name=value, not %q", v)
+			}
+			m[k] = val
+			return nil
+		}
+	}
+	flag.Func("describe", "tool=description (repeatable)", pair(s.describe))
+	flag.Func("rename", "old=new (repeatable)", pair(s.renamed))
+	flag.Func("add", "a tool to add (repeatable)", func(v string) error { s.added = append(s.added, v); return nil })
 	flag.Parse()
+	for k, v := range s.renamed {
+		s.original[v] = k
+	}
 	if b, err := os.ReadFile(*delayFile); *delayFile != "" && err == nil {
 		d, err := time.ParseDuration(strings.TrimSpace(string(b)))
 		if err != nil {
@@ -154,7 +195,6 @@ func main() {
 		}
 		*initDelay = d
 	}
-	s := &server{out: bufio.NewWriter(os.Stdout), waiting: map[string]chan message{}}
 	in := bufio.NewReader(os.Stdin)
 	for {
 		line, err := in.ReadBytes('\n')
