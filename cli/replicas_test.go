@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/oidctest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := pgtest.Run(m)
+	oidctest.Stop()
 	testbin.Cleanup()
 	os.Exit(code)
 }

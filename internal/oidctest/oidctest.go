@@ -71,6 +71,14 @@ func Run(m *testing.M) int {
 	return code
 }
 
+// Stop stops the provider if one was started: for a TestMain that runs
+// m.Run through another helper (pgtest.Run) and so cannot use Run.
+func Stop() {
+	if shared != nil {
+		shared.stop()
+	}
+}
+
 // Start returns the test binary's provider, starting it on first use.
 func Start(tb testing.TB) *Provider {
 	tb.Helper()
