@@ -1,8 +1,6 @@
 package upstream
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,41 +11,9 @@ import (
 	"time"
 )
 
-// This file bounds what an upstream sends: one message, and the stderr
-// kept for error messages.
-
-// errMessageTooLong ends a stream whose message passed its bound.
-var errMessageTooLong = errors.New("message too long")
-
-// lineLimit fails a stdio stream once one line passes max bytes: the
-// transport would otherwise read it whole into memory.
-type lineLimit struct {
-	r    io.Reader
-	max  int64
-	n    int64 // bytes of the current line so far
-	over func(n int64)
-}
-
-func (l *lineLimit) Read(p []byte) (int, error) {
-	n, err := l.r.Read(p)
-	if n > 0 {
-		if last := bytes.LastIndexByte(p[:n], '\n'); last < 0 {
-			l.n += int64(n)
-		} else {
-			// The line the first newline ends began in an earlier read.
-			if first := bytes.IndexByte(p[:n], '\n'); l.n+int64(first) > l.max {
-				l.n += int64(first)
-			} else {
-				l.n = int64(n - 1 - last)
-			}
-		}
-		if l.n > l.max {
-			l.over(l.n)
-			return 0, errMessageTooLong
-		}
-	}
-	return n, err
-}
+// This file bounds what an upstream sends: one HTTP message (a stdio
+// line is bounded by stdioclient), and the stderr kept for error
+// messages.
 
 // boundedBodies caps the response bodies of an HTTP upstream's calls; the
 // standalone GET stream, which lives as long as the session, is not
@@ -127,12 +93,13 @@ const largeResult = 8 << 20
 const releaseAfter = 2 * time.Second
 
 // memory gives the OS back what a large upstream result cost. A message
-// is copied several times on its way in (mcp-go's stdio transport reads
-// a line, copies it twice more to decode it, keeps the result as raw
-// JSON; we keep its text): all of it is garbage once the result is sent,
-// but an idle process runs no collection for minutes, and the heap keeps
-// the pages. So a large result is decoded after a collection (mcp-go's
-// copies are dead by then, and the next stages reuse their pages) and
+// passes through more than one buffer on its way in (stdioclient gathers
+// a line in chunks and joins them; mcp-go's HTTP transports copy a body
+// several times; we keep the text): all of it is garbage once the result
+// is sent, but an idle process runs no collection for minutes, and the
+// heap keeps the pages. So a large result is decoded after a collection
+// (the transport's dead buffers are freed, and the text reuses their
+// pages) and
 // followed by debug.FreeOSMemory releaseAfter after the call returned
 // (one, however many large results came meanwhile).
 type memory struct {

@@ -10,14 +10,16 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/upstream/internal/stdioclient"
 	"github.com/mark3labs/mcp-go/client/transport"
 )
 
 // This file runs a stdio server: spawned through the upstream's
 // Environment, whose supervisor owns its process group, its cgroup and
 // its end, as it does for bash and run_code; mcp-go's client speaks over
-// the process's pipes (transport.NewIO), so it never starts a process of
-// its own.
+// the process's pipes through our own stdio transport (stdioclient, which
+// reads a message once where mcp-go's copies it five times), so it never
+// starts a process of its own.
 
 // environment returns the upstream's Environment, made on first use and
 // kept across restarts until Cleanup closes it (which ends whatever the
@@ -117,10 +119,13 @@ func (u *upstream) spawn(ctx context.Context, s *session) (transport.Interface, 
 		}
 		s.end(errors.New(msg))
 	}()
-	limited := &lineLimit{r: p.Stdout(), max: u.cfg.MaxMessageBytes, over: func(n int64) {
-		s.end(fmt.Errorf("sent a message over upstreams.%s.max_message_bytes (%d bytes)", u.cfg.name, n))
-	}}
-	return transport.NewIO(limited, &stdinPipe{p: p, ctx: s.ctx}, nil), nil
+	return stdioclient.New(p.Stdout(), &stdinPipe{p: p, ctx: s.ctx}, stdioclient.Options{
+		MaxMessageBytes: u.cfg.MaxMessageBytes,
+		OnTooLong: func(n int64) {
+			s.end(fmt.Errorf("sent a message over upstreams.%s.max_message_bytes (%d bytes)", u.cfg.name, n))
+		},
+		Logger: log,
+	}), nil
 }
 
 // exitReason says how a process ended, in os/exec's words ("exit status
@@ -158,7 +163,7 @@ func (u *upstream) stopProcess(s *session) {
 	<-s.dead
 }
 
-// stdinPipe is a process's stdin as the io.WriteCloser mcp-go's stdio
+// stdinPipe is a process's stdin as the io.WriteCloser the stdio
 // transport writes to. A write to a server that stops reading is given
 // up once the session has ended (ctx), instead of blocking its caller.
 type stdinPipe struct {
