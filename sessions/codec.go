@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Entry is one line of a tape. Payload and Meta are the decoded JSON
@@ -81,9 +82,61 @@ func decodeObject(b []byte) (map[string]any, error) {
 // AppendString appends s as a JSON string literal, byte for byte what
 // tape lines hold, for callers that build entries for
 // [Tape.AppendAsyncJSON].
+//
+// It writes what encoding/json writes for a string with HTML escaping off
+// (its appendString), straight into dst: going through an Encoder first
+// cost a large result's spill chunks twice their size in buffers (issue
+// 26). TestAppendStringMatchesEncoder holds the two to the same bytes.
 func AppendString(dst []byte, s string) []byte {
-	b, _ := marshal(s) // a string always encodes
-	return append(dst, b...)
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // encodeLine returns one complete tape line, newline included, with the

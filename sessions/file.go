@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/bubbuild/bub-mcp/internal/sharedfile"
 )
 
@@ -155,14 +157,7 @@ func (t *fileTape) Append(sum *Summary, build func(*Summary) []Line, sync bool) 
 	if len(lines) == 0 {
 		return nil
 	}
-	buf := lines[0].Text
-	if len(lines) > 1 {
-		buf = nil
-		for _, l := range lines {
-			buf = append(buf, l.Text...)
-		}
-	}
-	if _, err := f.Write(buf); err != nil {
+	if err := writeLines(f, lines); err != nil {
 		// Whatever part reached the file is a torn line the next writer
 		// starts after; the next refresh reads what did arrive.
 		return fmt.Errorf("sessions: write tape %s: %w", t.name, err)
@@ -464,3 +459,59 @@ var (
 	_ TapeBackend = (*memTape)(nil)
 	_ Source      = (*byteSource)(nil)
 )
+
+// writeLines writes lines at the file's end in one writev(2), so a crash
+// tears at most the last line, as one write of their concatenation would,
+// without copying them into one buffer first: a large result's spill
+// chunks were copied over and over while that buffer grew (6x a 40 MB
+// result, issue 26). A short write (past 2 GiB, or a full disk) goes on
+// from where it stopped.
+func writeLines(f *os.File, lines []Line) error {
+	// Linux's IOV_MAX: a longer vector is refused (EINVAL); a batch of
+	// more lines takes one writev per 1024 (not one write then, but every
+	// line stays whole).
+	const maxIOV = 1024
+	iov := make([][]byte, 0, len(lines))
+	for _, l := range lines {
+		if len(l.Text) > 0 {
+			iov = append(iov, l.Text)
+		}
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		for len(iov) > 0 {
+			n, err := unix.Writev(int(fd), iov[:min(len(iov), maxIOV)])
+			if err == unix.EINTR {
+				continue
+			}
+			if err == unix.EAGAIN {
+				return false // not ready: the runtime waits and calls again
+			}
+			if err != nil {
+				werr = err
+				return true
+			}
+			if n == 0 {
+				werr = io.ErrShortWrite
+				return true
+			}
+			for n > 0 && len(iov) > 0 {
+				if n < len(iov[0]) {
+					iov[0] = iov[0][n:]
+					n = 0
+				} else {
+					n -= len(iov[0])
+					iov = iov[1:]
+				}
+			}
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	return werr
+}
