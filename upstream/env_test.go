@@ -139,8 +139,14 @@ read_only = [`+strconv.Quote(filepath.Dir(bin))+`]
 func TestSandboxedNPMServer(t *testing.T) {
 	envtest.RequireBwrap(t)
 	cmd, args := npmServer(t, "server-everything", "stdio")
-	// The sandbox mounts real paths: e2e/node_modules may be a symlink.
-	root, err := filepath.EvalSymlinks(nodeModules)
+	// The sandbox mounts real, absolute paths (a relative one is taken
+	// from bub.toml's directory): e2e/node_modules may be a symlink, or
+	// not (a fresh clone).
+	abs, err := filepath.Abs(nodeModules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		t.Fatal(err)
 	}
