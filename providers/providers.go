@@ -330,6 +330,11 @@ func (c *Chain) Build(ctx context.Context, conn *Connection) (*View, error) {
 	return newView(tools, code, deferred, prompts, files), nil
 }
 
+// SearchToolName is the runtime name of the tool search (package
+// toolsearch): when a View lists it, the deferred tools' catalog is one
+// line pointing to it instead of a line per tool.
+const SearchToolName = "tool.search"
+
 // deferral moves the deferred tools the session has not loaded out of the
 // listed ones, and writes their catalog: one line each, the name and the
 // description's first sentence.
@@ -351,6 +356,12 @@ func (c *Chain) deferral(conn *Connection, tools []*registry.Tool) (listed, defe
 	}
 	if len(deferred) == 0 {
 		return listed, nil, ""
+	}
+	if slices.ContainsFunc(listed, func(t *registry.Tool) bool { return t.Name == SearchToolName }) {
+		// tool_search finds them: one line instead of a catalog that grows
+		// with every tool an upstream brings (issue 29: a catalog of
+		// hundreds of tools needs no long instructions).
+		return listed, deferred, fmt.Sprintf("%d more tools are available but not listed. Find them with tool_search(query=...), which returns their definitions and lists them for you; or load one by name with tool_describe(names=[...]).", len(deferred))
 	}
 	var b strings.Builder
 	b.WriteString("More tools are available but not listed. To use one, load its definition first with tool_describe(names=[...]) (it is then listed too):")

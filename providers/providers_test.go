@@ -316,6 +316,22 @@ func TestDeferral(t *testing.T) {
 		{"all loaded", []string{"up.one", "up.two"}, []string{"bash", "bash.output", "fs.read", "fs.write", "run_code", "tape.info", "tape.search", "up.one", "up.two", "web.fetch"},
 			[]string{}, nil},
 	}
+	t.Run("with tool search", func(t *testing.T) {
+		rs := registry.New()
+		for _, tl := range r.Tools() {
+			rs.MustRegister(tl)
+		}
+		rs.MustRegister(tool(t, SearchToolName))
+		c := NewChain(rs, nil)
+		v, err := c.Build(context.Background(), &Connection{Profile: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "2 more tools are available but not listed. Find them with tool_search(query=...)"
+		if !strings.Contains(v.Instructions, want) || strings.Contains(v.Instructions, "- up_one") {
+			t.Errorf("instructions %q; want the one line naming tool_search, not the catalog", v.Instructions)
+		}
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewChain(r, &ChainOptions{Loaded: func(*Connection) []string { return tc.loaded }})

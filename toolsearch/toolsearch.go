@@ -25,7 +25,7 @@ import (
 func init() { app.RegisterModule(Module{}) }
 
 // Name is the tool's runtime name; models call it tool_search.
-const Name = "tool.search"
+const Name = providers.SearchToolName
 
 // Limits of one call.
 const (
