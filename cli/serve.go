@@ -16,6 +16,7 @@ import (
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/console"
 	"github.com/bubbuild/bub-mcp/internal/heapfloor"
+	"github.com/bubbuild/bub-mcp/internal/reclaim"
 	"github.com/bubbuild/bub-mcp/limits"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
@@ -68,7 +69,9 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	if err != nil {
 		return err
 	}
-	srv, err := mcpserver.New(&mcpserver.Options{Version: VersionString(), Backend: a, Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger, StateKey: key, Telemetry: a.Telemetry(),
+	// The process's memory limit is the runtime's: one reclaimer for the
+	// process, made here where the process is, not per Server.
+	srv, err := mcpserver.New(&mcpserver.Options{Version: VersionString(), Backend: a, Reclaimer: reclaim.New(), Registry: a.Registry(), Extensions: serverExtensions(a), Logger: env.Logger, StateKey: key, Telemetry: a.Telemetry(),
 		// Without --workspace, a profile without one works in the
 		// client's roots when the client has them.
 		RootsWorkspace: func(profile string) bool {

@@ -168,7 +168,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	h := chain(mux,
 		hostOrigin(o.CheckHosts, o.AllowedHosts, o.CORSOrigins),
 		corsFor(o.CORSOrigins),
-		bounds(s.limits, &s.reclaim),
+		bounds(s.limits, s.reclaim),
 	)
 	return h, func(ctx context.Context) { streamable.CloseSessions(ctx) }
 }

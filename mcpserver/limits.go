@@ -3,10 +3,9 @@ package mcpserver
 import (
 	"errors"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/reclaim"
 	"io"
 	"net/http"
-	"runtime/debug"
-	"runtime/metrics"
 	"strconv"
 	"sync"
 	"time"
@@ -101,7 +100,7 @@ const busyMessage = "server busy: too many requests in flight ([server] max_conc
 // bounded is HTTP middleware for Limits: it refuses what is too large or
 // beyond the concurrency bounds before mcp-go reads anything, and hands
 // mcp-go a body it has already read within the limit.
-func bounded(next http.Handler, l Limits, reclaim *reclaimer) http.Handler {
+func bounded(next http.Handler, l Limits, reclaim *reclaim.Reclaimer) http.Handler {
 	total := semaphore.NewWeighted(int64(l.MaxConcurrentRequests))
 	var (
 		mu      sync.Mutex
@@ -167,7 +166,7 @@ func bounded(next http.Handler, l Limits, reclaim *reclaimer) http.Handler {
 			tooLarge(w, l.MaxMessageBytes)
 			return
 		}
-		end := reclaim.begin(len(body))
+		end := reclaim.Begin(len(body))
 		defer end()
 		r.Body = &readBody{b: body}
 		r.ContentLength = int64(len(body))
@@ -223,76 +222,4 @@ func readAllBounded(r *http.Request, limit int64) ([]byte, error) {
 		return buf[:got], err
 	}
 	return io.ReadAll(io.LimitReader(r.Body, limit+1))
-}
-
-// reclaimThreshold is the message size after which memory is handed back
-// to the OS promptly.
-const reclaimThreshold = 1 << 20
-
-// reclaimDelay debounces reclaiming: one run after a burst of large
-// messages.
-const reclaimDelay = 2 * time.Second
-
-// reclaimer bounds and gives back the memory of large messages. While
-// one is handled, the runtime's soft memory limit holds the process to
-// what it used before it arrived plus 3 bytes per byte of message and
-// 8 MiB, a pacing target the heap passes when the GC falls behind on a
-// busy machine (the bound promised is 4 bytes per byte and 32 MiB; with
-// 16 MiB of slack a loaded `make test` measured 116 MiB against 114):
-// decoding a message takes several
-// copies of it (mcp-go reads the body again, keeps the raw arguments and
-// decodes them), and the GC's default pacing would let the heap double on
-// top. After the last one, memory is handed back to the OS: left to
-// itself the scavenger keeps what a 12 MB call took (~120 MB of RSS here)
-// for minutes, and a server often idles for hours, one per IDE window.
-type reclaimer struct {
-	mu       sync.Mutex
-	timer    *time.Timer
-	inflight int64 // bytes of large messages being handled
-	base     int64 // the runtime's memory when the first of them arrived
-	limit    int64 // the limit in force before (GOMEMLIMIT); -1 unread
-}
-
-// begin records a message of n bytes being handled; call the returned
-// func when it is done.
-func (rc *reclaimer) begin(n int) (end func()) {
-	if rc == nil || n < reclaimThreshold {
-		return func() {}
-	}
-	rc.mu.Lock()
-	if rc.inflight == 0 {
-		rc.base = runtimeMemory() - int64(n) // the message is already read
-		rc.limit = debug.SetMemoryLimit(-1)
-	}
-	rc.inflight += int64(n)
-	rc.setLimit()
-	rc.mu.Unlock()
-	return func() {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		rc.inflight -= int64(n)
-		if rc.inflight > 0 {
-			rc.setLimit()
-			return
-		}
-		debug.SetMemoryLimit(rc.limit)
-		if rc.timer == nil {
-			rc.timer = time.AfterFunc(reclaimDelay, debug.FreeOSMemory)
-			return
-		}
-		rc.timer.Reset(reclaimDelay)
-	}
-}
-
-// setLimit sets the memory limit for the messages in flight; rc.mu held.
-func (rc *reclaimer) setLimit() {
-	debug.SetMemoryLimit(min(rc.limit, rc.base+3*rc.inflight+8<<20))
-}
-
-// runtimeMemory is what the runtime's memory limit counts: all memory it
-// mapped, less what it returned to the OS.
-func runtimeMemory() int64 {
-	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-	metrics.Read(s)
-	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
 }

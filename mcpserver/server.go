@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/reclaim"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -86,6 +87,10 @@ type Options struct {
 	Name, Version string
 	// Backend is required.
 	Backend Backend
+	// Reclaimer bounds and gives back the memory of large messages; the
+	// process's one (reclaim.New in the command that serves), shared by
+	// its servers. Nil means none: the runtime's defaults.
+	Reclaimer *reclaim.Reclaimer
 	// Registry supplies every tool any View may contain; default
 	// registry.Default.
 	Registry *registry.Registry
@@ -132,7 +137,7 @@ type Server struct {
 	cutCtx context.Context
 	cut    context.CancelFunc
 
-	reclaim reclaimer // gives large messages' memory back
+	reclaim *reclaim.Reclaimer // Options.Reclaimer; nil: none
 
 	sealer sealer // seals 2026-07-28 requestState
 
@@ -254,7 +259,7 @@ func New(opts *Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	o.Limits = o.Limits.withDefaults()
-	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, workers: o.Limits.MaxConcurrentPerClient, parking: mcpgofix.NewParking(),
+	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, reclaim: o.Reclaimer, workers: o.Limits.MaxConcurrentPerClient, parking: mcpgofix.NewParking(),
 		pool: newPool(64, poolIdle), sealer: sealer{key: o.StateKey}}
 	s.cutCtx, s.cut = context.WithCancel(context.Background())
 	if s.sealer.key == nil {

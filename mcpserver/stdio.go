@@ -157,7 +157,7 @@ func (c *stdioConn) read() {
 			c.s.log.Warn("mcp.stdio.message.too_long", "limit_bytes", c.s.limits.MaxMessageBytes)
 			c.writeMessage(rpcError(idFromPrefix(line), mcp.INVALID_REQUEST, tooLargeMessage(c.s.limits.MaxMessageBytes)))
 		case len(bytes.TrimSpace(line)) > 0:
-			if !c.dispatch(c.readCtx, line, c.s.reclaim.begin(len(line))) {
+			if !c.dispatch(c.readCtx, line, c.s.reclaim.Begin(len(line))) {
 				return
 			}
 		}
