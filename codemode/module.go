@@ -80,7 +80,10 @@ type Module struct {
 	home        string // absolute $BUB_HOME: stub paths go into prompts
 	log         *slog.Logger
 	available   bool // Python was found at Provision
-	runners     runnerSet
+	// admit are the profiles' code_mode_tools (globs and hints), by
+	// profile name; a profile without one admits every tool.
+	admit   map[string][]string
+	runners runnerSet
 }
 
 // BubModule registers the module as "codemode", configured by [codemode].
@@ -131,6 +134,12 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		return fmt.Errorf("codemode: %w", err)
 	}
 	m.home, m.log = home, a.Logger()
+	m.admit = map[string][]string{}
+	for name, p := range a.Config().Profiles {
+		if p != nil && len(p.CodeModeTools) > 0 {
+			m.admit[name] = p.CodeModeTools
+		}
+	}
 	m.runners.log = m.log
 	resolve := func() string { return m.Python }
 	if _, err := exec.LookPath(m.Python); err != nil {

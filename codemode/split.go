@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/bubbuild/bub-mcp/codemode/pystub"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 )
@@ -20,7 +21,9 @@ const StubURI = "bub://codemode/stub"
 // Provision installs with app.App.SetCodeMode. Code mode is active for a
 // connection when its CodeMode switch is on, run_code is in its scope,
 // Python was found and at least one tool in scope can be used from code
-// (Tool.CodeUse). Then the View lists the preserved tools plus run_code,
+// (Tool.CodeUse) and is admitted by the profile's code_mode_tools (globs
+// and annotation hints such as "hint:read_only"; unset admits all). Then
+// the View lists the preserved tools plus run_code,
 // and every other tool moves to View.CodeTools, reachable only as
 // `await tools.<model_name>(...)` inside run_code. The prompt naming the
 // stub goes both into the View's instructions and into the listed
@@ -46,8 +49,9 @@ func (m *Module) Split(ctx context.Context, conn *providers.Connection, tools []
 		return providers.Split{Direct: rest}, nil
 	}
 	var direct, code []*registry.Tool
+	rules := m.admit[conn.Profile]
 	for _, t := range rest {
-		if t.CodeUse() {
+		if t.CodeUse() && (len(rules) == 0 || config.MatchToolRules(rules, t)) {
 			code = append(code, t)
 		} else {
 			direct = append(direct, t)

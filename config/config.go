@@ -113,6 +113,11 @@ type Profile struct {
 	Session string `toml:"session"`
 	// CodeMode is the default of the session's code_mode switch.
 	CodeMode bool `toml:"code_mode"`
+	// CodeModeTools, when set, are the tools admitted into code mode
+	// (callable only inside run_code), as globs and annotation hints like
+	// Confirm ("hint:read_only"); the others stay direct tools. Empty
+	// means every tool that can be used from code.
+	CodeModeTools []string `toml:"code_mode_tools"`
 	// Agent offers agent_run to MCP clients when a model is configured.
 	Agent bool `toml:"agent"`
 	// Environment names the registered environment the profile's tools
@@ -129,9 +134,10 @@ type Profile struct {
 	// Sandbox is [profiles.<name>.sandbox]: the limits and mounts of the
 	// "sandbox" environment, read by the sandbox module; nil when absent.
 	Sandbox *Sandbox `toml:"sandbox"`
-	// Confirm are globs over runtime names (as Tools): a matching call,
-	// direct or nested in run_code, runs only once the user approves it
-	// through MCP elicitation (the confirm module).
+	// Confirm are globs over runtime names (as Tools) and annotation
+	// hints ("hint:destructive", see Hints): a matching call, direct or
+	// nested in run_code, runs only once the user approves it (the
+	// confirm module).
 	Confirm []string `toml:"confirm"`
 	// ConfirmTimeout bounds the wait for the user's answer; 0 means the
 	// confirm module's default.
@@ -512,8 +518,11 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 				return nil, fail("empty session pattern", "profiles", pname, "sessions")
 			}
 		}
-		if err := providers.CheckGlobs(p.Confirm); err != nil {
+		if err := CheckToolRules(p.Confirm); err != nil {
 			return nil, fail(err.Error(), "profiles", pname, "confirm")
+		}
+		if err := CheckToolRules(p.CodeModeTools); err != nil {
+			return nil, fail(err.Error(), "profiles", pname, "code_mode_tools")
 		}
 		seen := map[string]bool{}
 		for _, v := range p.ConfirmVia {

@@ -8,6 +8,11 @@
 //	confirm = ["bash*", "fs.write", "fs.edit"]
 //	confirm_timeout = "2m"
 //
+// An entry may name an annotation hint instead of a glob (config.Hints):
+// "hint:destructive" confirms every tool whose annotations, an upstream's
+// as overridden in [upstreams.<name>.overrides.<tool>] or a builtin's,
+// say it may destroy data; "hint:not_read_only" every tool that writes.
+//
 // confirm_via lists the ways of asking, in order; the first that can
 // reach someone is used: "elicitation" (the client asks its user; only
 // clients declaring the capability) and "console" (the call waits in the
@@ -44,7 +49,6 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -102,7 +106,7 @@ func (m *Module) before(ctx context.Context, call *registry.ToolCall) registry.D
 		return registry.Proceed()
 	}
 	p := m.profiles[tc.Conn.Profile]
-	if p == nil || !matches(p.Confirm, call.Tool.Name) {
+	if p == nil || !config.MatchToolRules(p.Confirm, call.Tool) {
 		return registry.Proceed()
 	}
 	timeout := p.ConfirmTimeout.Duration
@@ -252,15 +256,6 @@ func queuedArgs(args json.RawMessage) (json.RawMessage, int) {
 func answerKey(call *registry.ToolCall) string {
 	sum := sha256.Sum256(call.Args)
 	return "confirm-" + call.Tool.Name + "-" + hex.EncodeToString(sum[:8])
-}
-
-func matches(globs []string, name string) bool {
-	for _, g := range globs {
-		if providers.MatchGlob(g, name) {
-			return true
-		}
-	}
-	return false
 }
 
 // question is what the user reads: the tool, where the call comes from,

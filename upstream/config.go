@@ -89,6 +89,12 @@ type Server struct {
 	// "approve-first" quarantines even the first list; "warn" lists them
 	// with a warning and an audit record; "off" does not pin.
 	Pin string `toml:"pin"`
+	// Overrides are [upstreams.<name>.overrides.<tool>], keyed by the
+	// tool's name as the upstream lists it: renames, titles,
+	// descriptions, hints and fixed arguments (see Override). One naming
+	// a tool the server does not list is a warning, since the tool may
+	// come later. bub.toml only.
+	Overrides map[string]*Override `toml:"overrides"`
 
 	name   string // the table's name
 	origin string // "bub.toml" or the mcp.json path, for messages
@@ -175,6 +181,19 @@ func (s *Server) check(fail failFunc) error {
 			if _, err := path.Match(g, ""); err != nil {
 				return fail(fmt.Sprintf("bad pattern %q: %v", g, err), key)
 			}
+		}
+	}
+	renamed := map[string]string{}
+	for _, tool := range sortedKeys(s.Overrides) {
+		o := s.Overrides[tool]
+		if err := o.check(s.name, tool, fail); err != nil {
+			return err
+		}
+		if o.Name != "" {
+			if prev, dup := renamed[strings.ToLower(o.Name)]; dup {
+				return fail(fmt.Sprintf("%q is also the new name of %q", o.Name, prev), "overrides", tool, "name")
+			}
+			renamed[strings.ToLower(o.Name)] = tool
 		}
 	}
 	switch s.Start {
@@ -481,4 +500,15 @@ func (s *Server) resolveCwd(base string) {
 			l[i] = abs(p)
 		}
 	}
+}
+
+// sortedKeys are m's keys in order, for messages that do not depend on
+// map order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -516,6 +516,7 @@ func (u *upstream) register(raws []json.RawMessage) error {
 // naming both.
 func (u *upstream) tools(raws []json.RawMessage) ([]*registry.Tool, error) {
 	owner := map[string]string{}
+	overridden := map[string]bool{} // listed tools, for overrides naming none
 	var out []*registry.Tool
 	for _, raw := range raws {
 		d, err := parseDefinition(raw)
@@ -527,26 +528,47 @@ func (u *upstream) tools(raws []json.RawMessage) ([]*registry.Tool, error) {
 		if !u.cfg.allowed(d.tool.Name, name) {
 			continue
 		}
+		ov := u.cfg.Overrides[d.tool.Name]
+		overridden[d.tool.Name] = true
+		if ov != nil && ov.Name != "" {
+			name = RuntimeName(u.cfg.name, ov.Name)
+		}
 		key := strings.ToLower(name)
 		if prev, dup := owner[key]; dup {
 			return nil, fmt.Errorf("upstream %s: tools %q and %q both map to %s (deny one in [upstreams.%s])", u.cfg.name, prev, d.tool.Name, name, u.cfg.name)
 		}
 		owner[key] = d.tool.Name
-		t, err := u.tool(name, d)
+		t, err := u.tool(name, d, ov)
 		if err != nil {
 			u.m.log.Warn("upstream.tool.skipped", "upstream", u.cfg.name, "tool", d.tool.Name, "error", err)
 			continue
 		}
 		out = append(out, t)
 	}
+	for _, tool := range sortedKeys(u.cfg.Overrides) {
+		if !overridden[tool] {
+			u.m.log.Warn("upstream.override.unknown", "upstream", u.cfg.name, "tool", tool,
+				"why", "the server lists no such tool (or its tools/deny globs leave it out); the override applies if it comes")
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
-// tool makes the registry tool that calls one upstream tool.
-func (u *upstream) tool(name string, d definition) (*registry.Tool, error) {
+// tool makes the registry tool that calls one upstream tool, with its
+// override (nil for none) applied: the upstream is still called by its
+// own name, with the fixed arguments added.
+func (u *upstream) tool(name string, d definition, ov *Override) (*registry.Tool, error) {
 	upstreamName := d.tool.Name
+	d, err := ov.apply(d)
+	if err != nil {
+		return nil, fmt.Errorf("override: %w", err)
+	}
 	h := func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
+		args, err := ov.withFixed(args)
+		if err != nil {
+			return nil, err
+		}
 		return u.call(ctx, tc, upstreamName, args)
 	}
 	t, err := registry.NewRawTool(name, d.tool.Description, d.input, h,

@@ -9,7 +9,9 @@
 // -init-delay-file F reads D from F when F exists. For the pinning tests,
 // which restart it with another tool list: -describe tool=text sets a
 // tool's description, -add name adds a tool (it answers "added <name>"),
-// -rename old=new renames one (it still works); each may repeat.
+// -rename old=new renames one (it still works); each may repeat. For the
+// override tests, -echo adds echo {msg, mode} (both required; no
+// annotations), which returns its arguments as JSON.
 //
 // Tools: big {bytes} returns a text of that many "x"; sample and elicit
 // send sampling/createMessage or elicitation/create to the client during
@@ -50,6 +52,7 @@ type message struct {
 type server struct {
 	describe map[string]string // tool → description
 	added    []string
+	echo     bool
 	renamed  map[string]string // old → new
 	original map[string]string // new → old
 	outMu    sync.Mutex
@@ -113,6 +116,11 @@ func (s *server) tools() []any {
 		}
 		out = append(out, t)
 	}
+	if s.echo {
+		str := map[string]any{"type": "string"}
+		out = append(out, map[string]any{"name": "echo", "description": "Echo the arguments.", "inputSchema": map[string]any{
+			"type": "object", "properties": map[string]any{"msg": str, "mode": str}, "required": []string{"msg", "mode"}}})
+	}
 	return append(out, map[string]any{"name": "gen_" + strconv.FormatInt(s.gen.Load(), 10), "inputSchema": obj})
 }
 
@@ -133,6 +141,9 @@ func (s *server) call(m message) {
 		}
 	}
 	switch p.Name {
+	case "echo":
+		b, _ := json.Marshal(p.Arguments)
+		s.reply(m.ID, text(string(b)))
 	case "big":
 		s.reply(m.ID, text(strings.Repeat("x", num("bytes"))))
 	case "sample":
@@ -183,6 +194,7 @@ func main() {
 	flag.Func("describe", "tool=description (repeatable)", pair(s.describe))
 	flag.Func("rename", "old=new (repeatable)", pair(s.renamed))
 	flag.Func("add", "a tool to add (repeatable)", func(v string) error { s.added = append(s.added, v); return nil })
+	flag.BoolVar(&s.echo, "echo", false, "list the echo tool")
 	flag.Parse()
 	for k, v := range s.renamed {
 		s.original[v] = k
