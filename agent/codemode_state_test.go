@@ -1,7 +1,7 @@
 package agent_test
 
 import (
-	"os/exec"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/agent"
@@ -15,9 +15,7 @@ import (
 // plus run_code, and its run_code works); the next turn without it is
 // direct again.
 func TestTurnStateCodeMode(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed")
-	}
+	testenv.MustHaveExec(t, "python3", "apt-get install python3")
 	srv := fakemodel.NewOpenAI(t, fakemodel.Replies(t,
 		fakemodel.Reply{Calls: []call{{ID: "c1", Name: "run_code", Arguments: `{"code":"i = await tools.tape_info()\nprint('entries' in i)"}`}}},
 		fakemodel.Reply{Text: "done"},

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +13,7 @@ import (
 // so `make run`) finds the binary up to date and leaves it alone; a
 // changed Go source makes it stale again.
 func TestMakeBuildSkipsWhenUnchanged(t *testing.T) {
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("make not installed")
-	}
+	testenv.MustHaveExec(t, "make", "apt-get install make")
 	bin := filepath.Join(t.TempDir(), "bub-mcp")
 	make := func(args ...string) error {
 		cmd := exec.Command("make", append([]string{"-C", "..", "BIN=" + bin}, args...)...)

@@ -2,9 +2,9 @@ package mcpserver_test
 
 import (
 	"context"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"net/http/httptest"
-	"os/exec"
 	"slices"
 	"testing"
 
@@ -20,9 +20,7 @@ import (
 // on tools/call lets run_code run, for that request only; the session's
 // setting (off) applies to requests without it.
 func TestPerRequestCodeMode(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 not installed") // codemode's own tests fail in CI without it
-	}
+	testenv.MustHaveExec(t, "python3", "apt-get install python3")
 	reg := registry.New()
 	reg.MustRegister(registry.MustNewTool("orders.get", "Look up an order.", func(ctx context.Context, tc *registry.ToolContext, in struct {
 		ID string `json:"id"`

