@@ -25,7 +25,6 @@ import (
 	"github.com/bubbuild/bub-mcp/upstream"
 )
 
-
 // npmServer returns the command line of a pinned npm MCP server run by
 // the pinned Node; it fails (CI=true) or skips the test when either is
 // missing.
