@@ -501,6 +501,10 @@ func (u *upstream) register(raws []json.RawMessage) error {
 	raws = u.admit(raws) // pin.go: quarantined tools are left out
 	digest := digestOf(raws)
 	u.mu.Lock()
+	if u.closed { // retired by a reload: its tools are gone for good
+		u.mu.Unlock()
+		return nil
+	}
 	same := digest == u.digest
 	old := append([]string(nil), u.names...)
 	u.mu.Unlock()

@@ -171,12 +171,17 @@ func (m *Module) Reload() (Changes, error) {
 	}
 	// The leaving servers' tools go first, in one change, so a replaced
 	// server's new tools do not clash with its old ones.
+	// Closed first, under the lock registration holds, so no list it is
+	// loading meanwhile brings them back.
 	var names []string
 	for _, u := range gone {
+		u.loadMu.Lock()
+		u.close()
 		u.mu.Lock()
 		names = append(names, u.names...)
 		u.names, u.digest = nil, ""
 		u.mu.Unlock()
+		u.loadMu.Unlock()
 	}
 	if len(names) > 0 {
 		if err := m.app.UpdateTools(names, nil); err != nil {
@@ -200,12 +205,11 @@ func (m *Module) Reload() (Changes, error) {
 	return ch, nil
 }
 
-// retire stops a server whose tools are already unregistered: calls that
+// retire stops a closed server whose tools are unregistered: calls that
 // are still running get drainMax (or the server's timeout, if shorter)
 // to end, new ones are told it is shut down, then its connection and
 // environment are closed.
 func (m *Module) retire(u *upstream) {
-	u.close()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

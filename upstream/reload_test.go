@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/upstream"
 	"github.com/google/go-cmp/cmp"
 )
@@ -231,4 +232,55 @@ func syscallGone(pid int) bool {
 		return true
 	}
 	return p.Signal(syscall.Signal(0)) != nil
+}
+
+// A call in flight to a server a reload removes finishes with its result;
+// the server is stopped after it, and a new call is refused.
+func TestHotReloadDrainsRemovedServer(t *testing.T) {
+	fake := fakeBinary(t)
+	home := t.TempDir()
+	conf := filepath.Join(home, "bub.toml")
+	keep := stdioTable("keep", fake, nil, `pin = "off"`)
+	src := keep + stdioTable("slow", fake, []string{"-call-delay", "1s", "-add", "work"}, `pin = "off"`)
+	if err := os.WriteFile(conf, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t, src, home)
+	m, _ := upstream.FromApp(h.App)
+	pid := h.status(t, "slow").PID
+	type outcome struct {
+		text string
+		err  *registry.Error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res := h.call(context.Background(), "slow.work", map[string]any{})
+		done <- outcome{res.Text, res.Err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the call is in flight
+	if err := os.WriteFile(conf, []byte(keep), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := m.Reload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(upstream.Changes{Removed: []string{"slow"}}, ch); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+	if got := upstreamTools(h, "slow"); len(got) != 0 {
+		t.Errorf("slow's tools still registered: %v", got)
+	}
+	if res := h.call(t.Context(), "slow.work", map[string]any{}); res.Err == nil {
+		t.Error("a new call of slow.work ran after slow was removed")
+	}
+	select {
+	case o := <-done:
+		if o.err != nil || o.text != "added work" {
+			t.Errorf("the call in flight: %q, %v; want its result", o.text, o.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call in flight never ended")
+	}
+	waitFor(t, "slow's process ends", func() bool { return syscallGone(pid) })
 }
