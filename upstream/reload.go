@@ -117,6 +117,9 @@ func (m *Module) Reload() (Changes, error) {
 	h := &m.hot
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if m.ctx.Err() != nil {
+		return ch, fmt.Errorf("upstream: shutting down, not reloading")
+	}
 	for _, f := range h.watched() {
 		h.files[f] = fileDigest(f)
 	}
