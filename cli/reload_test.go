@@ -157,6 +157,7 @@ func (s *reloadServer) calls(t *testing.T, tools ...string) (stop func()) {
 		t.Helper()
 		cancel()
 		wg.Wait()
+		t.Logf("%v: %d calls, %d failed", tools, n.Load(), failed.Load())
 		if failed.Load() > 0 || n.Load() == 0 {
 			t.Errorf("%d of %d calls failed (first: %s)", failed.Load(), n.Load(), first)
 		}

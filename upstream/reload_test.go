@@ -67,6 +67,7 @@ func stream(t *testing.T, h *host, tools ...string) (stop func()) {
 		cancel()
 		wg.Wait()
 		for _, c := range cs {
+			t.Logf("%s: %d calls, %d failed", c.tool, c.calls.Load(), c.fails.Load())
 			if c.fails.Load() > 0 || c.calls.Load() == 0 {
 				t.Errorf("%s: %d of %d calls failed (first: %s)", c.tool, c.fails.Load(), c.calls.Load(), c.first)
 			}
