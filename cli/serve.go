@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
@@ -99,6 +102,14 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	time.AfterFunc(freeAfterStart, debug.FreeOSMemory)
 	heapfloor.Keep(env.Getenv, heapfloor.Default)
 	grace := cfg.Server.ShutdownGrace.Duration
+	if !check {
+		poll, err := reloadPollOf(env)
+		if err != nil {
+			return err
+		}
+		stopReload := hotReload(ctx, a, poll)
+		defer stopReload()
+	}
 	if addr == "" {
 		if check {
 			printChecked(env, cfg.Path, filepath.Join(a.Home(), upstream.MCPJSONName), len(cfg.ProfileNames()))
@@ -170,6 +181,64 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	}
 	env.Logger.Info("mcp.http.start", "url", "http://"+ln.Addr().String()+"/mcp", "profiles", profiles, "auth", len(tokens) > 0 || oauth != nil, "oauth", oauth != nil)
 	return srv.ServeHTTP(ctx, ln, handler, closeSessions, grace)
+}
+
+// reloadPoll is how often serve looks at bub.toml and mcp.json for edits,
+// unless $BUB_RELOAD_POLL says otherwise.
+const reloadPoll = time.Second
+
+// reloadPollOf reads $BUB_RELOAD_POLL: a duration, or "off" (or 0) for
+// SIGHUP only.
+func reloadPollOf(env *Env) (time.Duration, error) {
+	v := env.Getenv("BUB_RELOAD_POLL")
+	switch v {
+	case "":
+		return reloadPoll, nil
+	case "off", "0":
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 10*time.Millisecond {
+		return 0, fmt.Errorf("$BUB_RELOAD_POLL: want a duration of at least 10ms (such as 1s) or \"off\", not %q", v)
+	}
+	return d, nil
+}
+
+// hotReload reloads the upstreams when bub.toml or $BUB_HOME/mcp.json is
+// edited (polled every poll; never when poll is 0), or on SIGHUP, until
+// the returned stop is called.
+func hotReload(ctx context.Context, a *app.App, poll time.Duration) (stop func()) {
+	m, ok := upstream.FromApp(a)
+	if !ok {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{}, 2)
+	go func() {
+		defer func() { done <- struct{}{} }()
+		if poll > 0 {
+			m.Watch(ctx, poll)
+		}
+	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				m.ReloadLogged("SIGHUP")
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+		<-done
+	}
 }
 
 // oauthServer builds the OAuth resource server of [auth.oauth]; nil

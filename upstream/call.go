@@ -68,6 +68,14 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 				Message: fmt.Sprintf("Tool '%s' of upstream %s timed out after %s (upstreams.%s.timeout); it was cancelled", tool, u.cfg.name, u.cfg.Timeout.Duration, u.cfg.name)}
 		}
 		if !s.alive() || u.lostDuring(s, err) {
+			u.mu.Lock()
+			closed := u.closed
+			u.mu.Unlock()
+			if closed && u.ctx.Err() != nil && u.m.ctx.Err() == nil {
+				return nil, &registry.Error{Kind: registry.KindTemporary,
+					Message: fmt.Sprintf("upstream %s was removed or changed by a configuration reload during the call of '%s' (it ran past the drain time); the call may or may not have taken effect", u.cfg.name, tool),
+					Cause:   err}
+			}
 			return nil, &registry.Error{Kind: registry.KindTemporary,
 				Message: fmt.Sprintf("upstream %s went away during the call of '%s' (%v); it is being restarted, and the call may or may not have taken effect", u.cfg.name, tool, s.reason()),
 				Cause:   err}

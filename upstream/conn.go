@@ -64,6 +64,11 @@ const (
 type upstream struct {
 	cfg *Server
 	m   *Module
+	// ctx is the module's, ended early when a hot reload removes or
+	// replaces the server (cancel).
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stopped chan struct{} // closed when the run loop has returned
 
 	mu       sync.Mutex
 	state    State
@@ -140,7 +145,12 @@ func (s *session) alive() bool {
 }
 
 func newUpstream(cfg *Server, m *Module) *upstream {
-	u := &upstream{cfg: cfg, m: m, state: StateIdle, since: time.Now(), changed: make(chan struct{}), firstTry: make(chan struct{})}
+	u := &upstream{cfg: cfg, m: m, state: StateIdle, since: time.Now(), changed: make(chan struct{}), firstTry: make(chan struct{}), stopped: make(chan struct{})}
+	parent := m.ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	u.ctx, u.cancel = context.WithCancel(parent)
 	return u
 }
 
@@ -175,9 +185,13 @@ func (u *upstream) start() {
 	u.m.wg.Add(1)
 	go func() {
 		defer u.m.wg.Done()
-		u.run(u.m.ctx)
+		defer close(u.stopped)
+		u.run(u.ctx)
 	}()
 }
+
+// waitStopped waits for the run loop of a started upstream to return.
+func (u *upstream) waitStopped() { <-u.stopped }
 
 // run connects, serves until the connection is lost, and reconnects with
 // backoff, until ctx ends.
@@ -487,6 +501,10 @@ func (u *upstream) register(raws []json.RawMessage) error {
 	raws = u.admit(raws) // pin.go: quarantined tools are left out
 	digest := digestOf(raws)
 	u.mu.Lock()
+	if u.closed { // retired by a reload: its tools are gone for good
+		u.mu.Unlock()
+		return nil
+	}
 	same := digest == u.digest
 	old := append([]string(nil), u.names...)
 	u.mu.Unlock()

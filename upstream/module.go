@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sandbox"
@@ -44,6 +45,7 @@ type Module struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	upsMu   sync.Mutex  // guards ups, which a reload replaces
 	ups     []*upstream // sorted by name
 	cache   string      // directory of remembered tool lists
 	memory  memory      // gives back what large results cost
@@ -55,6 +57,9 @@ type Module struct {
 	pinStore PinStore
 	pinMu    sync.Mutex
 	pins     map[string]*pinState
+	pinWatch sync.Once // the pin watcher runs once a pinned server is mounted
+	// hot is what hot reload (reload.go) compares the next edit with.
+	hot hotState
 }
 
 // Version is what bub-mcp reports to upstream servers as its client
@@ -76,7 +81,7 @@ func (*Module) BubModule() app.ModuleInfo {
 // fails Provision — only bad configuration does.
 func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	m.app, m.log, m.version = a, a.Logger(), Version
-	servers, err := m.servers(a)
+	servers, err := m.servers(a.Config())
 	if err != nil {
 		return err
 	}
@@ -84,7 +89,10 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	// registered as deferred before this module provisions.
 	deferred := slices.ContainsFunc(a.Registry().Tools(), func(t *registry.Tool) bool { return t.Deferred }) ||
 		slices.ContainsFunc(servers, func(s *Server) bool { return s.Defer })
-	if len(servers) == 0 && !deferred {
+	// A server (not a one-shot command) may gain upstreams by hot reload,
+	// so its clients are told of tool changes even with none yet.
+	serving := !a.OnDemand()
+	if len(servers) == 0 && !deferred && !serving {
 		return nil
 	}
 	// Loading a deferred tool changes what a session lists, as a server's
@@ -95,38 +103,57 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 			return err
 		}
 	}
-	if len(servers) == 0 {
-		return nil
-	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.pythons = environment.NewPythonCache(0)
 	m.cache = filepath.Join(a.Home(), "upstreams")
 	m.pinStore = FilePinStore{Dir: m.cache}
+	m.hot.init(a)
+	var ups []*upstream
 	for _, s := range servers {
-		m.ups = append(m.ups, newUpstream(s, m))
+		ups = append(ups, newUpstream(s, m))
 	}
-	if slices.ContainsFunc(servers, func(s *Server) bool { return s.pinMode() != PinOff }) {
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.watchPins(m.ctx)
-		}()
-	}
-	for _, u := range m.ups {
-		raws, ok := m.remembered(u.cfg)
-		if ok {
-			if err := u.register(raws); err != nil {
-				u.setState(StateError, err)
-				m.log.Error("upstream.tools.refused", "upstream", u.cfg.name, "error", err)
-			}
-		}
-		// A one-shot command (bub-mcp call) starts a server only when one
-		// of its tools is called: WaitFor or the call itself start it.
-		if (u.cfg.Start == StartEager || !ok) && !a.OnDemand() {
-			u.start()
-		}
+	m.upsMu.Lock()
+	m.ups = ups
+	m.upsMu.Unlock()
+	for _, u := range ups {
+		m.mount(u)
 	}
 	return nil
+}
+
+// mount registers a new upstream's remembered tool list, starts it when
+// it is eager (or lazy without a remembered list) and the App is not a
+// one-shot command, and starts the pin watcher for the first pinned one.
+func (m *Module) mount(u *upstream) {
+	if u.cfg.pinMode() != PinOff {
+		m.pinWatch.Do(func() {
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				m.watchPins(m.ctx)
+			}()
+		})
+	}
+	raws, ok := m.remembered(u.cfg)
+	if ok {
+		if err := u.register(raws); err != nil {
+			u.setState(StateError, err)
+			m.log.Error("upstream.tools.refused", "upstream", u.cfg.name, "error", err)
+		}
+	}
+	// A one-shot command (bub-mcp call) starts a server only when one
+	// of its tools is called: WaitFor or the call itself start it.
+	if (u.cfg.Start == StartEager || !ok) && !m.app.OnDemand() {
+		u.start()
+	}
+}
+
+// list is the current upstreams, sorted by name; a reload may replace
+// the set, never this copy.
+func (m *Module) list() []*upstream {
+	m.upsMu.Lock()
+	defer m.upsMu.Unlock()
+	return slices.Clone(m.ups)
 }
 
 // Wait waits until every started upstream has made its first attempt
@@ -137,7 +164,7 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 func (m *Module) Wait(ctx context.Context, progress func(Status)) error {
 	done := make(chan *upstream)
 	n := 0
-	for _, u := range m.ups {
+	for _, u := range m.list() {
 		u.mu.Lock()
 		running := u.running
 		u.mu.Unlock()
@@ -176,7 +203,7 @@ func (m *Module) Wait(ctx context.Context, progress func(Status)) error {
 // upstream. A command that calls one tool by name uses it when the name is
 // not registered (yet).
 func (m *Module) WaitFor(ctx context.Context, tool string) bool {
-	for _, u := range m.ups {
+	for _, u := range m.list() {
 		if !strings.HasPrefix(tool, u.cfg.name+".") && !strings.HasPrefix(tool, u.cfg.name+"_") {
 			continue
 		}
@@ -194,8 +221,8 @@ func (m *Module) WaitFor(ctx context.Context, tool string) bool {
 }
 
 // servers merges mcp.json's servers with bub.toml's and checks them.
-func (m *Module) servers(a *app.App) ([]*Server, error) {
-	cfg := a.Config()
+func (m *Module) servers(cfg *config.Config) ([]*Server, error) {
+	a := m.app
 	table := map[string]*Server{}
 	if err := cfg.Decode("upstreams", &table); err != nil {
 		return nil, err
@@ -259,14 +286,15 @@ func (m *Module) Cleanup() error {
 	if m.cancel == nil {
 		return nil
 	}
-	for _, u := range m.ups {
+	ups := m.list()
+	for _, u := range ups {
 		u.close()
 	}
 	m.cancel()
 	m.wg.Wait()
 	m.memory.close()
 	var errs []error
-	for _, u := range m.ups {
+	for _, u := range ups {
 		if err := u.closeEnvironment(); err != nil {
 			errs = append(errs, err)
 		}
@@ -297,8 +325,9 @@ type Status struct {
 
 // Status reports every upstream, sorted by name.
 func (m *Module) Status() []Status {
-	out := make([]Status, 0, len(m.ups))
-	for _, u := range m.ups {
+	ups := m.list()
+	out := make([]Status, 0, len(ups))
+	for _, u := range ups {
 		st := u.status()
 		st.Pin = u.cfg.pinMode()
 		st.Quarantined, st.Unapproved = m.pinCounts(u.cfg.name)

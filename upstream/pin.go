@@ -383,7 +383,7 @@ func (m *Module) watchPins(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, u := range m.ups {
+		for _, u := range m.list() {
 			if u.cfg.pinMode() == PinOff {
 				continue
 			}
@@ -412,13 +412,14 @@ func (m *Module) readmit(u *upstream, raws []json.RawMessage) {
 }
 
 func (m *Module) upstreamNamed(name string) (*upstream, error) {
-	for _, u := range m.ups {
+	ups := m.list()
+	for _, u := range ups {
 		if u.cfg.name == name {
 			return u, nil
 		}
 	}
-	names := make([]string, len(m.ups))
-	for i, u := range m.ups {
+	names := make([]string, len(ups))
+	for i, u := range ups {
 		names[i] = u.cfg.name
 	}
 	return nil, fmt.Errorf("no upstream server %q (configured: %s)", name, strings.Join(names, ", "))

@@ -178,6 +178,7 @@ func (s *server) call(m message) {
 
 func main() {
 	initDelay := flag.Duration("init-delay", 0, "sleep before answering initialize")
+	callDelay := flag.Duration("call-delay", 0, "sleep before answering each tools/call (a call in flight for a while)")
 	delayFile := flag.String("init-delay-file", "", "a file holding -init-delay's value, read at start (tests change it between runs without changing the command line)")
 	s := &server{out: bufio.NewWriter(os.Stdout), waiting: map[string]chan message{},
 		describe: map[string]string{}, renamed: map[string]string{}, original: map[string]string{}}
@@ -234,7 +235,10 @@ func main() {
 			s.lists.Add(1)
 			s.reply(m.ID, map[string]any{"tools": s.tools()})
 		case m.Method == "tools/call":
-			go s.call(m)
+			go func() {
+				time.Sleep(*callDelay)
+				s.call(m)
+			}()
 		case m.Method == "ping":
 			s.reply(m.ID, map[string]any{})
 		case m.ID != nil:
