@@ -41,7 +41,13 @@ type fixture struct {
 // src (%s is the workspace) and a console over it.
 func newFixture(t *testing.T, src string, loopback bool) *fixture {
 	t.Helper()
-	home, ws := t.TempDir(), t.TempDir()
+	return newFixtureIn(t, t.TempDir(), src, loopback)
+}
+
+// newFixtureIn is newFixture over a given $BUB_HOME.
+func newFixtureIn(t *testing.T, home, src string, loopback bool) *fixture {
+	t.Helper()
+	ws := t.TempDir()
 	cfg, err := config.Parse("bub.toml", strings.ReplaceAll(src, "WS", ws), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
