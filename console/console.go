@@ -172,7 +172,9 @@ func (c *Console) securityHeaders(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", cspPolicy)
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer a browser
+		// sends a plain form POST with Origin: null.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		next.ServeHTTP(w, r)
 	})
@@ -293,9 +295,10 @@ func (c *Console) sessionValue(name string) string {
 func (c *Console) csrfToken(v viewer) string { return c.mac("csrf", v.Name) }
 
 // checkCSRF refuses a POST without the viewer's token, or from another
-// origin.
+// origin. Origin "null" (an opaque origin: privacy settings, sandboxed
+// frames) says nothing either way; the token decides.
 func (c *Console) checkCSRF(r *http.Request, v viewer) error {
-	if origin := r.Header.Get("Origin"); origin != "" {
+	if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
 		u, err := url.Parse(origin)
 		if err != nil || u.Host != r.Host {
 			return fmt.Errorf("cross-origin request from %q refused", origin)

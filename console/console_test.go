@@ -303,6 +303,9 @@ func TestCSRF(t *testing.T) {
 		{"wrong token", "AAAA", "", http.StatusForbidden},
 		{"other origin", m[1], "http://localhost:1", http.StatusForbidden},
 		{"good", m[1], "", http.StatusSeeOther},
+		// A browser's plain form POST under some referrer policies.
+		{"opaque origin, good token", m[1], "null", http.StatusSeeOther},
+		{"opaque origin, no token", "", "null", http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			form := url.Values{"decision": {"approve"}}
