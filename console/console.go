@@ -24,6 +24,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -70,6 +71,7 @@ type Console struct {
 	a        *app.App
 	mod      *Module
 	queue    confirm.Queue
+	ownQueue bool // made by New: Close closes it
 	feed     *feed
 	auditDir string
 	log      *slog.Logger
@@ -134,7 +136,11 @@ func New(o Options) (*Console, error) {
 		}
 	}
 	if c.queue == nil {
-		c.queue = confirm.QueueFor(o.App)
+		q, err := confirm.QueueFor(o.App)
+		if err != nil {
+			return nil, err
+		}
+		c.queue, c.ownQueue = q, true
 	}
 	c.auditDir = o.AuditDir
 	if c.auditDir == "" {
@@ -146,9 +152,13 @@ func New(o Options) (*Console, error) {
 	return c, nil
 }
 
-// Close stops following the audit log.
+// Close stops following the audit log and closes the approvals queue it
+// opened.
 func (c *Console) Close() error {
 	c.feed.close()
+	if cl, ok := c.queue.(io.Closer); ok && c.ownQueue {
+		return cl.Close()
+	}
 	return nil
 }
 
