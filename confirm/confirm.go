@@ -291,7 +291,7 @@ func question(call *registry.ToolCall, nested bool) string {
 // "postgres" (replicas on other machines), else $BUB_HOME/approvals. The
 // caller closes a queue that is an io.Closer.
 func QueueFor(a *app.App) (Queue, error) {
-	if dsn := pgDSN(a); dsn != "" {
+	if dsn := PostgresDSN(a); dsn != "" {
 		return NewPGQueue(dsn)
 	}
 	return NewFileQueue(filepath.Join(a.Home(), "approvals")), nil

@@ -205,9 +205,9 @@ type storeTable struct {
 	DSNEnv string `toml:"dsn_env"`
 }
 
-// pgDSN is the [store] database's DSN when [store] kind = "postgres"
+// PostgresDSN is the [store] database's DSN when [store] kind = "postgres"
 // ("" otherwise; the App checked the table already).
-func pgDSN(a *app.App) string {
+func PostgresDSN(a *app.App) string {
 	var st storeTable
 	if a.Config().Decode("store", &st) != nil || st.Kind != "postgres" {
 		return ""

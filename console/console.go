@@ -16,6 +16,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -37,6 +38,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/audit"
 	"github.com/bubbuild/bub-mcp/confirm"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Options configure a Console. App is required.
@@ -72,6 +74,9 @@ type Console struct {
 	mod      *Module
 	queue    confirm.Queue
 	ownQueue bool // made by New: Close closes it
+	// auditPG is the PostgreSQL audit log's pool ([audit] store =
+	// "postgres"); nil: the files in auditDir.
+	auditPG  *pgxpool.Pool
 	feed     *feed
 	auditDir string
 	log      *slog.Logger
@@ -147,6 +152,18 @@ func New(o Options) (*Console, error) {
 		c.auditDir = o.App.Home() + "/audit"
 	}
 	c.feed = newFeed(c.auditDir, mod.MaxCalls, o.PollInterval, c.log)
+	if o.AuditDir == "" && auditInPostgres(o.App) {
+		dsn := confirm.PostgresDSN(o.App)
+		pool, err := pgxpool.New(context.Background(), dsn)
+		if err != nil {
+			if cl, ok := c.queue.(io.Closer); ok && c.ownQueue {
+				cl.Close()
+			}
+			return nil, fmt.Errorf("console: audit log in postgres: %w", err)
+		}
+		c.auditPG = pool
+		c.feed.pg = &pgTail{pool: pool, gaps: map[int64]time.Time{}}
+	}
 	c.feed.start()
 	c.routes()
 	return c, nil
@@ -156,6 +173,9 @@ func New(o Options) (*Console, error) {
 // opened.
 func (c *Console) Close() error {
 	c.feed.close()
+	if c.auditPG != nil {
+		c.auditPG.Close()
+	}
 	if cl, ok := c.queue.(io.Closer); ok && c.ownQueue {
 		return cl.Close()
 	}
@@ -324,9 +344,33 @@ func (c *Console) checkCSRF(r *http.Request, v viewer) error {
 	return nil
 }
 
+// auditInPostgres says whether the servers write the audit log to the
+// [store] database ([audit] store = "postgres").
+func auditInPostgres(a *app.App) bool {
+	var t struct {
+		Store string `toml:"store"`
+	}
+	return a.Config().Decode("audit", &t) == nil && t.Store == "postgres" && confirm.PostgresDSN(a) != ""
+}
+
+// scanLog calls fn for every call at or after since, oldest first, until
+// fn returns false: from the files, or from the audit table.
+func (c *Console) scanLog(since time.Time, fn func(Call) bool) {
+	if c.auditPG != nil {
+		if err := pgScan(c.auditPG, since, fn); err != nil {
+			c.log.Warn("console: audit scan", "error", err)
+		}
+		return
+	}
+	scanLog(c.auditDir, since, fn)
+}
+
 // auditReport is the chain check, run in the background at most every
 // verifyEvery (it reads the whole log).
 func (c *Console) auditReport() (*audit.Report, time.Time, error) {
+	if c.auditPG != nil {
+		return nil, time.Now(), errNoChainPG
+	}
 	c.verifyMu.Lock()
 	defer c.verifyMu.Unlock()
 	if !c.verifying && time.Since(c.verifiedAt) > verifyEvery {

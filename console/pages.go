@@ -320,7 +320,7 @@ func (c *Console) callsPage(w http.ResponseWriter, r *http.Request, v viewer) {
 // scanMatching reads the log files for the newest limit matches of f.
 func (c *Console) scanMatching(f *Filter, limit int) []Call {
 	var ring []Call
-	scanLog(c.auditDir, f.Since, func(call Call) bool {
+	c.scanLog(f.Since, func(call Call) bool {
 		if !f.Until.IsZero() && call.Time.After(f.Until) {
 			return false
 		}
@@ -413,7 +413,7 @@ func (c *Console) callPage(w http.ResponseWriter, r *http.Request, v viewer) {
 	}
 	call, ok := c.feed.bySeq(seq)
 	if !ok {
-		scanLog(c.auditDir, time.Time{}, func(x Call) bool {
+		c.scanLog(time.Time{}, func(x Call) bool {
 			if x.Seq == seq {
 				call, ok = x, true
 				return false
@@ -582,7 +582,7 @@ func (c *Console) chartData(r *http.Request, v viewer) (*ChartData, error) {
 			add(call)
 		}
 	} else {
-		scanLog(c.auditDir, agg.start, add)
+		c.scanLog(agg.start, add)
 	}
 	return agg.data(rng), nil
 }
