@@ -45,7 +45,7 @@ func newFixture(t *testing.T, src string, loopback bool) *fixture {
 }
 
 // newFixtureIn is newFixture over a given $BUB_HOME.
-func newFixtureIn(t *testing.T, home, src string, loopback bool) *fixture {
+func newFixtureIn(t testing.TB, home, src string, loopback bool) *fixture {
 	t.Helper()
 	ws := t.TempDir()
 	cfg, err := config.Parse("bub.toml", strings.ReplaceAll(src, "WS", ws), func(string) string { return "" })
