@@ -39,6 +39,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -88,7 +89,11 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		if len(p.Confirm) > 0 {
 			m.profiles[name] = p
 			if slices.Contains(p.ConfirmVia, ViaConsole) && m.queue == nil {
-				m.queue = QueueFor(a)
+				q, err := QueueFor(a)
+				if err != nil {
+					return err
+				}
+				m.queue = q
 			}
 		}
 	}
@@ -276,13 +281,27 @@ func question(call *registry.ToolCall, nested bool) string {
 	return fmt.Sprintf("Allow the model to run %s%s?\narguments: %s", call.Tool.Name, from, args)
 }
 
-// QueueFor is the approvals queue of the App's $BUB_HOME, which every
-// server and console sharing that home use.
-func QueueFor(a *app.App) Queue {
-	return NewFileQueue(filepath.Join(a.Home(), "approvals"))
+// QueueFor is the approvals queue every server and console of the App's
+// configuration shares: the [store] database's when [store] kind =
+// "postgres" (replicas on other machines), else $BUB_HOME/approvals. The
+// caller closes a queue that is an io.Closer.
+func QueueFor(a *app.App) (Queue, error) {
+	if dsn := PostgresDSN(a); dsn != "" {
+		return NewPGQueue(dsn)
+	}
+	return NewFileQueue(filepath.Join(a.Home(), "approvals")), nil
+}
+
+// Cleanup closes the queue's database connections, if it has any.
+func (m *Module) Cleanup() error {
+	if c, ok := m.queue.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 var (
-	_ app.Module      = (*Module)(nil)
-	_ app.Provisioner = (*Module)(nil)
+	_ app.Module       = (*Module)(nil)
+	_ app.Provisioner  = (*Module)(nil)
+	_ app.CleanerUpper = (*Module)(nil)
 )

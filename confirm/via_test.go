@@ -12,14 +12,16 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/confirm"
+	"github.com/bubbuild/bub-mcp/internal/pgtest"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // viaServer serves test.write under profiles that confirm it through
-// the console; the approvals queue is in home.
-func viaServer(t *testing.T, ran *atomic.Int64, home string) *mcpserver.Server {
+// the console; the approvals queue is in home, or in the PostgreSQL
+// database at dsn when dsn is set ([store] kind = "postgres").
+func viaServer(t *testing.T, ran *atomic.Int64, home, dsn string) *mcpserver.Server {
 	t.Helper()
 	reg := registry.New()
 	reg.MustRegister(registry.MustNewTool("test.write", "Change something.", func(ctx context.Context, tc *registry.ToolContext, in struct {
@@ -28,7 +30,17 @@ func viaServer(t *testing.T, ran *atomic.Int64, home string) *mcpserver.Server {
 		ran.Add(1)
 		return "wrote " + in.What, nil
 	}))
-	cfg, err := config.Parse("t.toml", `
+	store := ""
+	if dsn != "" {
+		store = "[store]\nkind = \"postgres\"\ndsn_env = \"TEST_PG_DSN\"\n"
+	}
+	getenv := func(k string) string {
+		if k == "TEST_PG_DSN" {
+			return dsn
+		}
+		return ""
+	}
+	cfg, err := config.Parse("t.toml", store+`
 [profiles.default]
 confirm = ["test.write"]
 confirm_via = ["elicitation", "console"]
@@ -43,12 +55,12 @@ confirm_timeout = "5s"
 confirm = ["test.write"]
 confirm_via = ["console"]
 confirm_timeout = "300ms"
-`, nil)
+`, getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: reg, Modules: []string{"confirm"},
-		Home: home, Workspace: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }})
+		Home: home, Workspace: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Getenv: getenv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,63 +92,80 @@ func decideWhenQueued(t *testing.T, q confirm.Queue, approve bool) <-chan confir
 	return seen
 }
 
+// viaCase is one case of TestConfirmVia.
+type viaCase struct {
+	name      string
+	profile   string
+	elicit    bool // the client declares elicitation and accepts
+	console   bool // someone decides in the queue
+	approve   bool
+	want      string
+	isError   bool
+	runs      int64
+	asks      int
+	viaQueued bool
+}
+
 func TestConfirmVia(t *testing.T) {
-	tests := []struct {
-		name      string
-		profile   string
-		elicit    bool // the client declares elicitation and accepts
-		console   bool // someone decides in the queue
-		approve   bool
-		want      string
-		isError   bool
-		runs      int64
-		asks      int
-		viaQueued bool
-	}{
+	tests := []viaCase{
 		{"no elicitation: the console approves", "default", false, true, true, "wrote x", false, 1, 0, true},
 		{"no elicitation: the console denies", "default", false, true, false, "ops denied it in the console. Reason: checked", true, 0, 0, true},
 		{"elicitation first", "default", true, false, false, "wrote x", false, 1, 1, false},
 		{"console first", "console_first", true, true, true, "wrote x", false, 1, 0, true},
 		{"no one answers", "short", false, false, false, "no one approved it in the console within 300ms (profiles.short.confirm_timeout)", true, 0, 0, false},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var ran atomic.Int64
-			home := t.TempDir()
-			var el *elicitor
-			if tt.elicit {
-				el = &elicitor{}
-				el.set(mcp.ElicitationResponseActionAccept)
-			}
-			c := connect(t, viaServer(t, &ran, home), el, tt.profile)
-			q := confirm.NewFileQueue(filepath.Join(home, "approvals"))
-			var seen <-chan confirm.Pending
-			if tt.console {
-				seen = decideWhenQueued(t, q, tt.approve)
-			}
-			text, isError := call(t, c, "test_write", map[string]any{"what": "x"})
-			if isError != tt.isError || !strings.Contains(text, tt.want) {
-				t.Errorf("test_write = %q (isError %v); want %q (isError %v)", text, isError, tt.want, tt.isError)
-			}
-			if got := ran.Load(); got != tt.runs {
-				t.Errorf("handler ran %d times; want %d", got, tt.runs)
-			}
-			if el != nil && len(el.asked()) != tt.asks {
-				t.Errorf("elicited %d times; want %d", len(el.asked()), tt.asks)
-			}
-			if seen != nil {
-				p, ok := <-seen
-				if ok != tt.viaQueued {
-					t.Fatalf("queued: %v; want %v", ok, tt.viaQueued)
-				}
-				if ok && (p.Tool != "test.write" || string(p.Args) != `{"what":"x"}` || p.Profile != tt.profile) {
-					t.Errorf("queued %+v", p)
-				}
-			}
-			if ps, _ := q.List(context.Background()); len(ps) != 0 {
-				t.Errorf("left in the queue: %v", ps)
-			}
-		})
+	for _, store := range []string{"file", "postgres"} {
+		for _, tt := range tests {
+			t.Run(store+"/"+tt.name, func(t *testing.T) {
+				testConfirmVia(t, store, tt)
+			})
+		}
+	}
+}
+
+// testConfirmVia is one case of TestConfirmVia: the server holds the call
+// in the queue of store ("file" or "postgres"), and a separate queue
+// over the same storage, playing the console, decides it.
+func testConfirmVia(t *testing.T, store string, tt viaCase) {
+	var ran atomic.Int64
+	home := t.TempDir()
+	dsn := ""
+	var q confirm.Queue = confirm.NewFileQueue(filepath.Join(home, "approvals"))
+	if store == "postgres" {
+		dsn = pgtest.DSN(t)
+		q = pgQueue(t, dsn)
+	}
+	var el *elicitor
+	if tt.elicit {
+		el = &elicitor{}
+		el.set(mcp.ElicitationResponseActionAccept)
+	}
+	c := connect(t, viaServer(t, &ran, home, dsn), el, tt.profile)
+	var seen <-chan confirm.Pending
+	if tt.console {
+		seen = decideWhenQueued(t, q, tt.approve)
+	}
+	text, isError := call(t, c, "test_write", map[string]any{"what": "x"})
+	if isError != tt.isError || !strings.Contains(text, tt.want) {
+		t.Errorf("test_write = %q (isError %v); want %q (isError %v)", text, isError, tt.want, tt.isError)
+	}
+	if got := ran.Load(); got != tt.runs {
+		t.Errorf("handler ran %d times; want %d", got, tt.runs)
+	}
+	if el != nil && len(el.asked()) != tt.asks {
+		t.Errorf("elicited %d times; want %d", len(el.asked()), tt.asks)
+	}
+	if seen != nil {
+		p, ok := <-seen
+		if ok != tt.viaQueued {
+			t.Fatalf("queued: %v; want %v", ok, tt.viaQueued)
+		}
+		if ok && (p.Tool != "test.write" || string(p.Args) != `{"what":"x"}` || p.Profile != tt.profile) {
+			t.Errorf("queued %+v", p)
+		}
+	}
+	if ps, _ := q.List(context.Background()); len(ps) != 0 {
+		t.Errorf("left in the queue: %v", ps)
 	}
 }
 

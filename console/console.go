@@ -16,6 +16,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -24,6 +25,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -36,6 +38,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/audit"
 	"github.com/bubbuild/bub-mcp/confirm"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Options configure a Console. App is required.
@@ -70,6 +73,10 @@ type Console struct {
 	a        *app.App
 	mod      *Module
 	queue    confirm.Queue
+	ownQueue bool // made by New: Close closes it
+	// auditPG is the PostgreSQL audit log's pool ([audit] store =
+	// "postgres"); nil: the files in auditDir.
+	auditPG  *pgxpool.Pool
 	feed     *feed
 	auditDir string
 	log      *slog.Logger
@@ -134,21 +141,44 @@ func New(o Options) (*Console, error) {
 		}
 	}
 	if c.queue == nil {
-		c.queue = confirm.QueueFor(o.App)
+		q, err := confirm.QueueFor(o.App)
+		if err != nil {
+			return nil, err
+		}
+		c.queue, c.ownQueue = q, true
 	}
 	c.auditDir = o.AuditDir
 	if c.auditDir == "" {
 		c.auditDir = o.App.Home() + "/audit"
 	}
 	c.feed = newFeed(c.auditDir, mod.MaxCalls, o.PollInterval, c.log)
+	if o.AuditDir == "" && auditInPostgres(o.App) {
+		dsn := confirm.PostgresDSN(o.App)
+		pool, err := pgxpool.New(context.Background(), dsn)
+		if err != nil {
+			if cl, ok := c.queue.(io.Closer); ok && c.ownQueue {
+				cl.Close()
+			}
+			return nil, fmt.Errorf("console: audit log in postgres: %w", err)
+		}
+		c.auditPG = pool
+		c.feed.pg = &pgTail{pool: pool, gaps: map[int64]time.Time{}}
+	}
 	c.feed.start()
 	c.routes()
 	return c, nil
 }
 
-// Close stops following the audit log.
+// Close stops following the audit log and closes the approvals queue it
+// opened.
 func (c *Console) Close() error {
 	c.feed.close()
+	if c.auditPG != nil {
+		c.auditPG.Close()
+	}
+	if cl, ok := c.queue.(io.Closer); ok && c.ownQueue {
+		return cl.Close()
+	}
 	return nil
 }
 
@@ -172,7 +202,9 @@ func (c *Console) securityHeaders(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", cspPolicy)
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer a browser
+		// sends a plain form POST with Origin: null.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		next.ServeHTTP(w, r)
 	})
@@ -293,9 +325,10 @@ func (c *Console) sessionValue(name string) string {
 func (c *Console) csrfToken(v viewer) string { return c.mac("csrf", v.Name) }
 
 // checkCSRF refuses a POST without the viewer's token, or from another
-// origin.
+// origin. Origin "null" (an opaque origin: privacy settings, sandboxed
+// frames) says nothing either way; the token decides.
 func (c *Console) checkCSRF(r *http.Request, v viewer) error {
-	if origin := r.Header.Get("Origin"); origin != "" {
+	if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
 		u, err := url.Parse(origin)
 		if err != nil || u.Host != r.Host {
 			return fmt.Errorf("cross-origin request from %q refused", origin)
@@ -311,9 +344,33 @@ func (c *Console) checkCSRF(r *http.Request, v viewer) error {
 	return nil
 }
 
+// auditInPostgres says whether the servers write the audit log to the
+// [store] database ([audit] store = "postgres").
+func auditInPostgres(a *app.App) bool {
+	var t struct {
+		Store string `toml:"store"`
+	}
+	return a.Config().Decode("audit", &t) == nil && t.Store == "postgres" && confirm.PostgresDSN(a) != ""
+}
+
+// scanLog calls fn for every call at or after since, oldest first, until
+// fn returns false: from the files, or from the audit table.
+func (c *Console) scanLog(since time.Time, fn func(Call) bool) {
+	if c.auditPG != nil {
+		if err := pgScan(c.auditPG, since, fn); err != nil {
+			c.log.Warn("console: audit scan", "error", err)
+		}
+		return
+	}
+	scanLog(c.auditDir, since, fn)
+}
+
 // auditReport is the chain check, run in the background at most every
 // verifyEvery (it reads the whole log).
 func (c *Console) auditReport() (*audit.Report, time.Time, error) {
+	if c.auditPG != nil {
+		return nil, time.Now(), errNoChainPG
+	}
 	c.verifyMu.Lock()
 	defer c.verifyMu.Unlock()
 	if !c.verifying && time.Since(c.verifiedAt) > verifyEvery {

@@ -41,7 +41,13 @@ type fixture struct {
 // src (%s is the workspace) and a console over it.
 func newFixture(t *testing.T, src string, loopback bool) *fixture {
 	t.Helper()
-	home, ws := t.TempDir(), t.TempDir()
+	return newFixtureIn(t, t.TempDir(), src, loopback)
+}
+
+// newFixtureIn is newFixture over a given $BUB_HOME.
+func newFixtureIn(t testing.TB, home, src string, loopback bool) *fixture {
+	t.Helper()
+	ws := t.TempDir()
 	cfg, err := config.Parse("bub.toml", strings.ReplaceAll(src, "WS", ws), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -297,6 +303,9 @@ func TestCSRF(t *testing.T) {
 		{"wrong token", "AAAA", "", http.StatusForbidden},
 		{"other origin", m[1], "http://localhost:1", http.StatusForbidden},
 		{"good", m[1], "", http.StatusSeeOther},
+		// A browser's plain form POST under some referrer policies.
+		{"opaque origin, good token", m[1], "null", http.StatusSeeOther},
+		{"opaque origin, no token", "", "null", http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			form := url.Values{"decision": {"approve"}}

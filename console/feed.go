@@ -96,6 +96,9 @@ type feed struct {
 	ring []Call // oldest first, at most max
 	subs map[chan Call]struct{}
 
+	// pg, when set, is the PostgreSQL log followed instead of files.
+	pg *pgTail
+
 	// The tail, touched by the poll goroutine only.
 	f       *os.File
 	off     int64
@@ -123,6 +126,11 @@ func newFeed(dir string, max int, poll time.Duration, log *slog.Logger) *feed {
 // start loads the newest calls from the files and starts following the
 // log.
 func (fd *feed) start() {
+	if fd.pg != nil {
+		fd.ring = fd.pgHistory()
+		go fd.loop()
+		return
+	}
 	fd.ring = fd.loadHistory()
 	fd.openCurrent(true)
 	go fd.loop()
@@ -282,6 +290,10 @@ func (fd *feed) loop() {
 // tick reads what was appended since the last tick, then checks whether
 // the log was rotated (the path names another file) or truncated.
 func (fd *feed) tick() {
+	if fd.pg != nil {
+		fd.pgTick()
+		return
+	}
 	if fd.f == nil {
 		fd.openCurrent(false)
 		if fd.f == nil {
@@ -356,7 +368,14 @@ func (fd *feed) add(c Call) {
 		drop := max(1, fd.max/4)
 		fd.ring = append(fd.ring[:0], fd.ring[drop:]...)
 	}
-	fd.ring = append(fd.ring, c)
+	if n := len(fd.ring); n > 0 && fd.ring[n-1].Seq > c.Seq {
+		// A PostgreSQL row that became visible late: keep the ring in
+		// Seq order (bySeq searches it).
+		i, _ := slices.BinarySearchFunc(fd.ring, c.Seq, func(x Call, s int64) int { return cmpInt(x.Seq, s) })
+		fd.ring = slices.Insert(fd.ring, i, c)
+	} else {
+		fd.ring = append(fd.ring, c)
+	}
 	for ch := range fd.subs {
 		select {
 		case ch <- c:
@@ -469,4 +488,14 @@ func scanLog(dir string, since time.Time, fn func(Call) bool) {
 			return
 		}
 	}
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -9,11 +9,13 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/audit"
 	"github.com/bubbuild/bub-mcp/confirm"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
@@ -99,6 +101,8 @@ func (c *Console) routes() {
 	mux.HandleFunc("GET /sessions", c.admin(c.sessionsPage))
 	mux.HandleFunc("GET /tools", c.auth(c.toolsPage))
 	mux.HandleFunc("GET /upstreams", c.admin(c.upstreamsPage))
+	mux.HandleFunc("POST /upstreams/{name}/approve", c.admin(c.upstreamDecide))
+	mux.HandleFunc("POST /upstreams/{name}/reject", c.admin(c.upstreamDecide))
 	c.mux = mux
 }
 
@@ -316,7 +320,7 @@ func (c *Console) callsPage(w http.ResponseWriter, r *http.Request, v viewer) {
 // scanMatching reads the log files for the newest limit matches of f.
 func (c *Console) scanMatching(f *Filter, limit int) []Call {
 	var ring []Call
-	scanLog(c.auditDir, f.Since, func(call Call) bool {
+	c.scanLog(f.Since, func(call Call) bool {
 		if !f.Until.IsZero() && call.Time.After(f.Until) {
 			return false
 		}
@@ -409,7 +413,7 @@ func (c *Console) callPage(w http.ResponseWriter, r *http.Request, v viewer) {
 	}
 	call, ok := c.feed.bySeq(seq)
 	if !ok {
-		scanLog(c.auditDir, time.Time{}, func(x Call) bool {
+		c.scanLog(time.Time{}, func(x Call) bool {
 			if x.Seq == seq {
 				call, ok = x, true
 				return false
@@ -578,7 +582,7 @@ func (c *Console) chartData(r *http.Request, v viewer) (*ChartData, error) {
 			add(call)
 		}
 	} else {
-		scanLog(c.auditDir, agg.start, add)
+		c.scanLog(agg.start, add)
 	}
 	return agg.data(rng), nil
 }
@@ -716,12 +720,120 @@ func (c *Console) toolsPage(w http.ResponseWriter, r *http.Request, v viewer) {
 
 // --- upstreams ---
 
+// upstreamView is one upstream server on the upstreams page: its status
+// and what awaits approval (each tool's unified diff against its pin).
+type upstreamView struct {
+	upstream.Status
+	Changes []upstream.ToolChange
+	// Gone are pinned tools the server no longer lists (a rename shows
+	// as one of these and a new tool).
+	Gone    []string
+	DiffErr string
+}
+
+// upstreamsData is the upstreams page's data.
+type upstreamsData struct {
+	Servers []upstreamView
+	Flash   string
+}
+
 func (c *Console) upstreamsPage(w http.ResponseWriter, r *http.Request, v viewer) {
-	var st []upstream.Status
+	d := upstreamsData{Flash: upstreamFlash(r.URL.Query().Get("done"), r.URL.Query().Get("server"))}
 	if m, ok := upstream.FromApp(c.a); ok {
-		st = m.Status()
+		for _, st := range m.Status() {
+			uv := upstreamView{Status: st}
+			if st.Pin != upstream.PinOff {
+				ch, gone, err := m.PinDiff(st.Name)
+				if err != nil {
+					uv.DiffErr = err.Error()
+				}
+				uv.Changes, uv.Gone = ch, gone
+			}
+			d.Servers = append(d.Servers, uv)
+		}
 	}
-	c.render(w, http.StatusOK, "upstreams", c.page(v, "upstreams", "Upstreams", st))
+	c.render(w, http.StatusOK, "upstreams", c.page(v, "upstreams", "Upstreams", d))
+}
+
+// upstreamFlash is the notice after an approval or a rejection; only
+// known words are shown (the query is the visitor's).
+func upstreamFlash(done, server string) string {
+	if !validName(server) {
+		return ""
+	}
+	switch done {
+	case "approved":
+		return "Approved the quarantined tools of " + server + ": they are pinned now, and every server on this $BUB_HOME offers them within seconds."
+	case "rejected":
+		return "Rejected the changes of " + server + ": its tools stay quarantined; the rejection is in the audit log."
+	}
+	return ""
+}
+
+// validName is an upstream name as a console URL may carry it.
+func validName(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// upstreamDecide approves (pins) or rejects an upstream server's
+// quarantined tool definitions: all of them, or the form's tool fields.
+// A rejection changes no pin (the tools stay held back, as they are
+// until a human approves them); it is written to the audit log, so
+// whoever looks next sees who refused what.
+func (c *Console) upstreamDecide(w http.ResponseWriter, r *http.Request, v viewer) {
+	name := r.PathValue("name")
+	m, ok := upstream.FromApp(c.a)
+	if !ok || !validName(name) {
+		http.Error(w, "not found: no upstream server "+strconv.Quote(name), http.StatusNotFound)
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	tools := r.PostForm["tool"]
+	if len(tools) > 1000 {
+		http.Error(w, "bad request: at most 1000 tool fields", http.StatusBadRequest)
+		return
+	}
+	done := "approved"
+	if strings.HasSuffix(r.URL.Path, "/reject") {
+		done = "rejected"
+		changes, _, err := m.PinDiff(name)
+		if err != nil {
+			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		var rejected []string
+		for _, ch := range changes {
+			if len(tools) == 0 || slices.Contains(tools, ch.Tool) {
+				rejected = append(rejected, ch.Tool)
+				args, _ := json.Marshal(map[string]string{"upstream": name, "tool": ch.Tool, "reason": ch.Reason, "note": strings.TrimSpace(r.PostFormValue("reason"))})
+				c.a.Audit(audit.Record{Principal: v.Name, Transport: "console", Mode: "pin", Tool: "upstream.reject", Args: args, Outcome: "ok"})
+			}
+		}
+		if len(rejected) == 0 {
+			http.Error(w, "bad request: upstream "+name+": no such tool awaits approval", http.StatusBadRequest)
+			return
+		}
+		c.log.Info("console.upstream.reject", "upstream", name, "tools", rejected, "by", v.Name)
+	} else {
+		approved, err := m.Approve(name, tools, "console:"+v.Name)
+		if err != nil {
+			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.log.Info("console.upstream.approve", "upstream", name, "tools", approved, "by", v.Name)
+	}
+	http.Redirect(w, r, "/upstreams?done="+done+"&server="+url.QueryEscape(name), http.StatusSeeOther)
 }
 
 type toolDesc struct{ name, desc, ann, schema string }

@@ -14,7 +14,9 @@
     var want = {};
     Array.prototype.forEach.call(fresh.children, function (li) { want[li.id] = li; });
     Array.prototype.slice.call(ul.children).forEach(function (li) {
-      if (li.classList.contains("pending") && !want[li.id]) li.remove();
+      // A call being decided here is left to its own answer: removing
+      // it would drop the "Approved by …" notice htmx is about to put in.
+      if (li.classList.contains("pending") && !want[li.id] && !li.querySelector(".htmx-request")) li.remove();
     });
     Object.keys(want).forEach(function (id) {
       if (!document.getElementById(id)) {

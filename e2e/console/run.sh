@@ -20,7 +20,8 @@ fi
 work="$(mktemp -d -t bub-console-e2e-XXXXXX)"
 export BUB_MCP_BIN="$work/bub-mcp"
 export CONSOLE_ARTIFACTS="$work/artifacts"
-(cd "$root" && GOFLAGS=-trimpath go build -o "$BUB_MCP_BIN" ./cmd/bub-mcp)
+export FAKEUPSTREAM_BIN="$work/fakeupstream"
+(cd "$root" && GOFLAGS=-trimpath go build -o "$BUB_MCP_BIN" ./cmd/bub-mcp && GOFLAGS=-trimpath go build -o "$FAKEUPSTREAM_BIN" ./upstream/internal/fakeupstream)
 # The pinned Node 22 that the other end-to-end suites use (e2e/setup.sh
 # installs it and prints its path); Debian's node if that fails.
 node="$(bash "$root/e2e/setup.sh" 2>/dev/null)" || node=node
