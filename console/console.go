@@ -25,9 +25,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/hostcheck"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -187,7 +187,7 @@ func (c *Console) Handler() http.Handler {
 	var h http.Handler = c.mux
 	h = c.securityHeaders(h)
 	if c.o.Loopback {
-		h = hostCheck(h, c.o.AllowedHosts)
+		h = hostcheck.Handler(h, c.o.AllowedHosts, nil) // as serve does on loopback
 	}
 	return h
 }
@@ -206,37 +206,6 @@ func (c *Console) securityHeaders(next http.Handler) http.Handler {
 		// sends a plain form POST with Origin: null.
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
-		next.ServeHTTP(w, r)
-	})
-}
-
-// hostCheck refuses requests whose Host or Origin is not a local name, as
-// serve's does on loopback binds: a page elsewhere whose name resolves to
-// 127.0.0.1 (DNS rebinding) must not reach the console.
-func hostCheck(next http.Handler, extra []string) http.Handler {
-	allowed := map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
-	for _, h := range extra {
-		allowed[strings.ToLower(h)] = true
-	}
-	ok := func(host string) bool {
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		host = strings.ToLower(strings.Trim(host, "[]"))
-		return allowed[host] || strings.HasSuffix(host, ".localhost")
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !ok(r.Host) {
-			http.Error(w, "forbidden: Host is not a local name (DNS rebinding protection)", http.StatusForbidden)
-			return
-		}
-		if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
-			u, err := url.Parse(origin)
-			if err != nil || !ok(u.Host) {
-				http.Error(w, "forbidden: Origin is not a local origin (DNS rebinding protection)", http.StatusForbidden)
-				return
-			}
-		}
 		next.ServeHTTP(w, r)
 	})
 }
