@@ -118,15 +118,20 @@ func TestSandboxEscapeReadSecrets(t *testing.T) {
 		}
 	}
 	// The private /tmp is shared by the environment's processes and the
-	// file tools, and not with the host.
-	if r := run(t, s, `echo mine > /tmp/note`); r.Code != 0 {
-		t.Fatalf("write /tmp/note: %+v", r)
+	// file tools, and not with the host. The name is the test's own, so a
+	// file the host happens to hold under /tmp is not taken for a leak.
+	note := "/tmp/bub-sandbox-note-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := os.Stat(note); err == nil {
+		t.Fatalf("%s exists on the host before the test", note)
 	}
-	if got, err := s.ReadText(t.Context(), "/tmp/note"); err != nil || got != "mine\n" {
-		t.Errorf("ReadText(/tmp/note) = %q, %v; want mine", got, err)
+	if r := run(t, s, `echo mine > "$N"`, "N="+note); r.Code != 0 {
+		t.Fatalf("write %s: %+v", note, r)
 	}
-	if _, err := os.Stat("/tmp/note"); err == nil {
-		t.Error("/tmp/note of the sandbox appeared in the host's /tmp")
+	if got, err := s.ReadText(t.Context(), note); err != nil || got != "mine\n" {
+		t.Errorf("ReadText(%s) = %q, %v; want mine", note, got, err)
+	}
+	if _, err := os.Stat(note); err == nil {
+		t.Errorf("%s of the sandbox appeared in the host's /tmp", note)
 	}
 	if r := run(t, s, `echo "$HOME"; env | grep -c . `); strings.Contains(r.Stdout, home+"\n") {
 		t.Errorf("HOME inside = %q; want the private /tmp", r.Stdout)
