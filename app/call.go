@@ -156,7 +156,7 @@ func (a *App) lookup(ctx context.Context, conn *providers.Connection, req *Reque
 	if req.Mode == Command {
 		t, err := a.reg.Lookup(req.Tool)
 		if err != nil {
-			if rerr := a.explainUnknown(req.Tool); rerr != nil {
+			if rerr := a.explainUnknown(req.Tool, nil); rerr != nil {
 				return nil, nil, rerr
 			}
 			return nil, nil, registry.AsError(err, registry.KindNotFound)
@@ -178,7 +178,7 @@ func (a *App) lookup(ctx context.Context, conn *providers.Connection, req *Reque
 		t, ok = view.Lookup(req.Tool)
 	}
 	if !ok {
-		if rerr := a.explainUnknown(req.Tool); rerr != nil {
+		if rerr := a.explainUnknown(req.Tool, a.scope(conn).Allowed); rerr != nil {
 			return nil, nil, rerr
 		}
 		return nil, nil, &registry.Error{Kind: registry.KindNotFound, Message: fmt.Sprintf("unknown tool name(s): '%s'", req.Tool)}
@@ -191,15 +191,23 @@ func (a *App) lookup(ctx context.Context, conn *providers.Connection, req *Reque
 // that, and what a human can do about it, rather than "unknown tool".
 type UnknownToolExplainer interface {
 	// ExplainUnknownTool returns the message for name, or "" when the
-	// module has nothing to say about it.
-	ExplainUnknownTool(name string) string
+	// module has nothing to say about it. visible reports whether the
+	// caller could see a tool of that runtime name once it were callable:
+	// a tool outside the caller's profile is not explained (that it
+	// exists is not the caller's to know).
+	ExplainUnknownTool(name string, visible func(runtimeName string) bool) string
 }
 
-// explainUnknown asks the modules about a name the caller's view lacks.
-func (a *App) explainUnknown(name string) *registry.Error {
+// explainUnknown asks the modules about a name the caller's view lacks;
+// visible is the caller's profile scope (nil: a human's command, which
+// may see anything).
+func (a *App) explainUnknown(name string, visible func(string) bool) *registry.Error {
+	if visible == nil {
+		visible = func(string) bool { return true }
+	}
 	for _, l := range a.mods {
 		if e, ok := l.m.(UnknownToolExplainer); ok {
-			if msg := e.ExplainUnknownTool(name); msg != "" {
+			if msg := e.ExplainUnknownTool(name, visible); msg != "" {
 				return &registry.Error{Kind: registry.KindNotFound, Message: msg}
 			}
 		}

@@ -342,7 +342,7 @@ func shellQuote(s string) string {
 
 // ExplainUnknownTool tells the caller of a quarantined tool why it cannot
 // be called and how a human approves it.
-func (m *Module) ExplainUnknownTool(name string) string {
+func (m *Module) ExplainUnknownTool(name string, visible func(runtimeName string) bool) string {
 	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, ".", "_")) }
 	want := norm(name)
 	m.pinMu.Lock()
@@ -350,7 +350,7 @@ func (m *Module) ExplainUnknownTool(name string) string {
 	for server, ps := range m.pins {
 		ps.mu.Lock()
 		for rt, tool := range ps.held {
-			if norm(rt) == want {
+			if norm(rt) == want && visible(rt) {
 				reason := "it is new"
 				if ps.set != nil {
 					if _, pinned := ps.set.Pins[tool]; pinned {

@@ -3,6 +3,8 @@ package upstream_test
 import (
 	"bufio"
 	"encoding/json"
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/providers"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,7 +106,7 @@ func TestPinQuarantineDiffApprove(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home := trusted(t, "")
-			h := newHost(t, fakeTable(t, "fake", "", tc.flags...), home)
+			h := newHost(t, fakeTable(t, "fake", "", tc.flags...)+"[profiles.narrow]\ntools = [\"nothing.*\"]\n", home)
 			h.waitState(t, "fake", upstream.StateReady, nil)
 			var want []string
 			for _, n := range fakeTools {
@@ -126,6 +128,16 @@ func TestPinQuarantineDiffApprove(t *testing.T) {
 			if res.Err == nil || !strings.Contains(res.Err.Message, "is quarantined") ||
 				!strings.Contains(res.Err.Message, "bub-mcp upstreams approve fake "+tc.tool) {
 				t.Fatalf("call of %s: %+v; want a refusal saying it is quarantined and how to approve it", tc.held, res.Err)
+			}
+			// A caller whose profile cannot see the server is not told the
+			// tool exists: it is unknown to it, quarantined or not.
+			narrow := &providers.Connection{Transport: "test", Profile: "narrow"}
+			if err := h.Resolve(t.Context(), narrow); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(args)
+			if res := h.Call(t.Context(), narrow, app.Request{Tool: tc.held, Args: b}); res.Err == nil || strings.Contains(res.Err.Message, "quarantined") {
+				t.Errorf("call of %s from a profile without the server: %+v; want only 'unknown tool'", tc.held, res.Err)
 			}
 			if got := h.text(t, "fake.big", map[string]any{"bytes": 3}); got != "xxx" {
 				t.Errorf("fake.big: %q", got)
