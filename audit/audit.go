@@ -119,9 +119,16 @@ type Record struct {
 	Duration  time.Duration
 }
 
-// line is a Record as written.
+// line is a Record as written: its time, then its Fields.
 type line struct {
-	Time          string          `json:"time"`
+	Time string `json:"time"`
+	Fields
+}
+
+// Fields are an audit line's fields after its time, as written: what a
+// reader of the log (the operator console) decodes beside the time and
+// the chain's seq.
+type Fields struct {
 	Principal     string          `json:"principal,omitempty"`
 	Profile       string          `json:"profile"`
 	Client        string          `json:"client,omitempty"`
@@ -238,11 +245,11 @@ func (l *Log) Record(r Record) {
 
 // encode renders r as one line, newline included.
 func (l *Log) encode(r Record) []byte {
-	ln := line{
-		Time: r.Time.UTC().Format(time.RFC3339Nano), Principal: r.Principal, Profile: r.Profile, Client: r.Client,
+	ln := line{Time: r.Time.UTC().Format(time.RFC3339Nano), Fields: Fields{
+		Principal: r.Principal, Profile: r.Profile, Client: r.Client,
 		Transport: r.Transport, Session: r.Session, RunID: r.RunID, Mode: r.Mode, Tool: r.Tool,
 		Outcome: r.Outcome, ErrorKind: r.ErrorKind, DurationMS: float64(r.Duration.Microseconds()) / 1000,
-	}
+	}}
 	ln.Args, ln.ArgsBytes, ln.ArgsTruncated = cutArgs(r.Args, l.opts.MaxArgBytes)
 	if r.Error != "" {
 		ln.Error = cutString(r.Error, l.opts.MaxArgBytes, len(r.Error))

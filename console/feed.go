@@ -21,23 +21,9 @@ import (
 // Call is one audited call as the console shows it: a line of the audit
 // log, decoded.
 type Call struct {
-	Seq           int64           `json:"seq"`
-	Time          time.Time       `json:"time"`
-	Principal     string          `json:"principal,omitempty"`
-	Profile       string          `json:"profile"`
-	Client        string          `json:"client,omitempty"`
-	Transport     string          `json:"transport"`
-	Session       string          `json:"session,omitempty"`
-	RunID         string          `json:"run_id,omitempty"`
-	Mode          string          `json:"mode,omitempty"`
-	Tool          string          `json:"tool"`
-	Args          json.RawMessage `json:"args"`
-	ArgsBytes     int             `json:"args_bytes,omitempty"`
-	ArgsTruncated bool            `json:"args_truncated,omitempty"`
-	Outcome       string          `json:"outcome"`
-	ErrorKind     string          `json:"error_kind,omitempty"`
-	Error         string          `json:"error,omitempty"`
-	DurationMS    float64         `json:"duration_ms"`
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+	audit.Fields
 }
 
 // parseCall decodes one audit line; ok is false for a line that is not a
