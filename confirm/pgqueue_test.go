@@ -76,18 +76,7 @@ func TestPGQueueAcrossProcesses(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	won := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			won++
-		case !errors.Is(err, confirm.ErrNotPending):
-			t.Errorf("Decide: %v", err)
-		}
-	}
-	if won != 1 {
-		t.Errorf("%d decisions counted; want 1", won)
-	}
+	oneDecision(t, errs)
 	w := <-done
 	if w.err != nil || !w.d.Approved || w.d.By != "ops" || w.d.Reason != "fine" {
 		t.Fatalf("Wait = %+v, %v", w.d, w.err)

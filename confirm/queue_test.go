@@ -48,18 +48,7 @@ func TestFileQueue(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	won := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			won++
-		case !errors.Is(err, confirm.ErrNotPending):
-			t.Errorf("Decide: %v", err)
-		}
-	}
-	if won != 1 {
-		t.Errorf("%d decisions counted; want 1", won)
-	}
+	oneDecision(t, errs)
 	waitCtx, cancel := t.Context(), func() {}
 	defer cancel()
 	if _, err := q.Wait(waitCtx, p.ID); err != nil {
@@ -114,4 +103,22 @@ func TestFileQueueWaitEndsWithContext(t *testing.T) {
 
 func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.Context(), d)
+}
+
+// oneDecision checks racing Decide calls: exactly one counted, the others
+// refused as no longer pending.
+func oneDecision(t *testing.T, errs []error) {
+	t.Helper()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, confirm.ErrNotPending):
+			t.Errorf("Decide: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d decisions counted; want 1", won)
+	}
 }
