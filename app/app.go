@@ -228,7 +228,11 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	a.chain = providers.NewChain(a.reg, &providers.ChainOptions{Filters: filters, CodeMode: a.codeMode,
 		Providers: []providers.Provider{a.namedProviders}, Loaded: a.loadedTools})
 	a.viewsBuilt(a.chain)
-	a.warm = time.AfterFunc(warmValidationAfter, registry.WarmValidation)
+	if !o.OnDemand {
+		// A server's first calls need the validator; a one-shot command
+		// compiles it on its one call, if any.
+		a.warm = time.AfterFunc(warmValidationAfter, registry.WarmValidation)
+	}
 	return a, nil
 }
 

@@ -551,7 +551,9 @@ func (c *PythonCache) resolve(name string) (string, []string, error) {
 		// the others. Two first askers both ask; the answers agree.
 		pi = lookupPython(name)
 		c.mu.Lock()
-		if _, ok := c.m[name]; !ok && len(c.m) < c.max {
+		// Only answers are kept: a failed look-up (a timeout, python3
+		// installed later) is asked again next time.
+		if _, ok := c.m[name]; !ok && pi.err == nil && len(c.m) < c.max {
 			c.m[name] = pi
 		}
 		c.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"net"
 	"os"
 	"os/exec"
@@ -366,15 +367,10 @@ func TestSandboxCancelDaemon(t *testing.T) {
 // the answer it had. The cache is bounded.
 func TestPythonCachePerOwner(t *testing.T) {
 	envtest.RequireBwrap(t)
-	if _, err := exec.LookPath("python3"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 is not installed")
-		}
-		t.Skip("python3 is not installed")
-	}
+	testenv.MustHaveExec(t, "python3", "apt-get install python3")
 	venv := filepath.Join(t.TempDir(), "venv")
 	if out, err := exec.Command("python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
-		t.Skipf("python3 cannot make a virtualenv: %v: %s", err, out)
+		testenv.Missing(t, fmt.Sprintf("python3 cannot make a virtualenv (apt-get install python3-venv): %v: %s", err, out))
 	}
 	mk := func(c *environment.PythonCache) string {
 		s, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: t.TempDir(), Python: "python3", PythonCache: c})

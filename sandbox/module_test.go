@@ -3,6 +3,8 @@ package sandbox_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -119,15 +121,10 @@ func TestBadConfig(t *testing.T) {
 // first App's answer.
 func TestPythonAskedPerApp(t *testing.T) {
 	envtest.RequireBwrap(t)
-	if _, err := exec.LookPath("python3"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 is not installed")
-		}
-		t.Skip("python3 is not installed")
-	}
+	testenv.MustHaveExec(t, "python3", "apt-get install python3")
 	venv := filepath.Join(t.TempDir(), "venv")
 	if out, err := exec.Command("python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
-		t.Skipf("python3 cannot make a virtualenv: %v: %s", err, out)
+		testenv.Missing(t, fmt.Sprintf("python3 cannot make a virtualenv (apt-get install python3-venv): %v: %s", err, out))
 	}
 	python := func(a *app.App, session string) string {
 		conn := &providers.Connection{Transport: "test", Profile: "p", SessionKey: session}
