@@ -130,7 +130,11 @@ func New(o Options) (*Console, error) {
 	}
 	c := &Console{o: o, a: o.App, mod: mod, queue: o.Queue, log: o.Logger, key: make([]byte, 32)}
 	rand.Read(c.key)
-	c.tokens = mod.principals(o.App.Config())
+	tokens, err := mod.principals(o.App.Config())
+	if err != nil {
+		return nil, err
+	}
+	c.tokens = tokens
 	if !o.Loopback {
 		admin := false
 		for _, t := range c.tokens {

@@ -659,3 +659,28 @@ func TestLiveCallsNoGap(t *testing.T) {
 		})
 	}
 }
+
+// A plain [[auth.tokens]] entry named like a console admin would log in
+// as that admin (the login cookie names its principal): the console
+// refuses to start with two tokens of one name.
+func TestDuplicateTokenNamesRefused(t *testing.T) {
+	src := strings.Replace(tokensConfig, `name = "alice"`, `name = "ops"`, 1)
+	home, ws := t.TempDir(), t.TempDir()
+	cfg, err := config.Parse("bub.toml", strings.ReplaceAll(src, "WS", ws), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(t.Context(), &app.Options{Config: cfg, Home: home, Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	c, err := New(Options{App: a, Loopback: true})
+	if err == nil {
+		c.Close()
+		t.Fatal("New accepted two tokens named ops")
+	}
+	if !strings.Contains(err.Error(), `two tokens are named "ops"`) {
+		t.Errorf("error %q; want one naming the duplicate", err)
+	}
+}

@@ -108,7 +108,12 @@ func FromApp(a *app.App) (*Module, bool) {
 
 // principals are the tokens the console accepts: its own and those of
 // [[auth.tokens]], each with its role.
-func (m *Module) principals(cfg *config.Config) []principal {
+//
+// Names must be unique: a login cookie names its principal, and a call's
+// owner is a name too, so a second token of the same name (a plain
+// [[auth.tokens]] entry named like a console admin) would take the first
+// one's rights.
+func (m *Module) principals(cfg *config.Config) ([]principal, error) {
 	var out []principal
 	for _, t := range m.Tokens {
 		out = append(out, principal{Name: t.Name, SHA256: t.SHA256, Admin: true})
@@ -116,7 +121,14 @@ func (m *Module) principals(cfg *config.Config) []principal {
 	for _, t := range cfg.Auth.Tokens {
 		out = append(out, principal{Name: t.Name, SHA256: t.SHA256, Admin: t.Admin, Profile: t.Profile})
 	}
-	return out
+	seen := map[string]bool{}
+	for _, p := range out {
+		if seen[p.Name] {
+			return nil, fmt.Errorf("console: two tokens are named %q: [[console.tokens]] and [[auth.tokens]] names must be unique, the console logs in by name", p.Name)
+		}
+		seen[p.Name] = true
+	}
+	return out, nil
 }
 
 var (
