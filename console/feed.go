@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -89,6 +90,7 @@ type feed struct {
 	f       *os.File
 	off     int64
 	partial []byte
+	buf     []byte // drain's read buffer, kept: it runs every tick
 
 	quit chan struct{}
 	done chan struct{}
@@ -312,7 +314,10 @@ func (fd *feed) tick() {
 
 // drain reads complete lines from the followed file's offset to its end.
 func (fd *feed) drain() {
-	buf := make([]byte, 64<<10)
+	if fd.buf == nil {
+		fd.buf = make([]byte, 64<<10)
+	}
+	buf := fd.buf
 	for {
 		n, err := fd.f.ReadAt(buf, fd.off)
 		if n > 0 {
@@ -357,7 +362,7 @@ func (fd *feed) add(c Call) {
 	if n := len(fd.ring); n > 0 && fd.ring[n-1].Seq > c.Seq {
 		// A PostgreSQL row that became visible late: keep the ring in
 		// Seq order (bySeq searches it).
-		i, _ := slices.BinarySearchFunc(fd.ring, c.Seq, func(x Call, s int64) int { return cmpInt(x.Seq, s) })
+		i, _ := slices.BinarySearchFunc(fd.ring, c.Seq, func(x Call, s int64) int { return cmp.Compare(x.Seq, s) })
 		fd.ring = slices.Insert(fd.ring, i, c)
 	} else {
 		fd.ring = append(fd.ring, c)
@@ -438,15 +443,7 @@ func (fd *feed) oldest() time.Time {
 func (fd *feed) bySeq(seq int64) (Call, bool) {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
-	i, ok := slices.BinarySearchFunc(fd.ring, seq, func(c Call, s int64) int {
-		switch {
-		case c.Seq < s:
-			return -1
-		case c.Seq > s:
-			return 1
-		}
-		return 0
-	})
+	i, ok := slices.BinarySearchFunc(fd.ring, seq, func(c Call, s int64) int { return cmp.Compare(c.Seq, s) })
 	if ok {
 		return fd.ring[i], true
 	}
@@ -474,14 +471,4 @@ func scanLog(dir string, since time.Time, fn func(Call) bool) {
 			return
 		}
 	}
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -415,7 +415,9 @@ func (c *Console) callPage(w http.ResponseWriter, r *http.Request, v viewer) {
 		return
 	}
 	call, ok := c.feed.bySeq(seq)
-	if !ok {
+	// Past the newest call the feed has read, there is nothing to find:
+	// no reading every retained file for a seq anyone can type.
+	if last := c.feed.lastSeq(); !ok && last > 0 && seq <= last {
 		c.scanLog(time.Time{}, func(x Call) bool {
 			if x.Seq == seq {
 				call, ok = x, true
