@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -205,6 +206,7 @@ func (u *upstream) run(ctx context.Context) {
 		if err == nil {
 			err = u.load(ctx, s)
 		}
+		err = hideURL(err, u.cfg.URL)
 		if first {
 			close(u.firstTry)
 			first = false
@@ -612,4 +614,32 @@ func (u *upstream) close() {
 	u.closed = true
 	u.setStateLocked(StateClosed, nil)
 	u.mu.Unlock()
+}
+
+// hideURL keeps an HTTP upstream's URL out of an error: its query or path
+// may hold a token (or a ${VAR} expanded from a secret), and the error
+// becomes the upstream's last error, which tool errors, status, /healthz
+// and logs show. net/http's errors quote the request URL (Post "…"), and
+// mcp-go passes them on; only scheme://host is kept.
+func hideURL(err error, configured string) error {
+	if err == nil {
+		return nil
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = urlOrigin(ue.URL)
+	}
+	if configured != "" && strings.Contains(err.Error(), configured) {
+		return errors.New(strings.ReplaceAll(err.Error(), configured, urlOrigin(configured)))
+	}
+	return err
+}
+
+// urlOrigin is raw's scheme://host, or "(url)" when raw does not parse.
+func urlOrigin(raw string) string {
+	p, err := url.Parse(raw)
+	if err != nil || p.Host == "" {
+		return "(url)"
+	}
+	return p.Scheme + "://" + p.Host
 }
