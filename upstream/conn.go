@@ -625,15 +625,29 @@ func hideURL(err error, configured string) error {
 	if err == nil {
 		return nil
 	}
+	msg := err.Error()
 	var ue *url.Error
-	if errors.As(err, &ue) {
-		ue.URL = urlOrigin(ue.URL)
+	if errors.As(err, &ue) && ue.URL != "" {
+		msg = strings.ReplaceAll(msg, ue.URL, urlOrigin(ue.URL))
 	}
-	if configured != "" && strings.Contains(err.Error(), configured) {
-		return errors.New(strings.ReplaceAll(err.Error(), configured, urlOrigin(configured)))
+	if configured != "" {
+		msg = strings.ReplaceAll(msg, configured, urlOrigin(configured))
 	}
-	return err
+	if msg == err.Error() {
+		return err
+	}
+	return &redactedError{msg: msg, err: err}
 }
+
+// redactedError is an error with its text cut (hideURL); callers may
+// still match what it wraps.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // urlOrigin is raw's scheme://host, or "(url)" when raw does not parse.
 func urlOrigin(raw string) string {
