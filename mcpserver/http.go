@@ -120,7 +120,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 	mcpRoute := func(profileInPath bool) http.Handler {
 		return chain(endpoint,
 			s.callerState(o.DefaultProfile),
-			bearerAuth(o.Tokens, o.OAuth),
+			bearerAuth(o.Tokens, o.OAuth, s.log),
 			profileRoute(profileInPath, o.Profiles),
 			requestLimits(o.RequestLimits),
 			trackAnswers(&s.posts),
@@ -157,7 +157,7 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		}
 	})
 	if o.Metrics != nil {
-		mux.Handle("GET /metrics", chain(o.Metrics, requireToken(o.Tokens, o.OAuth)))
+		mux.Handle("GET /metrics", chain(o.Metrics, requireToken(o.Tokens, o.OAuth, s.log)))
 	}
 	if o.Console != nil {
 		mux.Handle("/", o.Console)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -17,7 +18,7 @@ import (
 // first (a hash look-up); anything else goes to the resource server,
 // which answers refusals itself (401 with resource_metadata, 403
 // insufficient_scope). It runs after callerState. Neither: no link.
-func bearerAuth(tokens []Token, rs *auth.ResourceServer) Middleware {
+func bearerAuth(tokens []Token, rs *auth.ResourceServer, log *slog.Logger) Middleware {
 	if len(tokens) == 0 && rs == nil {
 		return nil
 	}
@@ -35,7 +36,7 @@ func bearerAuth(tokens []Token, rs *auth.ResourceServer) Middleware {
 			}
 			p, err := rs.Authenticate(r.Context(), r)
 			if err != nil {
-				rs.WriteError(w, r, err)
+				refuseToken(w, r, rs, log, err)
 				return
 			}
 			caller.Principal, caller.Profile = p.ID(), p.Profile
@@ -46,7 +47,7 @@ func bearerAuth(tokens []Token, rs *auth.ResourceServer) Middleware {
 
 // requireToken guards an endpoint that is not MCP (/metrics) with the
 // same credentials, when there are any.
-func requireToken(tokens []Token, rs *auth.ResourceServer) Middleware {
+func requireToken(tokens []Token, rs *auth.ResourceServer, log *slog.Logger) Middleware {
 	if len(tokens) == 0 && rs == nil {
 		return nil
 	}
@@ -61,12 +62,25 @@ func requireToken(tokens []Token, rs *auth.ResourceServer) Middleware {
 				return
 			}
 			if _, err := rs.Authenticate(r.Context(), r); err != nil {
-				rs.WriteError(w, r, err)
+				refuseToken(w, r, rs, log, err)
 				return
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// refuseToken answers an OAuth refusal and logs its cause, which the answer
+// leaves out (auth.Error.Err: an unreachable IdP, an unknown key): at
+// Warn when the server cannot check tokens (5xx), else at Debug. The
+// causes carry no token or secret.
+func refuseToken(w http.ResponseWriter, r *http.Request, rs *auth.ResourceServer, log *slog.Logger, err error) {
+	level := slog.LevelDebug
+	if e := auth.AsError(err); e == nil || e.Status >= 500 {
+		level = slog.LevelWarn
+	}
+	log.Log(r.Context(), level, "mcp.auth.refused", "path", r.URL.Path, "error", err)
+	rs.WriteError(w, r, err)
 }
 
 func unauthorized(w http.ResponseWriter) {
