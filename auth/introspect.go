@@ -36,6 +36,9 @@ func (rs *ResourceServer) introspect(ctx context.Context, token string) (map[str
 			return nil, invalidToken("unsupported token format",
 				fmt.Errorf("opaque token, and the issuer publishes no introspection_endpoint"))
 		}
+		if err := secureEndpoint("introspection_endpoint", d.IntrospectionEndpoint); err != nil {
+			return nil, errorf(503, "", "the authorization server is unavailable", "%w", err)
+		}
 		endpoint = d.IntrospectionEndpoint
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -108,6 +108,9 @@ func (c *keyCache) refresh(ctx context.Context) error {
 			if err != nil {
 				return nil, err
 			}
+			if err := secureEndpoint("jwks_uri", d.JWKSURI); err != nil {
+				return nil, err
+			}
 			jwksURL = d.JWKSURI
 		}
 		var set jose.JSONWebKeySet

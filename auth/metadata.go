@@ -70,6 +70,21 @@ func CanonicalURL(key, raw string) (string, error) {
 	return u.String(), nil
 }
 
+// secureEndpoint refuses an endpoint a discovery document names that is
+// not https (http on a loopback host only): the client secret and tokens
+// go there, so a document must not be able to send them in the clear.
+// Configured URLs are checked when the config is read.
+func secureEndpoint(key, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("auth: the issuer's %s %q is not an absolute URL", key, raw)
+	}
+	if u.Scheme == "https" || (u.Scheme == "http" && isLoopback(strings.ToLower(u.Hostname()))) {
+		return nil
+	}
+	return fmt.Errorf("auth: the issuer's %s %q is not https", key, raw)
+}
+
 func isLoopback(host string) bool {
 	if host == "localhost" {
 		return true
