@@ -52,8 +52,11 @@ func (sv *served) load() *servedSet {
 	if p := sv.set.Load(); p != nil {
 		return p
 	}
-	return &servedSet{}
+	return &noneServed
 }
+
+// noneServed is the served set before the first syncTools; never changed.
+var noneServed servedSet
 
 // store makes tools, which is not changed afterwards, the served tools.
 func (sv *served) store(tools map[string]*registry.Tool) {
@@ -65,9 +68,8 @@ func (sv *served) store(tools map[string]*registry.Tool) {
 }
 
 // syncTools brings mcp-go's tool table in line with the registry: New
-// fills it, and it runs again after the Backend's tools changed; mcp-go
-// then tells every session (notifications/tools/list_changed). Views changed even when the table
-// did not (a tool's scope), so clients are told in any case.
+// fills it, and it runs again after the Backend's tools changed, telling
+// every session (notifications/tools/list_changed).
 func (s *Server) syncTools() {
 	s.served.mu.Lock()
 	defer s.served.mu.Unlock()
@@ -88,24 +90,49 @@ func (s *Server) syncTools() {
 			delete(tools, name)
 		}
 	}
-	changed := len(del) > 0
-	if changed {
+	if len(del) > 0 {
 		s.mcp.DeleteTools(del...)
 	}
+	var add []*registry.Tool
 	for name, t := range want {
-		if tools[name] == t {
-			continue
+		if tools[name] != t {
+			add = append(add, t)
 		}
-		if err := mcpgofix.AddTool(s.mcp, server.ServerTool{Tool: MCPTool(t), Handler: s.handle}); err != nil {
+	}
+	if len(add) > 0 {
+		s.addTools(tools, add)
+	}
+	s.served.store(tools)
+	// mcp-go told clients as its table changed, which is before a list
+	// shows the change (filter lists only served tools): tell them again
+	// now that it does. Views change even when the table did not (a
+	// tool's scope), so clients are told in any case.
+	s.mcp.SendNotificationToAllClients(mcp.MethodNotificationToolsListChanged, nil)
+}
+
+// addTools adds tools to mcp-go's table and to served. One batch, so clients are told once; only when
+// mcp-go refuses a definition in it is each tool added alone, to keep the
+// others.
+func (s *Server) addTools(served map[string]*registry.Tool, add []*registry.Tool) {
+	entry := func(t *registry.Tool) server.ServerTool {
+		return server.ServerTool{Tool: MCPTool(t), Handler: s.handle}
+	}
+	batch := make([]server.ServerTool, len(add))
+	for i, t := range add {
+		batch[i] = entry(t)
+	}
+	if err := mcpgofix.AddTool(s.mcp, batch...); err == nil {
+		for _, t := range add {
+			served[t.ModelName()] = t
+		}
+		return
+	}
+	for _, t := range add {
+		if err := mcpgofix.AddTool(s.mcp, entry(t)); err != nil {
 			s.log.Warn("mcp.tool.refused", "tool", t.Name, "error", err)
 			continue
 		}
-		tools[name] = t
-		changed = true
-	}
-	s.served.store(tools)
-	if !changed {
-		s.mcp.SendNotificationToAllClients(mcp.MethodNotificationToolsListChanged, nil)
+		served[t.ModelName()] = t
 	}
 }
 

@@ -418,11 +418,19 @@ func (s *Server) filter(ctx context.Context, in []mcp.Tool) []mcp.Tool {
 			return nil
 		}
 	}
-	// Cached on the View itself, so it is freed with the View.
-	return v.Memo(mcpToolsKey{}, func() any {
+	// Only what mcp-go will dispatch is listed: a View shows a new tool
+	// as soon as the registry has it, and mcp-go's table gets it a moment
+	// later (syncTools, which then tells clients). Listing it sooner made
+	// a client's call of a listed tool fail with "not found".
+	// Cached on the View itself, so it is freed with the View, per state
+	// of the served table.
+	set := s.served.load()
+	return v.Memo(mcpToolsKey{set}, func() any {
 		out := make([]mcp.Tool, 0, len(v.Tools))
 		for _, t := range v.Tools {
-			out = append(out, MCPTool(t))
+			if _, ok := set.tools[t.ModelName()]; ok {
+				out = append(out, MCPTool(t))
+			}
 		}
 		return out
 	}).([]mcp.Tool)
@@ -430,7 +438,7 @@ func (s *Server) filter(ctx context.Context, in []mcp.Tool) []mcp.Tool {
 
 // Memo keys of the per-View work the server caches.
 type (
-	mcpToolsKey  struct{}
+	mcpToolsKey  struct{ set *servedSet }
 	objectOutKey struct{ tool *registry.Tool }
 )
 

@@ -15,14 +15,15 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// AddTool registers t with s, turning mcp-go's panic on a refused
-// definition into an error.
-func AddTool(s *server.MCPServer, t server.ServerTool) (err error) {
+// AddTool registers tools with s as one batch (one refused definition
+// refuses them all, as mcp-go stages the batch), turning mcp-go's panic
+// on a refused definition into an error.
+func AddTool(s *server.MCPServer, tools ...server.ServerTool) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("mcp-go refused the definition: %v", p)
 		}
 	}()
-	s.AddTools(t)
+	s.AddTools(tools...)
 	return nil
 }
