@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -227,7 +228,7 @@ func installCommand(env *Env) *cobra.Command {
 }
 
 // serverName is what --name may be: a bare key in every client's format.
-var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var serverName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // parseHeaders reads the --header values; a name is an HTTP token.
 func parseHeaders(raw []string) (map[string]string, error) {
@@ -260,7 +261,7 @@ func install(env *Env, name string, o installOptions) error {
 	default:
 		return &usageError{fmt.Sprintf("--scope %q: want user or project", o.scope)}
 	}
-	if !serverName.MatchString(o.name) {
+	if !serverName().MatchString(o.name) {
 		return &usageError{fmt.Sprintf("--name %q: want a short name of letters, digits, - and _", o.name)}
 	}
 	headers, err := parseHeaders(o.headers)

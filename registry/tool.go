@@ -121,7 +121,7 @@ func (t *Tool) CodeUse() bool { return !t.CommandOnly && !t.Preserve }
 // ModelName converts a runtime name into the model-facing one.
 func ModelName(name string) string { return strings.ReplaceAll(name, ".", "_") }
 
-var modelNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var modelNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // checkName rejects names models cannot call: the model name must match
 // ^[a-zA-Z0-9_-]{1,64}$, the pattern every major model API enforces.
@@ -129,7 +129,7 @@ func checkName(name string) error {
 	if name == "" {
 		return fmt.Errorf("registry: empty tool name")
 	}
-	if mn := ModelName(name); !modelNameRE.MatchString(mn) {
+	if mn := ModelName(name); !modelNameRE().MatchString(mn) {
 		return fmt.Errorf("registry: tool name %q: model name %q must match ^[a-zA-Z0-9_-]{1,64}$", name, mn)
 	}
 	return nil

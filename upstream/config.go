@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/config"
@@ -105,14 +106,14 @@ type Server struct {
 
 // serverNameRE is what a server name may be: it becomes the tools'
 // namespace, so it must fit the model-name rule.
-var serverNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`)
+var serverNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`) })
 
 // failFunc reports a bad value at a key path under the server's table.
 type failFunc func(msg string, key ...string) error
 
 // check validates a server's settings and fills in defaults.
 func (s *Server) check(fail failFunc) error {
-	if !serverNameRE.MatchString(s.name) {
+	if !serverNameRE().MatchString(s.name) {
 		return fail("server name must match ^[a-zA-Z0-9_-]{1,32}$ (it prefixes the tool names)")
 	}
 	switch s.Type {
@@ -431,7 +432,7 @@ func (e *mcpJSONServer) server(getenv func(string) string, fail failFunc) (*Serv
 }
 
 // varRE is a ${NAME}, ${env:NAME} or ${NAME:-default} reference.
-var varRE = regexp.MustCompile(`\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+var varRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`) })
 
 // expandVars replaces the variable references in v; an unset (or empty)
 // variable without a default is an error naming it, so a server never
@@ -441,8 +442,8 @@ func expandVars(v string, getenv func(string) string) (string, error) {
 		return v, nil
 	}
 	var missing []string
-	out := varRE.ReplaceAllStringFunc(v, func(ref string) string {
-		m := varRE.FindStringSubmatch(ref)
+	out := varRE().ReplaceAllStringFunc(v, func(ref string) string {
+		m := varRE().FindStringSubmatch(ref)
 		if val := getenv(m[2]); val != "" {
 			return val
 		}
@@ -457,7 +458,7 @@ func expandVars(v string, getenv func(string) string) (string, error) {
 	}
 	// What is left of v without the references bub-mcp expands: another
 	// client's ${input:x} or ${workspaceFolder} is an error, not a literal.
-	if rest := varRE.ReplaceAllString(v, ""); strings.Contains(rest, "${") {
+	if rest := varRE().ReplaceAllString(v, ""); strings.Contains(rest, "${") {
 		ref := rest[strings.Index(rest, "${"):]
 		if j := strings.IndexByte(ref, '}'); j >= 0 {
 			return "", fmt.Errorf("%s is not a variable bub-mcp expands (only ${VAR}, ${env:VAR} and ${VAR:-default})", ref[:j+1])
