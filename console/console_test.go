@@ -569,6 +569,25 @@ func TestChartsData(t *testing.T) {
 	if res, body := f.get(t, "/console/charts?range=week", ""); res.StatusCode != 200 || !strings.Contains(body, "uPlot.iife.min.js") {
 		t.Errorf("charts page: status %d", res.StatusCode)
 	}
+	// The page carries the series its table came from, so its script
+	// draws them without asking for them again (one pass over the log
+	// per view, not two).
+	_, page := f.get(t, "/console/charts?range=hour", "")
+	m := regexp.MustCompile(`data-chart="([^"]*)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("charts page without data-chart:\n%s", page)
+	}
+	var inPage ChartData
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &inPage); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(d, inPage); diff != "" {
+		t.Errorf("the page's series differ from /charts/data's (-data +page):\n%s", diff)
+	}
+	_, js := f.get(t, "/console/static/charts.js", "")
+	if strings.Contains(js, "fetch(") {
+		t.Error("charts.js fetches its data again")
+	}
 }
 
 func TestReadOnlyPages(t *testing.T) {
