@@ -136,3 +136,37 @@ func TestUpstreamsQuarantineApprove(t *testing.T) {
 		return false
 	})
 }
+
+// TestUpstreamCredentials: the upstreams page says plainly that no
+// upstream has per-principal credentials yet, and what each server is
+// sent instead, by name only: never a header's, a variable's or an
+// environment entry's value.
+func TestUpstreamCredentials(t *testing.T) {
+	const secretHeader, secretEnv, secretToken = "hdr-s3cr3t-value", "env-s3cr3t-value", "tok-s3cr3t-value"
+	src := tokensConfig + fakeUpstream(t) + `env = { API_KEY = "` + secretEnv + `" }
+[upstreams.remote]
+url = "http://127.0.0.1:1/mcp"
+bearer_token_env = "REMOTE_TOKEN"
+headers = { X-Api-Key = "` + secretHeader + `", X-Tenant = "tenant-s3cr3t" }
+[upstreams.plain]
+url = "http://127.0.0.1:1/mcp"
+`
+	t.Setenv("REMOTE_TOKEN", secretToken)
+	f := newFixture(t, src, true)
+	_, body := f.get(t, "/console/upstreams", adminToken)
+	for _, want := range []string{
+		`Per-principal credentials: <strong>none yet</strong>`,
+		`<tr><td>remote</td><td>bearer token from <code>$REMOTE_TOKEN</code>; headers <code>X-Api-Key</code>, <code>X-Tenant</code>, shared by every principal</td><td>no</td></tr>`,
+		`<tr><td>fake</td><td>environment <code>API_KEY</code>, shared by every principal</td><td>no</td></tr>`,
+		`<tr><td>plain</td><td>nothing configured</td><td>no</td></tr>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("upstreams page has no %s:\n%s", want, body)
+		}
+	}
+	for _, secret := range []string{secretHeader, secretEnv, secretToken, "tenant-s3cr3t"} {
+		if strings.Contains(body, secret) {
+			t.Errorf("upstreams page shows the value %q", secret)
+		}
+	}
+}
