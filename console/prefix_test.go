@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/auth"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -150,5 +153,43 @@ func TestWhoOf(t *testing.T) {
 		if diff := cmp.Diff(tc.want, whoOf(tc.id)); diff != "" {
 			t.Errorf("whoOf(%q) (-want +got):\n%s", tc.id, diff)
 		}
+	}
+}
+
+// TestOAuthIsAuth: OAuth principals with a console rule are someone who
+// can log in, so a console beyond loopback may run on them alone; and
+// with them configured a loopback console has no anonymous local admin.
+func TestOAuthIsAuth(t *testing.T) {
+	rs, err := auth.NewResourceServer(auth.Options{Issuer: "https://idp.example.com", PublicURL: "https://mcp.example.com",
+		Rules: []auth.Rule{{Claim: "groups", Value: "ops", Profile: "default"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	cfg, err := config.Parse("bub.toml", strings.ReplaceAll(plainConfig, "WS", ws), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(t.Context(), &app.Options{Config: cfg, Home: t.TempDir(), Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for _, loopback := range []bool{false, true} {
+		c, err := New(Options{App: a, Loopback: loopback, OAuth: rs})
+		if err != nil {
+			t.Fatalf("New (loopback %v) with OAuth and no token: %v", loopback, err)
+		}
+		srv := httptest.NewServer(c.Handler())
+		res, err := noRedirect.Get(srv.URL + "/console/approvals/list")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("loopback %v: GET /console/approvals/list without a token = %d; want 401", loopback, res.StatusCode)
+		}
+		srv.Close()
+		c.Close()
 	}
 }
