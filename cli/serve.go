@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"syscall"
 	"time"
 
@@ -126,7 +127,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	for i, t := range cfg.Auth.Tokens {
 		tokens[i] = mcpserver.Token{Name: t.Name, SHA256: t.SHA256, Profile: t.Profile}
 	}
-	oauth, err := oauthServer(cfg)
+	oauth, err := oauthServer(cfg, nil)
 	if err != nil {
 		return err
 	}
@@ -147,9 +148,14 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	}
 	var con http.Handler
 	if m, ok := console.FromApp(a); ok && m.Enabled {
-		// The console's own auth: [[console.tokens]] and [[auth.tokens]]
-		// (admin = true for everything); beyond loopback it needs them.
-		cs, err := console.New(console.Options{App: a, Loopback: loopback, AllowedHosts: cfg.Server.AllowedHosts, Logger: env.Logger, Version: VersionString()})
+		// The console's own auth: [[console.tokens]], [[auth.tokens]]
+		// (admin = true for everything) and OAuth rules with console =
+		// true; beyond loopback it needs one of them.
+		conOAuth, err := consoleOAuth(cfg)
+		if err != nil {
+			return err
+		}
+		cs, err := console.New(console.Options{App: a, Loopback: loopback, AllowedHosts: cfg.Server.AllowedHosts, Logger: env.Logger, Version: VersionString(), OAuth: conOAuth})
 		if err != nil {
 			return fmt.Errorf("[console] enabled: %w", err)
 		}
@@ -171,6 +177,9 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		Loopback:       loopback,
 		CORSOrigins:    cfg.Server.CORSOrigins,
 	})
+	if con != nil {
+		handler = consoleEntry(handler)
+	}
 	if check {
 		printChecked(env, cfg.Path, filepath.Join(a.Home(), upstream.MCPJSONName), len(profiles))
 		return nil
@@ -243,9 +252,12 @@ func hotReload(ctx context.Context, a *app.App, poll time.Duration) (stop func()
 
 // oauthServer builds the OAuth resource server of [auth.oauth]; nil
 // without one. It contacts the issuer only on the first request.
-func oauthServer(cfg *config.Config) (*auth.ResourceServer, error) {
+//
+// keep, when set, keeps only the rules it accepts (the console's); nil
+// when none is kept.
+func oauthServer(cfg *config.Config, keep func(config.OAuthRule) bool) (*auth.ResourceServer, error) {
 	o := cfg.Auth.OAuth
-	if o == nil {
+	if o == nil || (keep != nil && !slices.ContainsFunc(o.Rules, keep)) {
 		return nil, nil
 	}
 	opts := auth.Options{
@@ -259,7 +271,9 @@ func oauthServer(cfg *config.Config) (*auth.ResourceServer, error) {
 		ResourceName:   "bub-mcp",
 	}
 	for _, r := range o.Rules {
-		opts.Rules = append(opts.Rules, auth.Rule{Claim: r.Claim, Value: r.Value, Profile: r.Profile})
+		if keep == nil || keep(r) {
+			opts.Rules = append(opts.Rules, auth.Rule{Claim: r.Claim, Value: r.Value, Profile: r.Profile})
+		}
 	}
 	if in := o.Introspection; in != nil {
 		opts.Introspection = &auth.Introspection{URL: in.URL, ClientID: in.ClientID, ClientSecret: in.ClientSecret}

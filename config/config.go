@@ -285,6 +285,9 @@ type OAuthRule struct {
 	Claim   string `toml:"claim"`
 	Value   string `toml:"value"`
 	Profile string `toml:"profile"`
+	// Console also lets a matching token use the whole operator console
+	// (as an [[auth.tokens]] token with admin = true).
+	Console bool `toml:"console"`
 }
 
 // Token maps a bearer token to a profile. Only the token's SHA-256 is

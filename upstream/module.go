@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -321,6 +322,13 @@ type Status struct {
 	Pin         string `json:"pin"`
 	Quarantined int    `json:"quarantined"`
 	Unapproved  int    `json:"unapproved,omitempty"`
+	// BearerTokenEnv, Headers and Env say what credentials bub-mcp sends
+	// the server, by name only, never a value: the variable of
+	// bearer_token_env, the header names, a stdio server's environment
+	// variable names (sorted). Every principal's calls use them alike.
+	BearerTokenEnv string   `json:"bearer_token_env,omitempty"`
+	Headers        []string `json:"headers,omitempty"`
+	Env            []string `json:"env,omitempty"`
 }
 
 // Status reports every upstream, sorted by name.
@@ -331,6 +339,9 @@ func (m *Module) Status() []Status {
 		st := u.status()
 		st.Pin = u.cfg.pinMode()
 		st.Quarantined, st.Unapproved = m.pinCounts(u.cfg.name)
+		st.BearerTokenEnv = u.cfg.BearerTokenEnv
+		st.Headers = slices.Sorted(maps.Keys(u.cfg.Headers))
+		st.Env = slices.Sorted(maps.Keys(u.cfg.Env))
 		out = append(out, st)
 	}
 	return out
