@@ -32,7 +32,7 @@ func TestStoreConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: testRegistry(), Modules: []string{"test.probe"}, Home: t.TempDir(),
+			a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: testRegistry(), Modules: []string{"test_probe"}, Home: t.TempDir(),
 				Workspace: t.TempDir(), Getenv: func(k string) string { return env[k] }})
 			if tt.wantErr == "" {
 				if err != nil {

@@ -217,7 +217,7 @@ func TestForkedSandboxProcesses(t *testing.T) {
 	}
 	const limit = 20
 	profiles := "[profiles.default]\ncode_mode = true\nenvironment = \"sandbox\"\n\n[profiles.default.sandbox]\nprocesses = " + strconv.Itoa(limit) + "\n"
-	f := newForkedApp(t, appOptions{profiles: profiles, modules: []string{"codemode", "spill", "sandbox"}})
+	f := newForkedApp(t, appOptions{profiles: profiles, modules: []string{"codemode", "spill"}})
 	code := "import os, time\nn = 0\ntry:\n    while n < 10000:\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)\n"
 	for range 2 { // the second run gets the whole limit again
 		res := f.run(context.Background(), t, code, 30)

@@ -227,14 +227,6 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.err)
 		}
 	}
-	c, err := Parse("t.toml", "[profiles.p.sandbox]\nmemory = \"256MiB\"\nfile_size = 1024\nnetwork = \"host\"\nread_only = [\"/opt\"]\n", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &Sandbox{Memory: 256 << 20, FileSize: 1024, Network: "host", ReadOnly: []string{"/opt"}}
-	if diff := cmp.Diff(want, c.Profiles["p"].Sandbox); diff != "" {
-		t.Errorf("sandbox table (-want +got):\n%s", diff)
-	}
 }
 
 // FuzzParse holds Parse to its contract on any source: it never panics,

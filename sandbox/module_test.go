@@ -30,7 +30,7 @@ func newApp(t *testing.T, src string) (*app.App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"builtin", "sandbox"},
+	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"builtin"},
 		Home: t.TempDir(), Workspace: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }})
 	if err != nil {
 		return nil, err
@@ -99,11 +99,17 @@ func TestBadConfig(t *testing.T) {
 	envtest.RequireBwrap(t)
 	tests := []struct{ name, src, want string }{
 		{"network", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nnetwork = \"wifi\"\n", `t.toml:4: profiles.p.sandbox.network: must be "none" or "host"`},
-		{"memory unit", "[profiles.p.sandbox]\nmemory = \"12 parsecs\"\n", "t.toml:2"},
-		{"memory too small", "[profiles.p.sandbox]\nmemory = 1000\n", "profiles.p.sandbox.memory: must be at least 16MiB"},
-		{"negative processes", "[profiles.p.sandbox]\nprocesses = -1\n", "profiles.p.sandbox.processes: must be >= 0"},
-		{"unknown key", "[profiles.p.sandbox]\nmemroy = \"1GiB\"\n", "profiles.p.sandbox.memroy: unknown key"},
+		{"memory unit", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nmemory = \"12 parsecs\"\n", "t.toml:4"},
+		{"memory too small", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nmemory = 1000\n", "profiles.p.sandbox.memory: must be at least 16MiB"},
+		{"negative processes", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nprocesses = -1\n", "profiles.p.sandbox.processes: must be >= 0"},
+		{"unknown key", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nmemroy = \"1GiB\"\n", "t.toml:4: profiles.p.sandbox.memroy: unknown key"},
+		{"sandbox table of a local profile", "[profiles.p.sandbox]\nmemory = \"1GiB\"\n", `profiles.p.sandbox: only read with environment = "sandbox"; write [profiles.p.environment] kind = "sandbox"`},
 		{"missing bwrap", "[sandbox]\nbwrap = \"/nonexistent/bwrap\"\n[profiles.p]\nenvironment = \"sandbox\"\n", `t.toml:2: sandbox.bwrap: profile "p" runs in the sandbox, which needs bubblewrap`},
+		{"nested: network", "[profiles.p.environment]\nkind = \"sandbox\"\nnetwork = \"wifi\"\n", `t.toml:3: profiles.p.environment.network: must be "none" or "host"`},
+		{"nested: unknown key", "[profiles.p.environment]\nkind = \"sandbox\"\nmemroy = \"1GiB\"\n", "t.toml:3: profiles.p.environment.memroy: unknown key"},
+		{"nested: key of another kind", "[profiles.p.environment]\nkind = \"local\"\nmemory = \"1GiB\"\n", "t.toml:3: profiles.p.environment.memory: unknown key"},
+		{"nested: unknown kind", "[profiles.p.environment]\nkind = \"docker\"\n", `t.toml:2: profiles.p.environment.kind: unknown environment "docker" (registered: local, sandbox; forgotten import?)`},
+		{"nested: missing bwrap", "[profiles.p.environment]\nkind = \"sandbox\"\nbwrap = \"/nonexistent/bwrap\"\n", `t.toml:3: profiles.p.environment.bwrap: profile "p" runs in the sandbox, which needs bubblewrap`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
