@@ -187,16 +187,9 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	if tools.MaxConcurrency < 0 {
 		return nil, o.Config.Fail("must be >= 0", "tools", "max_concurrency")
 	}
-	so := &sessions.Options{CommitInterval: o.Config.Server.AuditCommitInterval.Duration, Logger: o.Logger}
-	if err := storeOptions(o.Config, o.Getenv, so); err != nil {
+	pgDSN, err := a.openStore(ctx, &o)
+	if err != nil {
 		return nil, err
-	}
-	if so.Store != "" && so.Store != "file" {
-		a.replica = replicaName(o.Getenv) // a shared store: name this replica
-	}
-	var serr error
-	if a.store, serr = sessions.Open(o.Home, so); serr != nil {
-		return nil, fmt.Errorf("app: %w", serr)
 	}
 	defer func() {
 		if err != nil {
@@ -205,10 +198,6 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 			}
 		}
 	}()
-	pgDSN := ""
-	if so.Store == "postgres" {
-		pgDSN = so.DSN
-	}
 	if a.audit, err = openAudit(o.Config, a.store.Home(), pgDSN, &o); err != nil {
 		return nil, err
 	}

@@ -16,14 +16,15 @@ func TestStoreConfig(t *testing.T) {
 		{"default file", "", ""},
 		{"file", "[store]\nkind = \"file\"\n", ""},
 		{"postgres from env", "[store]\nkind = \"postgres\"\ndsn_env = \"PG_DSN\"\npool_size = 4\n", ""},
-		{"unknown kind", "[store]\nkind = \"redis\"\n", `store.kind: unknown store kind "redis"`},
+		{"unknown kind", "[store]\nkind = \"redis\"\n", `test.toml:2: store.kind: unknown store "redis" (registered: file, postgres; forgotten import?)`},
 		{"postgres without dsn", "[store]\nkind = \"postgres\"\n", "store.kind: kind = \"postgres\" needs dsn or dsn_env"},
 		{"both dsn", "[store]\nkind = \"postgres\"\ndsn = \"x\"\ndsn_env = \"PG_DSN\"\n", "store.dsn: set dsn or dsn_env, not both"},
 		{"empty env", "[store]\nkind = \"postgres\"\ndsn_env = \"NOPE\"\n", "store.dsn_env: environment variable NOPE is empty or unset"},
-		{"dsn for file", "[store]\ndsn = \"x\"\n", "store.kind: dsn, dsn_env and pool_size need kind = \"postgres\""},
+		{"dsn for file", "[store]\ndsn = \"x\"\n", "test.toml:2: store.dsn: unknown key"},
 		{"bad pool", "[store]\nkind = \"postgres\"\ndsn = \"postgres://x@127.0.0.1:1/db\"\npool_size = -1\n", "store.pool_size: must be >= 0"},
 		{"bad dsn", "[store]\nkind = \"postgres\"\ndsn = \"::not a dsn\"\n", "postgres dsn"},
-		{"unknown key", "[store]\nkind = \"file\"\nurl = \"x\"\n", "store.url"},
+		{"unknown key", "[store]\nkind = \"file\"\nurl = \"x\"\n", "test.toml:3: store.url: unknown key"},
+		{"unknown postgres key", "[store]\nkind = \"postgres\"\ndsn_env = \"PG_DSN\"\npool = 4\n", "test.toml:4: store.pool: unknown key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

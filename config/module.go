@@ -126,3 +126,20 @@ func (c *Config) NewModuleRef(kind string, table ...string) *ModuleRef {
 	table = append([]string(nil), table...)
 	return &ModuleRef{Kind: kind, Table: table, KindKey: table, cfg: c}
 }
+
+// ModuleTable reads a top-level table that picks a module by kind, such
+// as [store] kind = "postgres", as a ModuleRef whose other keys are the
+// module's; a missing table means kind "".
+func (c *Config) ModuleTable(key string) (*ModuleRef, error) {
+	c.mu.Lock()
+	if c.claimed == nil {
+		c.claimed = map[string]bool{}
+	}
+	c.claimed[key] = true
+	prim, ok := c.tables[key]
+	c.mu.Unlock()
+	if !ok {
+		return c.NewModuleRef("", key), nil
+	}
+	return c.ModuleRefAt(prim, "", toml.Primitive{}, key)
+}
