@@ -3,6 +3,7 @@ package codemode_test
 import (
 	"context"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -148,7 +149,7 @@ func TestForkedNoSurvivors(t *testing.T) {
 // spawned process is: its own pid namespace with its own /proc, no
 // capabilities, only loopback, and no sight of another run's processes.
 func TestForkedSandboxIsolation(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	ws := t.TempDir()
 	f := newForkedApp(t, appOptions{env: "sandbox", ws: ws})
 	code := "import os, socket\n" +
@@ -211,7 +212,7 @@ func TestForkedSandboxIsolation(t *testing.T) {
 // TestForkedSandboxProcesses: the sandbox's processes limit holds for
 // each forked run on its own.
 func TestForkedSandboxProcesses(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	if os.Geteuid() != 0 {
 		t.Skip("a per-run processes limit needs the pids cgroup (root); without it runs are spawned")
 	}

@@ -17,7 +17,6 @@ import (
 	_ "github.com/bubbuild/bub-mcp/builtin"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
-	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	_ "github.com/bubbuild/bub-mcp/sandbox"
@@ -52,7 +51,7 @@ func bash(t *testing.T, a *app.App, profile, cmd string) registry.Result {
 // TestProfilePolicy: a profile's [profiles.<name>.sandbox] table reaches
 // its sandbox; another profile's limits do not.
 func TestProfilePolicy(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	a, err := newApp(t, `
 [profiles.tight]
 environment = "sandbox"
@@ -96,7 +95,7 @@ environment = "sandbox"
 }
 
 func TestBadConfig(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	tests := []struct{ name, src, want string }{
 		{"network", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nnetwork = \"wifi\"\n", `t.toml:4: profiles.p.sandbox.network: must be "none" or "host"`},
 		{"memory unit", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nmemory = \"12 parsecs\"\n", "t.toml:4"},
@@ -126,7 +125,7 @@ func TestBadConfig(t *testing.T) {
 // (here after a virtualenv was put first on PATH) instead of reusing the
 // first App's answer.
 func TestPythonAskedPerApp(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	testenv.MustHaveExec(t, "python3", "apt-get install python3")
 	venv := filepath.Join(t.TempDir(), "venv")
 	if out, err := exec.Command("python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {

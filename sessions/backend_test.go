@@ -1,7 +1,7 @@
 package sessions
 
 import (
-	"os"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os/exec"
 	"strings"
 	"testing"
@@ -48,13 +48,7 @@ func TestRegister(t *testing.T) {
 // tools import), links no database driver; PostgreSQL comes with
 // sessions/pgstore only.
 func TestNoDatabaseDriverLinked(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no go command: %v", err)
-		}
-		t.Skipf("no go command: %v", err)
-	}
+	goBin := testenv.MustHaveExec(t, "go", "install Go (go.dev/dl)")
 	for _, pkg := range []string{"github.com/bubbuild/bub-mcp/sessions", "github.com/bubbuild/bub-mcp/registry"} {
 		out, err := exec.Command(goBin, "list", "-deps", pkg).CombinedOutput()
 		if err != nil {
