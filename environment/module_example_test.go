@@ -4,15 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"log/slog"
-	"os"
-	"path/filepath"
 
 	"github.com/bubbuild/bub-mcp/app"
-	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
-	"github.com/bubbuild/bub-mcp/providers"
-	"github.com/bubbuild/bub-mcp/registry"
 )
 
 // taggedModule is a configurable Environment: the module
@@ -59,39 +53,11 @@ func init() { app.RegisterModule(new(taggedModule)) }
 // nested table [profiles.<name>.environment]: kind chooses the module
 // environment.<kind>, the other keys are the module's own.
 func ExampleModule() {
-	dir, err := os.MkdirTemp("", "bub-example-")
+	out, err := readNote("[profiles.default.environment]\nkind = \"tagged\"\ntag = \"[draft] \"\n")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("ship it\n"), 0o644); err != nil {
-		log.Fatal(err)
-	}
-	src := fmt.Sprintf("[profiles.default]\nworkspace = %q\n[profiles.default.environment]\nkind = \"tagged\"\ntag = \"[draft] \"\n", dir)
-	cfg, err := config.Parse("bub.toml", src, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	type readArgs struct {
-		Path string `json:"path"`
-	}
-	reg := registry.New()
-	reg.MustRegister(registry.MustNewTool("notes.read", "Read a note.", func(ctx context.Context, tc *registry.ToolContext, in readArgs) (string, error) {
-		return tc.Env.ReadText(ctx, in.Path)
-	}))
-	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: reg, Modules: []string{}, Home: filepath.Join(dir, ".bub"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer a.Close()
-
-	ctx := context.Background()
-	conn := &providers.Connection{Transport: "stdio"}
-	if err := a.Resolve(ctx, conn); err != nil {
-		log.Fatal(err)
-	}
-	res := a.Call(ctx, conn, app.Request{Tool: "notes_read", Args: []byte(`{"path":"notes.txt"}`)})
-	fmt.Print(res.Output())
+	fmt.Print(out)
 	// Output:
 	// [draft] ship it
 }
