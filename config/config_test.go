@@ -237,6 +237,8 @@ func FuzzParse(f *testing.F) {
 		"[profiles.a]\nsessions = [\"\"]\n", "[[auth.tokens]]\nprofile = \"x\"\n",
 		"[[auth.tokens]]\nenv = \"T\"\nsha256 = \"ab\"\n", "[server]\nmax_message_bytes = \"16 MiB\"\n",
 		"[server\n", "a.b.c = 1\n[a]\nb = 2\n", "[profiles.\"x.y\"]\n", "[profiles.default]\nworkspace = \"~/w\"\n",
+		"[profiles.p.environment]\nkind = \"sandbox\"\nmemory = 1\n", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nnetwork = \"host\"\n",
+		"[profiles.p]\nenvironment = [1]\n", "[store]\nkind = \"postgres\"\n",
 	} {
 		f.Add(seed)
 	}
