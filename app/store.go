@@ -49,7 +49,7 @@ func (a *App) openStore(ctx context.Context, o *Options) (pgDSN string, err erro
 		return "", at.FailKind("module " + m.BubModule().ID + " opens no store (it lacks OpenBackend)")
 	}
 	kind := m.BubModule().Name()
-	if kind != "file" {
+	if kind != "file" && kind != sessions.MemoryKind {
 		a.replica = replicaName(o.Getenv) // a shared store: name this replica
 	}
 	if kind == "postgres" {

@@ -15,8 +15,10 @@ func TestStoreConfig(t *testing.T) {
 	tests := []struct{ name, src, wantErr string }{
 		{"default file", "", ""},
 		{"file", "[store]\nkind = \"file\"\n", ""},
+		{"memory", "[store]\nkind = \"memory\"\n", ""},
+		{"memory has no keys", "[store]\nkind = \"memory\"\ndsn = \"x\"\n", "test.toml:3: store.dsn: unknown key"},
 		{"postgres from env", "[store]\nkind = \"postgres\"\ndsn_env = \"PG_DSN\"\npool_size = 4\n", ""},
-		{"unknown kind", "[store]\nkind = \"redis\"\n", `test.toml:2: store.kind: unknown store "redis" (registered: file, postgres; forgotten import?)`},
+		{"unknown kind", "[store]\nkind = \"redis\"\n", `test.toml:2: store.kind: unknown store "redis" (registered: file, memory, postgres; forgotten import?)`},
 		{"postgres without dsn", "[store]\nkind = \"postgres\"\n", "store.kind: kind = \"postgres\" needs dsn or dsn_env"},
 		{"both dsn", "[store]\nkind = \"postgres\"\ndsn = \"x\"\ndsn_env = \"PG_DSN\"\n", "store.dsn: set dsn or dsn_env, not both"},
 		{"empty env", "[store]\nkind = \"postgres\"\ndsn_env = \"NOPE\"\n", "store.dsn_env: environment variable NOPE is empty or unset"},

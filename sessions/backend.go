@@ -10,8 +10,8 @@ import (
 )
 
 // A Backend keeps a Store's tapes: files under $BUB_HOME (the default,
-// kind "file"), or a database shared by replicas (sessions/pgstore
-// registers "postgres"). Tapes of temp/ sessions never reach a backend:
+// kind "file"), this process's memory (kind "memory"), or a database
+// shared by replicas (sessions/pgstore registers "postgres"). Tapes of temp/ sessions never reach a backend:
 // they live in memory. The Tape above a backend does what every engine
 // shares (ids, the summary, the AppendAsync queue, settings replay,
 // spills); a backend only stores lines and the summary of them.
@@ -144,7 +144,7 @@ type OpenBackend func(o BackendOptions) (Backend, error)
 const StoreNamespace = "store"
 
 // StoreModule is a store module, registered in package modules under the
-// ID "store.<kind>" ("store.file" here, "store.postgres" in
+// ID "store.<kind>" ("store.file" and "store.memory" here, "store.postgres" in
 // sessions/pgstore). The application decodes the [store] table into a
 // new instance and opens the Store's backend with it.
 type StoreModule interface {

@@ -28,6 +28,7 @@ func TestRegister(t *testing.T) {
 		{"nil", "x", nil},
 		{"empty kind", "", openFileBackend},
 		{"twice", "file", openFileBackend},
+		{"dotted kind", "x.y", openFileBackend},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,7 +40,7 @@ func TestRegister(t *testing.T) {
 			Register(tt.kind, tt.open)
 		})
 	}
-	if diff := cmp.Diff([]string{"file"}, Backends()); diff != "" {
+	if diff := cmp.Diff([]string{"file", MemoryKind}, Backends()); diff != "" {
 		t.Errorf("Backends (-want +got):\n%s", diff)
 	}
 }

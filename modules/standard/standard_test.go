@@ -13,7 +13,7 @@ import (
 func TestStandardSet(t *testing.T) {
 	for _, id := range []string{
 		"builtin", "codemode", "confirm", "limits", "skills", "spill", "toolsearch", "upstream",
-		"environment.local", "environment.sandbox", "store.file", "store.postgres",
+		"environment.local", "environment.sandbox", "store.file", "store.memory", "store.postgres",
 	} {
 		if _, err := modules.Lookup(id); err != nil {
 			t.Errorf("module %s: %v", id, err)
