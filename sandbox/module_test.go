@@ -48,14 +48,14 @@ func bash(t *testing.T, a *app.App, profile, cmd string) registry.Result {
 	return a.Call(t.Context(), conn, app.Request{Tool: "bash", Args: b, Mode: app.Direct})
 }
 
-// TestProfilePolicy: a profile's [profiles.<name>.sandbox] table reaches
-// its sandbox; another profile's limits do not.
+// TestProfilePolicy: a profile's sandbox keys reach its sandbox; another
+// profile's limits do not. tight uses the nested table, limited the
+// spelling from before modules were namespaced: both configure the same.
 func TestProfilePolicy(t *testing.T) {
 	testenv.MustHaveBwrap(t)
 	a, err := newApp(t, `
-[profiles.tight]
-environment = "sandbox"
-[profiles.tight.sandbox]
+[profiles.tight.environment]
+kind = "sandbox"
 memory = "256MiB"
 file_size = 4096
 processes = 30
@@ -63,6 +63,11 @@ cpu_seconds = 100
 
 [profiles.loose]
 environment = "sandbox"
+
+[profiles.limited]
+environment = "sandbox"
+[profiles.limited.sandbox]
+memory = "256MiB"
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +75,9 @@ environment = "sandbox"
 	alloc := `python3 -c 'b = bytearray(1 << 30); print("allocated")'`
 	if res := bash(t, a, "tight", alloc); res.Err == nil || !strings.Contains(res.Err.Message, "MemoryError") {
 		t.Errorf("1 GiB in tight = %+v; want a MemoryError", res)
+	}
+	if res := bash(t, a, "limited", alloc); res.Err == nil || !strings.Contains(res.Err.Message, "MemoryError") {
+		t.Errorf("1 GiB in limited (old spelling) = %+v; want a MemoryError", res)
 	}
 	if res := bash(t, a, "loose", alloc); res.Err != nil || res.Text != "allocated" {
 		t.Errorf("1 GiB in loose = %+v; want allocated", res)
