@@ -16,6 +16,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/sandbox"
 )
 
 // Defaults of the [upstreams.<name>] settings, each next to its use.
@@ -53,7 +54,7 @@ type Server struct {
 	// Sandbox is [upstreams.<name>.sandbox], with the keys of a profile's
 	// sandbox table (network, read_only, read_write, memory, ...); only
 	// with environment = "sandbox".
-	Sandbox *config.Sandbox `toml:"sandbox"`
+	Sandbox *sandbox.Config `toml:"sandbox"`
 	// URL is a streamable HTTP endpoint; Headers are sent with every
 	// request and BearerTokenEnv names a variable whose value is sent as
 	// "Authorization: Bearer <value>".
@@ -99,9 +100,10 @@ type Server struct {
 
 	name   string // the table's name
 	origin string // "bub.toml" or the mcp.json path, for messages
-	// policy is Sandbox checked, with [sandbox] bwrap and its paths
-	// absolute; set by the module for environment = "sandbox".
-	policy environment.SandboxPolicy
+	// envModule is the environment.sandbox module Sandbox configures,
+	// checked, with [sandbox] as its defaults; set by the module for
+	// environment = "sandbox", nil otherwise.
+	envModule environment.Module
 }
 
 // serverNameRE is what a server name may be: it becomes the tools'
@@ -496,9 +498,11 @@ func (s *Server) resolveCwd(base string) {
 		return p
 	}
 	s.Cwd = abs(s.Cwd)
-	for _, l := range [][]string{s.policy.ReadOnly, s.policy.ReadWrite} {
-		for i, p := range l {
-			l[i] = abs(p)
+	if s.Sandbox != nil {
+		for _, l := range [][]string{s.Sandbox.ReadOnly, s.Sandbox.ReadWrite} {
+			for i, p := range l {
+				l[i] = abs(p)
+			}
 		}
 	}
 }

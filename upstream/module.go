@@ -50,9 +50,6 @@ type Module struct {
 	ups     []*upstream // sorted by name
 	cache   string      // directory of remembered tool lists
 	memory  memory      // gives back what large results cost
-	// pythons is where Python lives, for sandboxed servers' sandboxes
-	// (which mount its installation), asked once per module.
-	pythons *environment.PythonCache
 	// pinStore keeps the servers' pinned tool definitions; pins is what
 	// this process knows of each server's (pin.go).
 	pinStore PinStore
@@ -105,7 +102,6 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		}
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.pythons = environment.NewPythonCache(0)
 	m.cache = filepath.Join(a.Home(), "upstreams")
 	m.pinStore = FilePinStore{Dir: m.cache}
 	m.hot.init(a)
@@ -259,14 +255,16 @@ func (m *Module) servers(cfg *config.Config) ([]*Server, error) {
 		if err := s.check(fail); err != nil {
 			return nil, err
 		}
+		s.resolveCwd(base)
 		if s.URL == "" && s.envName() == environment.SandboxName {
-			pol, err := sandbox.Policy(cfg, s.Sandbox, fmt.Sprintf("upstream %q", name), "upstreams", name, "sandbox")
+			at := cfg.NewModuleRef(environment.SandboxName, "upstreams", name, "sandbox")
+			at.KindKey = []string{"upstreams", name, "environment"}
+			m, err := sandbox.Policy(at, s.Sandbox)
 			if err != nil {
 				return nil, err
 			}
-			s.policy = pol
+			s.envModule = m
 		}
-		s.resolveCwd(base)
 		if prev, ok := byName[name]; ok {
 			m.log.Info("upstream.override", "upstream", name, "used", "bub.toml", "ignored", prev.origin)
 		}

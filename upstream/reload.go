@@ -119,7 +119,7 @@ func othersDigest(src []byte) string {
 // serverDigest identifies everything a server's table says (configDigest
 // is only what process it is): any difference restarts the server.
 func serverDigest(s *Server) string {
-	b, _ := json.Marshal([]any{s, s.origin, s.policy})
+	b, _ := json.Marshal([]any{s, s.origin, s.envModule})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
