@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bubbuild/bub-mcp/console"
-	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 )
 
 // consoleCommand is `bub-mcp console`.
@@ -50,7 +50,7 @@ func runConsole(ctx context.Context, env *Env, c *common, addr string) error {
 	if addr == "" {
 		addr = console.DefaultListen
 	}
-	loopback := mcpserver.IsLoopback(addr)
+	loopback := streamhttp.IsLoopback(addr)
 	con, err := console.New(console.Options{App: a, Loopback: loopback, AllowedHosts: a.Config().Server.AllowedHosts, Logger: env.Logger, Version: VersionString()})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
@@ -93,7 +94,7 @@ func post(t *testing.T, url string, header map[string]string, line string) (int,
 // answers every such request -32601.
 func TestExtensionMethods(t *testing.T) {
 	srv := newEchoServer(t)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 

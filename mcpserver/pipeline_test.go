@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/client"
@@ -41,7 +43,7 @@ func TestOnePipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -55,7 +57,7 @@ func TestOnePipeline(t *testing.T) {
 		outR, outW := io.Pipe()
 		sctx, cancel := context.WithCancel(ctx)
 		t.Cleanup(cancel)
-		go srv.ServeStdio(sctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+		go stdio.Serve(sctx, srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
 		c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(nil)), client.WithProtocolVersion(version))
 		if err := c.Start(ctx); err != nil {
 			t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 	_ "github.com/bubbuild/bub-mcp/codemode" // run_code for the nested-call test
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/telemetry"
@@ -45,7 +47,7 @@ type tracedOptions struct {
 	src     string   // bub.toml
 	modules []string // app modules; nil means none
 	exts    []mcpserver.Extension
-	tokens  []mcpserver.Token
+	tokens  []streamhttp.Token
 }
 
 func telRegistry() *registry.Registry {
@@ -88,7 +90,7 @@ func newTraced(t *testing.T, o tracedOptions) *tracedServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}, Tokens: o.tokens, Metrics: tel.MetricsHandler()})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}, Tokens: o.tokens, Metrics: tel.MetricsHandler()})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -108,7 +110,7 @@ func (s *tracedServer) stdio(t *testing.T, version string) *client.Client {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+		stdio.Serve(ctx, s.srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
 	}()
 	t.Cleanup(func() { cancel(); inW.Close(); <-done })
 	c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(nil)), client.WithProtocolVersion(version))
@@ -458,7 +460,7 @@ func TestTelemetryMetrics(t *testing.T) {
 // one, since the metrics name tools and their use.
 func TestMetricsNeedToken(t *testing.T) {
 	const tok = "metrics-token"
-	s := newTraced(t, tracedOptions{src: "[profiles.default]\n", tokens: []mcpserver.Token{{Name: "prom", SHA256: config.HashToken(tok), Profile: "default"}}})
+	s := newTraced(t, tracedOptions{src: "[profiles.default]\n", tokens: []streamhttp.Token{{Name: "prom", SHA256: config.HashToken(tok), Profile: "default"}}})
 	resp, err := http.Get(s.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)

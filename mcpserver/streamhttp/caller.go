@@ -1,4 +1,4 @@
-package mcpserver
+package streamhttp
 
 import (
 	"context"
@@ -12,18 +12,18 @@ import (
 // writer, the memo of its View) and attaches it once, so the links after
 // it (auth, profile routing) fill in the caller and mcp-go's handlers
 // find it.
-func (s *Server) callerState(defaultProfile string) Middleware {
+func callerState(h *Handler, defaultProfile string) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			st := &httpRequest{srv: s, request: request{caller: providers.Connection{Transport: "http", Profile: defaultProfile}}}
-			st.header = r.Header // for trace context (telemetry.go)
+			st := &httpRequest{h: h, caller: providers.Connection{Transport: "http", Profile: defaultProfile}}
 			next.ServeHTTP(w, r.WithContext(withHTTPRequest(r.Context(), st)))
 		})
 	}
 }
 
-// withHTTPRequest attaches an HTTP request's state to ctx, under the key
-// requestFrom reads.
+type requestKey struct{}
+
+// withHTTPRequest attaches an HTTP request's state to ctx.
 func withHTTPRequest(ctx context.Context, st *httpRequest) context.Context {
 	return context.WithValue(ctx, requestKey{}, st)
 }
