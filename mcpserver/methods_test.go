@@ -24,7 +24,7 @@ import (
 // params it got, -32602 for {"fail":true}, and panics for {"panic":true}.
 func echoExtension() mcpserver.Extension {
 	return mcpserver.Extension{
-		Capabilities: map[string]any{"io.example/echo": map[string]any{"loud": true}},
+		Capabilities: mcpserver.Capabilities{Extensions: map[string]any{"io.example/echo": map[string]any{"loud": true}}},
 		Methods: map[string]mcpserver.MethodFunc{
 			"test/echo": func(ctx context.Context, conn *providers.Connection, params json.RawMessage, modern bool) (any, error) {
 				var p struct{ Fail, Panic, Plain bool }

@@ -21,28 +21,25 @@ import (
 )
 
 // TestOnePipeline checks that every tools/call of every era and transport
-// goes through mcp-go's request handling: tool middleware and hooks that
-// an extension installs see each call (a side road once skipped both).
+// goes through mcp-go's request handling: tool middleware and hooks
+// installed on it see each call (a side road once skipped both).
 func TestOnePipeline(t *testing.T) {
 	var middleware, hooked atomic.Int64
-	hooks := &server.Hooks{}
-	hooks.AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) { hooked.Add(1) })
-	ext := mcpserver.Extension{Options: []server.ServerOption{
-		server.WithToolHandlerMiddleware(func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
-			return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				middleware.Add(1)
-				return next(ctx, req)
-			}
-		}),
-		server.WithHooks(hooks),
-	}}
 	reg := registry.New()
 	reg.MustRegister(echoTool())
 	h := newHost(t, reg, "")
-	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Extensions: []mcpserver.Extension{ext}, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Installed on the SDK's server before anything is served.
+	srv.MCP().GetHooks().AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) { hooked.Add(1) })
+	srv.MCP().Use(func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+		return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			middleware.Add(1)
+			return next(ctx, req)
+		}
+	})
 	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() {

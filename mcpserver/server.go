@@ -59,32 +59,6 @@ type Backend interface {
 	Call(ctx context.Context, conn *providers.Connection, req app.Request) registry.Result
 }
 
-// Extender is implemented by modules that add protocol features beyond
-// tools (the conformance fixtures' prompts and completions); the CLI finds
-// it on the App's modules by type assertion.
-type Extender interface {
-	MCPExtensions() []Extension
-}
-
-// Extension adds protocol features beyond tools (resources, prompts,
-// completions) to the underlying mcp-go server: Options at construction,
-// then Setup.
-type Extension struct {
-	Options []server.ServerOption
-	Setup   func(s *server.MCPServer)
-	// Readable, when set, says per resource URI whether a caller can read
-	// it; resources/list leaves out what the caller cannot read.
-	Readable map[string]func(ctx context.Context, conn *providers.Connection) bool
-	// Resources, when set, are resources listed for the caller alone, at
-	// the end of resources/list (read through a template Setup adds).
-	Resources func(ctx context.Context, conn *providers.Connection) []mcp.Resource
-	// Capabilities are the MCP extensions (capabilities.extensions) the
-	// Extension implements, by identifier, with their settings.
-	Capabilities map[string]any
-	// Methods serve request methods mcp-go does not know, by name.
-	Methods map[string]MethodFunc
-}
-
 // Options configure a Server. Zero values are documented per field.
 type Options struct {
 	// Name and Version identify the server in initialize; default
@@ -291,8 +265,10 @@ func New(opts *Options) (*Server, error) {
 		res.Resources = kept
 		if res.NextCursor == "" {
 			for _, e := range o.Extensions {
-				if e.Resources != nil {
-					res.Resources = append(res.Resources, e.Resources(ctx, ConnectionFromContext(ctx))...)
+				if e.CallerResources != nil {
+					for _, r := range e.CallerResources(ctx, ConnectionFromContext(ctx)) {
+						res.Resources = append(res.Resources, mcp.NewResource(r.URI, r.Name, mcp.WithResourceDescription(r.Description), mcp.WithMIMEType(r.MIMEType)))
+					}
 				}
 			}
 		}
@@ -346,10 +322,8 @@ func New(opts *Options) (*Server, error) {
 	}
 	capabilities := map[string]any{}
 	for _, e := range o.Extensions {
-		for _, opt := range e.Options {
-			serverOpts = append(serverOpts, mcpgofix.AppendingOption(hooks, opt))
-		}
-		for id, settings := range e.Capabilities {
+		serverOpts = append(serverOpts, extensionOptions(&e)...)
+		for id, settings := range e.Capabilities.Extensions {
 			capabilities[id] = settings
 		}
 	}
@@ -370,9 +344,7 @@ func New(opts *Options) (*Server, error) {
 		watcher.OnToolsChanged(s.syncTools)
 	}
 	for _, e := range o.Extensions {
-		if e.Setup != nil {
-			e.Setup(s.mcp)
-		}
+		addExtension(s.mcp, &e)
 	}
 	return s, nil
 }

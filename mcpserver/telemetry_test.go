@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +27,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -504,43 +502,4 @@ func TestTelemetryOffInstallsNothing(t *testing.T) {
 			t.Errorf("%s: BeforeAny, Success, Error, RegisterSession, UnregisterSession hooks = %v; want %v", tt.name, got, want)
 		}
 	}
-}
-
-// TestExtensionHooksMerge checks that an extension passing
-// server.WithHooks adds its hooks instead of replacing the server's: its
-// hook runs, and so do the server's own (the View's instructions in the
-// initialize result, the request's span).
-func TestExtensionHooksMerge(t *testing.T) {
-	var ran atomic.Int64
-	extHooks := &server.Hooks{}
-	extHooks.AddBeforeCallTool(func(context.Context, any, *mcp.CallToolRequest) { ran.Add(1) })
-	s := newTraced(t, tracedOptions{src: "[profiles.default]\n", modules: []string{"test.prompt"},
-		exts: []mcpserver.Extension{{Options: []server.ServerOption{server.WithHooks(extHooks)}}}})
-
-	tr, err := transport.NewStreamableHTTP(s.url + "/mcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.NewClient(tr, client.WithProtocolVersion(legacy))
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = legacy
-	res, err := c.Initialize(t.Context(), init)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "Profile default has 2 tools."; res.Instructions != want {
-		t.Errorf("instructions = %q; want %q (the server's AfterInitialize hook)", res.Instructions, want)
-	}
-	traceID, _, tp := traceparent(500)
-	if _, err := callMeta(t, c, "test_echo", map[string]any{"message": "x"}, tp); err != nil {
-		t.Fatal(err)
-	}
-	if ran.Load() != 1 {
-		t.Errorf("extension's BeforeCallTool ran %d times; want 1", ran.Load())
-	}
-	oneSpan(t, s.rec, "tools/call test_echo", traceID)
 }
