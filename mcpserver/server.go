@@ -349,7 +349,8 @@ func New(opts *Options) (*Server, error) {
 	return s, nil
 }
 
-// MCP exposes the underlying mcp-go server (for extensions and tests).
+// MCP exposes the underlying mcp-go server, for tests that look beneath
+// the Extension API.
 func (s *Server) MCP() *server.MCPServer { return s.mcp }
 
 // view resolves conn through the Backend and returns its View.

@@ -30,7 +30,7 @@ type Limits struct {
 	IdleTimeout time.Duration
 	// MaxSessions bounds the 2025-protocol HTTP sessions open at once;
 	// beyond it initialize gets 503 with Retry-After. DELETE and
-	// HTTPOptions.SessionIdleTTL end sessions and free their slots.
+	// streamhttp.Options.SessionIdleTTL end sessions and free their slots.
 	// Default DefaultMaxSessions.
 	MaxSessions int
 	// MaxSessionsPerPrincipal bounds one principal's share of
