@@ -36,23 +36,24 @@ func (s *Server) Transport() edge.Core { return core{s} }
 // core implements edge.Core over a Server.
 type core struct{ s *Server }
 
-func (c core) MCP() *server.MCPServer               { return c.s.mcp }
-func (c core) Logger() *slog.Logger                 { return c.s.log }
-func (c core) Limits() edge.Limits                  { return c.s.limits }
-func (c core) Reclaimer() *reclaim.Reclaimer        { return c.s.reclaim }
-func (c core) Methods() *mcpgofix.Methods           { return &c.s.methods }
-func (c core) NeedsAdmission(e *edge.Envelope) bool { return c.s.needsAdmission(e) }
-func (c core) Detachable(tool string) bool          { return c.s.detachable(tool) }
-func (c core) WaitCalls(ctx context.Context) bool   { return c.s.inflight.Wait(ctx) }
-func (c core) CutCalls()                            { c.s.cut() }
-func (c core) NextSessionID() int64                 { return c.s.stdioSessions.Add(1) }
+func (c core) MCP() *server.MCPServer              { return c.s.mcp }
+func (c core) Logger() *slog.Logger                { return c.s.log }
+func (c core) Limits() edge.Limits                 { return c.s.limits }
+func (c core) Reclaimer() *reclaim.Reclaimer       { return c.s.reclaim }
+func (c core) Methods() *mcpgofix.Methods          { return &c.s.methods }
+func (c core) NeedsAdmission(e edge.Envelope) bool { return c.s.needsAdmission(&e) }
+func (c core) Detachable(tool string) bool         { return c.s.detachable(tool) }
+func (c core) WaitCalls(ctx context.Context) bool  { return c.s.inflight.Wait(ctx) }
+func (c core) CutCalls()                           { c.s.cut() }
+func (c core) NextSessionID() int64                { return c.s.stdioSessions.Add(1) }
 
 func (c core) Admit(ctx context.Context, msg []byte) *mcp.JSONRPCError {
 	return c.s.admit(ctx, msg)
 }
 
-func (c core) Begin(ctx context.Context, caller providers.Connection, header http.Header, out edge.Outbound) context.Context {
-	return withRequest(ctx, &request{caller: caller, header: header, out: out})
+func (c core) Begin(ctx context.Context, header http.Header, out edge.Outbound) (context.Context, *providers.Connection) {
+	r := &request{header: header, out: out}
+	return withRequest(ctx, r), &r.caller
 }
 
 func (c core) Out(ctx context.Context) edge.Outbound {

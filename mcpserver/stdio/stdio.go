@@ -265,13 +265,14 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		return true
 	}
 	rq := &request{stdioConn: c}
-	ctx = c.core.Begin(ctx, c.caller, nil, rq)
+	ctx, caller := c.core.Begin(ctx, nil, rq)
+	*caller = c.caller
 	serve := func(ctx context.Context) mcp.JSONRPCMessage { return c.handle(ctx, line) }
 	if f := c.core.Methods().Lookup(env.Method); f != nil {
 		// An extension method (mcpgofix/methods.go) echoes its id itself.
 		serve = func(ctx context.Context) mcp.JSONRPCMessage { return mcpgofix.Answer(ctx, c.log, f, line) }
 	} else {
-		if env.Method == string(mcp.MethodToolsCall) && c.modern.Load() && c.core.NeedsAdmission(&env) {
+		if env.Method == string(mcp.MethodToolsCall) && c.modern.Load() && c.core.NeedsAdmission(env) {
 			if e := c.core.Admit(ctx, line); e != nil {
 				c.writeMessage(*e)
 				return true

@@ -7,16 +7,19 @@ import (
 	"github.com/bubbuild/bub-mcp/providers"
 )
 
-// callerState is the first link of an MCP route: it gives the request its
-// state (one allocation: the caller as the transport knows it, the
-// writer, the memo of its View) and attaches it once, so the links after
-// it (auth, profile routing) fill in the caller and mcp-go's handlers
-// find it.
+// callerState is the first link of an MCP route: it begins the request
+// in the core (edge.Core.Begin) with the transport's state as its way
+// back, and attaches both to the request once, so the links after it
+// (auth, profile routing) fill in the caller and mcp-go's handlers find
+// it.
 func callerState(h *Handler, defaultProfile string) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			st := &httpRequest{h: h, caller: providers.Connection{Transport: "http", Profile: defaultProfile}}
-			next.ServeHTTP(w, r.WithContext(withHTTPRequest(r.Context(), st)))
+			st := &httpRequest{h: h}
+			ctx, caller := h.core.Begin(r.Context(), r.Header, st)
+			*caller = providers.Connection{Transport: "http", Profile: defaultProfile}
+			st.caller = caller
+			next.ServeHTTP(w, r.WithContext(withHTTPRequest(ctx, st)))
 		})
 	}
 }

@@ -213,12 +213,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.h.ServeH
 func (h *Handler) CloseSessions(ctx context.Context) { h.streamable.CloseSessions(ctx) }
 
 // serveMCP is the end of an MCP route's chain: the request's caller is
-// known and handed to the core; what mcp-go would mishandle is repaired
-// or refused (mcpgofix), POSTs go through servePOST, a 2025 session's GET
-// stream is parked, the rest is mcp-go's.
+// known; what mcp-go would mishandle is repaired or refused (mcpgofix),
+// POSTs go through servePOST, a 2025 session's GET stream is parked, the
+// rest is mcp-go's.
 func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	st := httpRequestFrom(r.Context())
-	r = r.WithContext(h.core.Begin(r.Context(), st.caller, r.Header, st))
 	sid := r.Header.Get("Mcp-Session-Id")
 	// A session of the 2025 protocol: streams resume from the event store.
 	session := sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
@@ -384,7 +383,7 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, st *httpRequ
 	if f := h.core.Methods().Lookup(env.Method); f != nil && h.serveMethod(w, r, &env, f) {
 		return
 	}
-	if !session && env.Method == string(mcp.MethodToolsCall) && r.Header.Get(mcp.HeaderMethod) == env.Method && h.core.NeedsAdmission(&env) {
+	if !session && env.Method == string(mcp.MethodToolsCall) && r.Header.Get(mcp.HeaderMethod) == env.Method && h.core.NeedsAdmission(env) {
 		if e := h.core.Admit(r.Context(), bodyBytes(r)); e != nil {
 			writeRPCError(w, e)
 			return

@@ -94,11 +94,12 @@ func (p *pollableWriter) finish() {
 }
 
 // httpRequest is one MCP request's state along the chain, in one
-// allocation: the caller the links fill in (callerState, auth, profile
-// routing) before the core gets it, a POST's pollable writer and an
-// initialize's session slot. It is the request's edge.Outbound.
+// allocation: the core's caller, which the links fill in (callerState,
+// auth, profile routing) before mcp-go serves the request, a POST's
+// pollable writer and an initialize's session slot. It is the request's
+// edge.Outbound.
 type httpRequest struct {
-	caller providers.Connection
+	caller *providers.Connection // the core's (edge.Core.Begin)
 	h      *Handler
 	pw     pollableWriter
 	claim  *sessionClaim // HTTP initialize (2025): its session slot

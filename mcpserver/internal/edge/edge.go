@@ -34,16 +34,18 @@ type Core interface {
 	// Methods are the request methods Extensions add, which mcp-go does
 	// not know (mcpgofix/methods.go).
 	Methods() *mcpgofix.Methods
-	// Begin attaches one request's state to ctx: the caller as the
-	// transport identified it, the HTTP header (nil on stdio), and the
-	// transport's way back to the client (nil: through mcp-go alone).
-	// Every request a transport hands to the core is begun first.
-	Begin(ctx context.Context, caller providers.Connection, header http.Header, out Outbound) context.Context
+	// Begin attaches one request's state to ctx: the HTTP header (nil on
+	// stdio) and the transport's way back to the client (nil: through
+	// mcp-go alone). It returns the request's caller, which the transport
+	// fills in (who is calling, as it identified them) before it hands
+	// the request to mcp-go, and leaves alone after. Every request a
+	// transport hands to the core is begun first.
+	Begin(ctx context.Context, header http.Header, out Outbound) (context.Context, *providers.Connection)
 	// Out is the Outbound Begin attached to ctx, or nil.
 	Out(ctx context.Context) Outbound
 	// NeedsAdmission reports whether a 2026-07-28 tools/call must be
 	// admitted before dispatch (Admit).
-	NeedsAdmission(env *Envelope) bool
+	NeedsAdmission(env Envelope) bool
 	// Admit checks a 2026-07-28 tools/call of a begun ctx before
 	// dispatch, for the refusals mcp-go cannot give from inside a
 	// handler; nil means dispatch.
