@@ -17,6 +17,7 @@ import (
 	"github.com/bubbuild/bub-mcp/agent"
 	"github.com/bubbuild/bub-mcp/internal/fakemodel"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
@@ -245,7 +246,8 @@ func serveMCP(t *testing.T, f *fixture) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := s.Handler(mcpserver.HTTPOptions{DefaultProfile: "default", Profiles: f.cfg.ProfileNames()})
+	handler := streamhttp.New(s, streamhttp.Options{DefaultProfile: "default", Profiles: f.cfg.ProfileNames()})
+	closeSessions := handler.CloseSessions
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -14,7 +14,7 @@ import (
 	"github.com/bubbuild/bub-mcp/auth"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/console"
-	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 )
 
 // consoleCommand is `bub-mcp console`.
@@ -52,7 +52,7 @@ func runConsole(ctx context.Context, env *Env, c *common, addr string) error {
 	if addr == "" {
 		addr = console.DefaultListen
 	}
-	loopback := mcpserver.IsLoopback(addr)
+	loopback := streamhttp.IsLoopback(addr)
 	oauth, err := consoleOAuth(a.Config())
 	if err != nil {
 		return err
@@ -95,19 +95,4 @@ func runConsole(ctx context.Context, env *Env, c *common, addr string) error {
 // server as for /mcp (their audience is public_url or its /mcp).
 func consoleOAuth(cfg *config.Config) (*auth.ResourceServer, error) {
 	return oauthServer(cfg, func(r config.OAuthRule) bool { return r.Console })
-}
-
-// consoleEntry leads GET /console to the console mounted on a serve.
-// mcpserver's mux keeps a /console route of its own, to the root-level
-// pages of earlier versions, which would win over the console's; this
-// answers first. It can go once mcpserver mounts the console at
-// console.Prefix alone.
-func consoleEntry(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == console.Prefix && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			http.Redirect(w, r, console.Prefix+"/calls", http.StatusSeeOther)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/bubbuild/bub-mcp/internal/reclaim"
 	"github.com/bubbuild/bub-mcp/limits"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/upstream"
 	"github.com/spf13/cobra"
@@ -120,12 +122,12 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		if cfg.Server.Metrics {
 			env.Logger.Warn("mcp.metrics.unserved", "reason", "[server] metrics serves /metrics on the HTTP transport only (serve --http)")
 		}
-		return srv.ServeStdio(ctx, env.Stdin, env.Stdout, providers.Connection{Profile: c.profile}, grace)
+		return stdio.Serve(ctx, srv, env.Stdin, env.Stdout, providers.Connection{Profile: c.profile}, grace)
 	}
-	loopback := mcpserver.IsLoopback(addr)
-	tokens := make([]mcpserver.Token, len(cfg.Auth.Tokens))
+	loopback := streamhttp.IsLoopback(addr)
+	tokens := make([]streamhttp.Token, len(cfg.Auth.Tokens))
 	for i, t := range cfg.Auth.Tokens {
-		tokens[i] = mcpserver.Token{Name: t.Name, SHA256: t.SHA256, Profile: t.Profile}
+		tokens[i] = streamhttp.Token{Name: t.Name, SHA256: t.SHA256, Profile: t.Profile}
 	}
 	oauth, err := oauthServer(cfg, nil)
 	if err != nil {
@@ -162,7 +164,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		defer cs.Close()
 		con = cs.Handler()
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{
+	handler := streamhttp.New(srv, streamhttp.Options{
 		Console:        con,
 		Metrics:        metrics,
 		DefaultProfile: c.profile,
@@ -177,9 +179,6 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		Loopback:       loopback,
 		CORSOrigins:    cfg.Server.CORSOrigins,
 	})
-	if con != nil {
-		handler = consoleEntry(handler)
-	}
 	if check {
 		printChecked(env, cfg.Path, filepath.Join(a.Home(), upstream.MCPJSONName), len(profiles))
 		return nil
@@ -189,7 +188,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		return fmt.Errorf("listen: %w", err)
 	}
 	env.Logger.Info("mcp.http.start", "url", "http://"+ln.Addr().String()+"/mcp", "profiles", profiles, "auth", len(tokens) > 0 || oauth != nil, "oauth", oauth != nil)
-	return srv.ServeHTTP(ctx, ln, handler, closeSessions, grace)
+	return handler.Serve(ctx, ln, grace)
 }
 
 // reloadPoll is how often serve looks at bub.toml and mcp.json for edits,

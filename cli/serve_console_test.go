@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/console"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 )
 
 // TestServeMountsConsole: an HTTP serve with [console] enabled = true
@@ -111,4 +114,11 @@ func TestServeMountsConsole(t *testing.T) {
 			t.Errorf("output %q; want the refusal naming [console] enabled and the fix", out)
 		}
 	})
+}
+
+// serve mounts the console where its pages are.
+func TestConsolePrefixAgrees(t *testing.T) {
+	if console.Prefix != streamhttp.ConsolePrefix {
+		t.Fatalf("console.Prefix %q, streamhttp.ConsolePrefix %q: serve would mount the console where it has no pages", console.Prefix, streamhttp.ConsolePrefix)
+	}
 }

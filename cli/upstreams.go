@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
-	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/upstream"
 	"github.com/spf13/cobra"
 )
@@ -216,13 +216,13 @@ func upstreamsFailed(env *Env, st []upstream.Status) error {
 // upstreamHealth gives /healthz the upstream servers' states: degraded
 // while one is failing (between retries, retrying after a failure, or
 // connected with its tools refused).
-func upstreamHealth(a *app.App) func() mcpserver.Health {
+func upstreamHealth(a *app.App) func() streamhttp.Health {
 	m, ok := upstream.FromApp(a)
 	if !ok {
 		return nil
 	}
-	return func() mcpserver.Health {
-		h := mcpserver.Health{Details: m.Healthz()}
+	return func() streamhttp.Health {
+		h := streamhttp.Health{Details: m.Healthz()}
 		for _, s := range m.Status() {
 			switch {
 			case s.State == upstream.StateBackoff, s.State == upstream.StateError,

@@ -19,6 +19,8 @@ import (
 	"github.com/bubbuild/bub-mcp/config"
 	_ "github.com/bubbuild/bub-mcp/confirm"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/client"
@@ -111,7 +113,9 @@ func connect(t *testing.T, srv *mcpserver.Server, el *elicitor, profile string) 
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: profile}, time.Second) }()
+	go func() {
+		served <- stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: profile}, time.Second)
+	}()
 	opts := []client.ClientOption{client.WithProtocolVersion(mcp.ProtocolVersion20251125)}
 	if el != nil {
 		opts = append(opts, client.WithElicitationHandler(el))
@@ -240,7 +244,8 @@ func TestConfirmWithoutElicitation(t *testing.T) {
 func TestConfirmModern(t *testing.T) {
 	var ran atomic.Int64
 	srv := newServer(t, &ran)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{DefaultProfile: "default", Profiles: []string{"default"}})
+	handler := streamhttp.New(srv, streamhttp.Options{DefaultProfile: "default", Profiles: []string{"default"}})
+	closeSessions := handler.CloseSessions
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 	post := func(id int, caps, extra string) map[string]any {

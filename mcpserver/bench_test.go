@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/client"
@@ -46,7 +48,7 @@ func BenchmarkStdioEcho(b *testing.B) {
 type stdioServe func(b *testing.B, ctx context.Context, in io.Reader, out io.Writer)
 
 func serveBub(b *testing.B, ctx context.Context, in io.Reader, out io.Writer) {
-	go bubServer(b).ServeStdio(ctx, in, out, providers.Connection{Profile: "default"}, time.Second)
+	go stdio.Serve(ctx, bubServer(b), in, out, providers.Connection{Profile: "default"}, time.Second)
 }
 
 func servePlain(b *testing.B, ctx context.Context, in io.Reader, out io.Writer) {
@@ -214,7 +216,7 @@ func bubServer(b *testing.B) *mcpserver.Server {
 }
 
 func bubHandler(b *testing.B) http.Handler {
-	h, closeSessions := bubServer(b).Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}, CheckHosts: true})
+	h, closeSessions := httpHandler(bubServer(b), streamhttp.Options{Profiles: []string{"default"}, CheckHosts: true})
 	b.Cleanup(func() { closeSessions(context.Background()) })
 	return h
 }

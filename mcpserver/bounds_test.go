@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
@@ -66,7 +68,7 @@ func startStdio(t *testing.T, srv *mcpserver.Server) *stdioPeer {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+		stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
 		outW.Close()
 	}()
 	t.Cleanup(func() {
@@ -218,7 +220,7 @@ func TestHTTPBounds(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	srv := boundsServer(t, mcpserver.Limits{MaxMessageBytes: 4096, ReadTimeout: 300 * time.Millisecond}, release)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	defer func() { closeSessions(context.Background()); ts.Close() }()
 	post := func(body io.Reader, contentLength int64) (int, string) {
@@ -276,7 +278,7 @@ func TestHTTPBounds(t *testing.T) {
 func TestHTTPConcurrencyBound(t *testing.T) {
 	release := make(chan struct{})
 	srv := boundsServer(t, mcpserver.Limits{MaxConcurrentRequests: 1}, release)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	defer func() { close(release); closeSessions(context.Background()); ts.Close() }()
 	modernCall := func(tool string) *http.Request {
@@ -335,7 +337,7 @@ func TestHTTPSurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default", "ro"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default", "ro"}})
 	ts := httptest.NewServer(handler)
 	defer func() { closeSessions(context.Background()); ts.Close() }()
 
@@ -416,7 +418,7 @@ func TestHTTPSurface(t *testing.T) {
 func TestCancelOnlyByTheCaller(t *testing.T) {
 	release := make(chan struct{})
 	srv := boundsServer(t, mcpserver.Limits{}, release)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	defer func() { closeSessions(context.Background()); ts.Close() }()
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
@@ -461,7 +463,7 @@ func TestCancelOnlyByTheCaller(t *testing.T) {
 // 1.2345678901234568e+22.
 func TestHTTPRequestIDs(t *testing.T) {
 	srv := boundsServer(t, mcpserver.Limits{}, nil)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	defer func() { closeSessions(context.Background()); ts.Close() }()
 
@@ -526,7 +528,7 @@ func TestHTTPRequestIDs(t *testing.T) {
 // Content. The cancellation reaches the tool, which returns.
 func TestCancelledCallGetsNoAnswer(t *testing.T) {
 	srv := boundsServer(t, mcpserver.Limits{}, nil)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	defer func() { closeSessions(context.Background()); ts.Close() }()
 	url := ts.URL + "/mcp"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -31,7 +32,7 @@ func TestCloseStream(t *testing.T) {
 	reg.MustRegister(registry.MustNewTool("closer", "closes its stream", closer, registry.WithClosesStream()))
 	reg.MustRegister(registry.MustNewTool("unmarked", "tries to close its stream", closer))
 	h := newHost(t, reg, "[profiles.default]\n")
-	handler, closeSessions := newServer(t, h).Handler(mcpserver.HTTPOptions{Profiles: h.Config().ProfileNames()})
+	handler, closeSessions := httpHandler(newServer(t, h), streamhttp.Options{Profiles: h.Config().ProfileNames()})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 

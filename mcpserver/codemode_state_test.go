@@ -11,6 +11,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -44,7 +45,7 @@ func TestPerRequestCodeMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: cfg.ProfileNames(), CheckHosts: true})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: cfg.ProfileNames(), CheckHosts: true})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 	meta := func(state any) *mcp.Meta {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
@@ -24,9 +24,9 @@ func TestCORS(t *testing.T) {
 	const inspector, remote = "http://localhost:6274", "https://inspector.example.com"
 	h := newHost(t, registry.New(), "")
 	srv := newServer(t, h)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{
 		Profiles:    []string{"default"},
-		Tokens:      []mcpserver.Token{{Name: "ui", SHA256: config.HashToken("secret"), Profile: "default"}},
+		Tokens:      []streamhttp.Token{{Name: "ui", SHA256: config.HashToken("secret"), Profile: "default"}},
 		CheckHosts:  true,
 		CORSOrigins: []string{inspector, remote},
 	})

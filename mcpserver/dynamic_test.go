@@ -10,6 +10,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -66,7 +67,7 @@ func TestToolListedOnlyWhenCallable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: cfg.ProfileNames()})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: cfg.ProfileNames()})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 	c := connect(t, ts.URL+"/mcp", mcp.LATEST_PROTOCOL_VERSION, nil)

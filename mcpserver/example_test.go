@@ -15,6 +15,8 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 )
@@ -47,17 +49,17 @@ func exampleServer() (srv *mcpserver.Server, close func()) {
 	return srv, func() { a.Close(); os.RemoveAll(dir) }
 }
 
-// A client on stdio: one JSON-RPC message per line each way, here over
-// io.Pipe. The 2026-07-28 protocol needs no initialize: each request
-// declares its version in _meta.
-func ExampleServer_ServeStdio() {
+// A server on the stdio transport (mcpserver/stdio): one JSON-RPC message
+// per line each way, here over io.Pipe. The 2026-07-28 protocol needs no
+// initialize: each request declares its version in _meta.
+func ExampleNew_stdio() {
 	srv, done := exampleServer()
 	defer done()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+	go stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
 
 	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"example","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`)
 	answer, err := bufio.NewReader(outR).ReadString('\n')
@@ -69,15 +71,16 @@ func ExampleServer_ServeStdio() {
 	// Output: true true
 }
 
-// The HTTP handler serves streamable HTTP at /mcp (both protocol eras),
-// /healthz and, when configured, /metrics.
-func ExampleServer_Handler() {
+// A server on the streamable HTTP transport (mcpserver/streamhttp), here
+// over httptest: /mcp (both protocol eras), /healthz and, when
+// configured, /metrics.
+func ExampleNew_http() {
 	srv, done := exampleServer()
 	defer done()
-	h, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	h := streamhttp.New(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(h)
 	defer ts.Close()
-	defer closeSessions(context.Background())
+	defer h.CloseSessions(context.Background())
 
 	body := `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"example","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
 	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp", strings.NewReader(body))

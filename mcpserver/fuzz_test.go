@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -157,7 +158,7 @@ func FuzzHTTPBody(f *testing.F) {
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"hi"},`+modernMeta+`}}`, true, "tools/call", "other")
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_echo","arguments":{"message":"hi"},`+modernMeta+`}}`, true, "tools/call", "")
 	srv := fuzzServer(f)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	f.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
@@ -19,17 +19,17 @@ import (
 // Without the check every caller read the details.
 func TestHealthzDetails(t *testing.T) {
 	const secret = "sk-live-0123456789"
-	tokens := []mcpserver.Token{{Name: "ops", SHA256: config.HashToken("good"), Profile: "default"}}
-	failing := func() mcpserver.Health {
-		return mcpserver.Health{Degraded: true, Details: []string{"upstream broken: backoff, 0 tools, last error: exit status 3: " + secret}}
+	tokens := []streamhttp.Token{{Name: "ops", SHA256: config.HashToken("good"), Profile: "default"}}
+	failing := func() streamhttp.Health {
+		return streamhttp.Health{Degraded: true, Details: []string{"upstream broken: backoff, 0 tools, last error: exit status 3: " + secret}}
 	}
-	healthy := func() mcpserver.Health {
-		return mcpserver.Health{Details: []string{"upstream fine: ready, 2 tools"}}
+	healthy := func() streamhttp.Health {
+		return streamhttp.Health{Details: []string{"upstream fine: ready, 2 tools"}}
 	}
 	tests := []struct {
 		name     string
-		health   func() mcpserver.Health
-		tokens   []mcpserver.Token
+		health   func() streamhttp.Health
+		tokens   []streamhttp.Token
 		loopback bool
 		auth     string
 		want     string
@@ -47,7 +47,7 @@ func TestHealthzDetails(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newServer(t, newHost(t, registry.New(), ""))
-			handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}, Tokens: tt.tokens, Loopback: tt.loopback, Health: tt.health})
+			handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}, Tokens: tt.tokens, Loopback: tt.loopback, Health: tt.health})
 			ts := httptest.NewServer(handler)
 			defer func() { closeSessions(context.Background()); ts.Close() }()
 			req, _ := http.NewRequest(http.MethodGet, ts.URL+"/healthz", nil)

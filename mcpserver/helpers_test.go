@@ -9,8 +9,10 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
+	"net/http"
 )
 
 // newHost is an App over reg with the bub.toml src and no modules, logging
@@ -77,4 +79,11 @@ func echoTool() *registry.Tool {
 	}) (string, error) {
 		return in.Message, nil
 	})
+}
+
+// httpHandler is srv's HTTP handler with the function that closes its
+// sessions, as the tests end them.
+func httpHandler(srv *mcpserver.Server, o streamhttp.Options) (http.Handler, func(context.Context)) {
+	h := streamhttp.New(srv, o)
+	return h, h.CloseSessions
 }

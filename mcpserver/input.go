@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/edge"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -356,7 +357,7 @@ type admission struct {
 // needsAdmission reports whether admit has anything to check in a
 // tools/call: it carries a requestState, or names a tool that requires
 // client capabilities.
-func (s *Server) needsAdmission(env *envelope) bool {
+func (s *Server) needsAdmission(env *edge.Envelope) bool {
 	if env.Params.RequestState != "" {
 		return true
 	}
@@ -373,13 +374,18 @@ func (s *Server) needsAdmission(env *envelope) bool {
 // (its handler errors all become -32603): a requestState that fails
 // verification (-32602) and a tool that needs a client capability the
 // request does not declare (-32021, with data.requiredCapabilities). The
-// verified state is kept on r for the handler. Nil means dispatch.
-func (s *Server) admit(ctx context.Context, msg []byte, r *request) *mcp.JSONRPCError {
+// verified state is kept on ctx's request for the handler. Nil means
+// dispatch.
+func (s *Server) admit(ctx context.Context, msg []byte) *mcp.JSONRPCError {
+	r := requestFrom(ctx)
+	if r == nil {
+		return nil // no caller to bind a requestState to: the handler checks
+	}
 	var m admission
 	if json.Unmarshal(msg, &m) != nil || m.Method != string(mcp.MethodToolsCall) || !mcp.IsModernProtocol(m.Params.Meta.Version) {
 		return nil // mcp-go answers malformed and legacy requests itself
 	}
-	_, v, err := s.resolve(withRequest(ctx, r))
+	_, v, err := s.resolve(ctx)
 	if err != nil {
 		return nil
 	}
@@ -397,7 +403,7 @@ func (s *Server) admit(ctx context.Context, msg []byte, r *request) *mcp.JSONRPC
 		}
 	}
 	if missing != nil {
-		e := rpcError(m.ID, mcp.MISSING_REQUIRED_CLIENT_CAPABILITY, fmt.Sprintf("tool %s needs client capabilities the request does not declare", tool.ModelName()))
+		e := edge.RPCError(m.ID, mcp.MISSING_REQUIRED_CLIENT_CAPABILITY, fmt.Sprintf("tool %s needs client capabilities the request does not declare", tool.ModelName()))
 		e.Error.Data = map[string]any{"requiredCapabilities": missing}
 		return &e
 	}
@@ -406,12 +412,12 @@ func (s *Server) admit(ctx context.Context, msg []byte, r *request) *mcp.JSONRPC
 	}
 	st, err := s.sealer.open(m.Params.RequestState, tool.ModelName(), argsDigest(m.Params.Arguments), callerID(r), time.Now())
 	if err != nil {
-		e := rpcError(m.ID, mcp.INVALID_PARAMS, err.Error())
+		e := edge.RPCError(m.ID, mcp.INVALID_PARAMS, err.Error())
 		return &e
 	}
-	r.mu.Lock()
-	r.state = st
-	r.mu.Unlock()
+	r.memo.mu.Lock()
+	r.memo.state = st
+	r.memo.mu.Unlock()
 	return nil
 }
 
@@ -420,7 +426,7 @@ func (r *request) inputState() *sealedState {
 	if r == nil {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.state
+	r.memo.mu.Lock()
+	defer r.memo.mu.Unlock()
+	return r.memo.state
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
@@ -72,7 +73,7 @@ func answer(v string) string { return fmt.Sprintf(`{"action":"accept","content":
 type exchange func(t *testing.T, tool, line string) (int, map[string]any)
 
 func httpExchange(t *testing.T, srv *mcpserver.Server) exchange {
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 	return func(t *testing.T, tool, line string) (int, map[string]any) {
@@ -249,7 +250,7 @@ func TestAskingTheClientOnBothEras(t *testing.T) {
 		return fmt.Sprintf("%s %v at %s", said.Text, name.Content["v"], roots[0].URI), nil
 	}))
 	srv := newServer(t, newHost(t, reg, ""))
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	defer func() { closeSessions(context.Background()); ts.Close() }()
 	for _, version := range []string{legacy, modern} {

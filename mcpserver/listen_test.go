@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -22,7 +22,7 @@ import (
 // (see the AfterSubscriptionsListen hook in New).
 func TestListenAcknowledgedFirst(t *testing.T) {
 	srv := newServer(t, newHost(t, registry.New(), ""))
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	defer func() { closeSessions(context.Background()); ts.Close() }()
 	body := `{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`

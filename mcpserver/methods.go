@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/bubbuild/bub-mcp/providers"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // MethodFunc answers one request of a method an Extension adds, for the
@@ -37,27 +35,4 @@ func addMethods(m *mcpgofix.Methods, exts []Extension) error {
 		}
 	}
 	return nil
-}
-
-// serveMethodHTTP answers a POST of an extension method f and reports
-// whether it did. On the 2026-07-28 wire the Mcp-Method header must name
-// the body's method (else mcp-go refuses the mismatch itself); on the
-// 2025-11-25 wire the session must be one mcp-go registered (else mcp-go
-// answers the request as it would any other).
-func (s *Server) serveMethodHTTP(w http.ResponseWriter, r *http.Request, rq *request, env *envelope, f mcpgofix.Method) bool {
-	modern := r.Header.Get("Mcp-Protocol-Version") == modernProtocol
-	ctx := withRequest(r.Context(), rq)
-	if modern {
-		if r.Header.Get(mcp.HeaderMethod) != env.Method {
-			return false
-		}
-	} else {
-		sess, ok := s.methods.Session(r.Header.Get("Mcp-Session-Id"))
-		if !ok {
-			return false
-		}
-		ctx = s.mcp.WithContext(ctx, sess)
-	}
-	mcpgofix.WriteHTTP(w, mcpgofix.Answer(ctx, s.log, f, bodyBytes(r)), modern)
-	return true
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
@@ -23,7 +24,7 @@ import (
 // params it got, -32602 for {"fail":true}, and panics for {"panic":true}.
 func echoExtension() mcpserver.Extension {
 	return mcpserver.Extension{
-		Capabilities: map[string]any{"io.example/echo": map[string]any{"loud": true}},
+		Capabilities: mcpserver.Capabilities{Extensions: map[string]any{"io.example/echo": map[string]any{"loud": true}}},
 		Methods: map[string]mcpserver.MethodFunc{
 			"test/echo": func(ctx context.Context, conn *providers.Connection, params json.RawMessage, modern bool) (any, error) {
 				var p struct{ Fail, Panic, Plain bool }
@@ -93,7 +94,7 @@ func post(t *testing.T, url string, header map[string]string, line string) (int,
 // answers every such request -32601.
 func TestExtensionMethods(t *testing.T) {
 	srv := newEchoServer(t)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 

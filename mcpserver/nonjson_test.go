@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -35,7 +35,7 @@ func TestUnencodableStructuredResult(t *testing.T) {
 		return measureOut{Name: in.What, Value: 1.5}, nil
 	}))
 	srv := newServer(t, newHost(t, reg, ""))
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}, CheckHosts: true})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}, CheckHosts: true})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 	for _, version := range []string{legacy, modern} {

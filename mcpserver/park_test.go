@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -27,7 +27,7 @@ func TestSamplingTakesOverTheParkedStream(t *testing.T) {
 	reg := registry.New()
 	reg.MustRegister(sampleTool())
 	h := newHost(t, reg, "[profiles.default]\n")
-	handler, closeSessions := newServer(t, h).Handler(mcpserver.HTTPOptions{Profiles: h.Config().ProfileNames()})
+	handler, closeSessions := httpHandler(newServer(t, h), streamhttp.Options{Profiles: h.Config().ProfileNames()})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/client"
@@ -19,29 +21,26 @@ import (
 )
 
 // TestOnePipeline checks that every tools/call of every era and transport
-// goes through mcp-go's request handling: tool middleware and hooks that
-// an extension installs see each call (a side road once skipped both).
+// goes through mcp-go's request handling: tool middleware and hooks
+// installed on it see each call (a side road once skipped both).
 func TestOnePipeline(t *testing.T) {
 	var middleware, hooked atomic.Int64
-	hooks := &server.Hooks{}
-	hooks.AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) { hooked.Add(1) })
-	ext := mcpserver.Extension{Options: []server.ServerOption{
-		server.WithToolHandlerMiddleware(func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
-			return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				middleware.Add(1)
-				return next(ctx, req)
-			}
-		}),
-		server.WithHooks(hooks),
-	}}
 	reg := registry.New()
 	reg.MustRegister(echoTool())
 	h := newHost(t, reg, "")
-	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Extensions: []mcpserver.Extension{ext}, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	// Installed on the SDK's server before anything is served.
+	srv.MCP().GetHooks().AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) { hooked.Add(1) })
+	srv.MCP().Use(func(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+		return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			middleware.Add(1)
+			return next(ctx, req)
+		}
+	})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -55,7 +54,7 @@ func TestOnePipeline(t *testing.T) {
 		outR, outW := io.Pipe()
 		sctx, cancel := context.WithCancel(ctx)
 		t.Cleanup(cancel)
-		go srv.ServeStdio(sctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+		go stdio.Serve(sctx, srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
 		c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(nil)), client.WithProtocolVersion(version))
 		if err := c.Start(ctx); err != nil {
 			t.Fatal(err)

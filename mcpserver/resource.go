@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/bubbuild/bub-mcp/providers"
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -30,18 +29,21 @@ func ConnectionFromContext(ctx context.Context) *providers.Connection {
 // (see ConnectionFromContext). An error from read fails resources/read,
 // and resources/list leaves the resource out for that caller.
 func TextResource(uri, name, description, mimeType string, read func(ctx context.Context, conn *providers.Connection) (string, error)) Extension {
-	res := mcp.NewResource(uri, name, mcp.WithResourceDescription(description), mcp.WithMIMEType(mimeType))
 	readable := func(ctx context.Context, conn *providers.Connection) bool {
 		_, err := read(ctx, conn)
 		return err == nil
 	}
-	return Extension{Readable: map[string]func(context.Context, *providers.Connection) bool{uri: readable}, Setup: func(s *server.MCPServer) {
-		s.AddResource(res, func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			text, err := read(ctx, ConnectionFromContext(ctx))
-			if err != nil {
-				return nil, err
-			}
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: mimeType, Text: text}}, nil
-		})
-	}}
+	return Extension{
+		Readable: map[string]func(context.Context, *providers.Connection) bool{uri: readable},
+		Resources: []Resource{{
+			ResourceInfo: ResourceInfo{URI: uri, Name: name, Description: description, MIMEType: mimeType},
+			Read: func(ctx context.Context, conn *providers.Connection, _ ReadRequest) ([]ResourceContents, error) {
+				text, err := read(ctx, conn)
+				if err != nil {
+					return nil, err
+				}
+				return []ResourceContents{{URI: uri, MIMEType: mimeType, Text: text}}, nil
+			},
+		}},
+	}
 }

@@ -69,12 +69,8 @@ func (s *Server) askRoots(ctx context.Context, _ mcp.JSONRPCNotification) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rootsWait)
 		defer cancel()
-		var out outbound = mcpOutbound{s}
-		if o, ok := sess.(outbound); ok { // a transport that sends its own requests (stdio)
-			out = o
-		}
 		dir := ""
-		err := out.beforeRequest(ctx)
+		err := s.outboundOf(ctx).BeforeRequest(ctx)
 		if err == nil {
 			var res *mcp.ListRootsResult
 			if res, err = s.mcp.RequestRoots(ctx, mcp.ListRootsRequest{Request: mcp.Request{Method: string(mcp.MethodListRoots)}}); err == nil {

@@ -13,6 +13,7 @@ import (
 	_ "github.com/bubbuild/bub-mcp/builtin" // fs.read
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -77,7 +78,7 @@ func TestStdioWorkspaceFromRoots(t *testing.T) {
 			outR, outW := io.Pipe()
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			go func() { _ = srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second) }()
+			go func() { _ = stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: "default"}, time.Second) }()
 			rc := &rootsClient{roots: roots, asked: make(chan struct{}, 4)}
 			opts := []client.ClientOption{client.WithProtocolVersion(legacy)}
 			if tc.roots {

@@ -9,9 +9,13 @@
 // 2026-07-28 one.
 //
 // mcp-go's MCPServer.HandleMessage answers every request of every era and
-// transport, so its middleware, hooks and cancellation apply to all. HTTP
-// is mcp-go's StreamableHTTPServer behind bounds (limits.go); stdio is this
-// package's read loop around HandleMessage (stdio.go says why). On the
+// transport, so its middleware, hooks and cancellation apply to all. This
+// package is the transport-neutral core; each transport is a package of
+// its own: mcpserver/stdio (a bounded line transport around
+// HandleMessage) and mcpserver/streamhttp (mcp-go's StreamableHTTPServer
+// behind a chain of middleware). A transport reaches the core through
+// Server.Transport and gives each request its way back to the client (an
+// Outbound), so nothing here asks which transport it is on. On the
 // 2026-07-28 wire a tool's questions to the client become multi-round-trip
 // input requests (input.go); requests are traced when telemetry is on
 // (telemetry.go).
@@ -22,7 +26,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/reclaim"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -30,6 +33,8 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/internal/reclaim"
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/edge"
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
@@ -52,32 +57,6 @@ type Backend interface {
 	// the server's calls are app.Direct ones, of tools in the
 	// connection's View.
 	Call(ctx context.Context, conn *providers.Connection, req app.Request) registry.Result
-}
-
-// Extender is implemented by modules that add protocol features beyond
-// tools (the conformance fixtures' prompts and completions); the CLI finds
-// it on the App's modules by type assertion.
-type Extender interface {
-	MCPExtensions() []Extension
-}
-
-// Extension adds protocol features beyond tools (resources, prompts,
-// completions) to the underlying mcp-go server: Options at construction,
-// then Setup.
-type Extension struct {
-	Options []server.ServerOption
-	Setup   func(s *server.MCPServer)
-	// Readable, when set, says per resource URI whether a caller can read
-	// it; resources/list leaves out what the caller cannot read.
-	Readable map[string]func(ctx context.Context, conn *providers.Connection) bool
-	// Resources, when set, are resources listed for the caller alone, at
-	// the end of resources/list (read through a template Setup adds).
-	Resources func(ctx context.Context, conn *providers.Connection) []mcp.Resource
-	// Capabilities are the MCP extensions (capabilities.extensions) the
-	// Extension implements, by identifier, with their settings.
-	Capabilities map[string]any
-	// Methods serve request methods mcp-go does not know, by name.
-	Methods map[string]MethodFunc
 }
 
 // Options configure a Server. Zero values are documented per field.
@@ -124,12 +103,7 @@ type Server struct {
 	reg     *registry.Registry
 	limits  Limits
 
-	parking  *mcpgofix.Parking
-	inflight calls
-	posts    calls // HTTP POSTs being answered
-	workers  int
-
-	pool *pool // runs detachable HTTP requests
+	inflight edge.Calls
 
 	// cutCtx ends when the shutdown grace is over. It cancels calls apart
 	// from their HTTP requests, whose cancellation would stop mcp-go from
@@ -145,6 +119,9 @@ type Server struct {
 
 	stdioSessions atomic.Int64 // numbers stdio sessions, which mcp-go tells apart by id
 
+	endMu      sync.Mutex
+	sessionEnd []func(id string) // transports' (edge.Core.OnSessionEnd)
+
 	served served // tools registered with mcp-go (dynamic.go)
 
 	methods mcpgofix.Methods // request methods Extensions add (methods.go)
@@ -154,28 +131,28 @@ type Server struct {
 
 type requestKey struct{}
 
-// request is what a transport attaches to one request's context, under a
-// single key: the caller as the transport identified it, the writer
-// CloseStream may detach (HTTP POST), and a memo of the resolved
-// connection and View, which mcp-go's tool filter and the call handler
-// both need.
+// request is one request's state in the core, attached to its context by
+// the transport that read it (edge.Core.Begin), under a single key. What
+// only a transport needs (stdio's reading baton, HTTP's response writer
+// and session slot) is the transport's, behind out.
 type request struct {
+	// caller is who is calling, as the transport identified them.
 	caller providers.Connection
-	pw     *pollableWriter
+	header http.Header   // the HTTP request's (trace context); nil on stdio
+	out    edge.Outbound // the transport's way back to the client; nil: mcp-go's
+	memo   callMemo
+}
 
-	mu    sync.Mutex
-	conn  *providers.Connection
-	view  *providers.View
-	state *sealedState // the requestState admit verified (2026-07-28)
-
-	header  http.Header                    // the HTTP request's; nil on stdio
-	span    atomic.Pointer[telemetry.Span] // set by the BeforeAny hook when tracing
+// callMemo is what the core works out once per request and reads in
+// several of mcp-go's hooks and handlers.
+type callMemo struct {
+	mu      sync.Mutex
+	conn    *providers.Connection
+	view    *providers.View
+	state   *sealedState                   // the requestState admit verified (2026-07-28)
 	calling string                         // the tools/call's tool name: a deferred one passes the gate
 	meta    map[string]any                 // the request's _meta "bub/state" (tools/list, tools/call): its code_mode picks the View
-	baton   *baton                         // stdio: set while the request runs on the reading goroutine
-	dropped atomic.Bool                    // its answer is not sent (see drop)
-	claim   *sessionClaim                  // HTTP initialize (2025): its session slot
-	out     outbound                       // set by a transport that writes notifications itself (stdio)
+	span    atomic.Pointer[telemetry.Span] // set by the BeforeAny hook when tracing
 }
 
 // withRequest attaches r to ctx.
@@ -183,25 +160,18 @@ func withRequest(ctx context.Context, r *request) context.Context {
 	return context.WithValue(ctx, requestKey{}, r)
 }
 
-// requestFrom is the request state a transport attached: stdio's
-// request, or HTTP's httpRequest (mw_caller.go).
+// requestFrom is the request state a transport attached, or nil.
 func requestFrom(ctx context.Context) *request {
-	switch r := ctx.Value(requestKey{}).(type) {
-	case *request:
-		return r
-	case *httpRequest:
-		return &r.request
-	}
-	return nil
+	r, _ := ctx.Value(requestKey{}).(*request)
+	return r
 }
 
 // drop keeps the request's answer from being sent: the client cancelled
 // the request (notifications/cancelled, whose receivers "SHOULD NOT send a
 // response for the cancelled request") or is gone.
 func (r *request) drop() {
-	r.dropped.Store(true)
-	if r.pw != nil {
-		r.pw.silence()
+	if r.out != nil {
+		r.out.Drop()
 	}
 }
 
@@ -210,10 +180,10 @@ func (r *request) drop() {
 func (s *Server) resolve(ctx context.Context) (*providers.Connection, *providers.View, error) {
 	r := requestFrom(ctx)
 	if r != nil {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.view != nil {
-			return r.conn, r.view, nil
+		r.memo.mu.Lock()
+		defer r.memo.mu.Unlock()
+		if r.memo.view != nil {
+			return r.memo.conn, r.memo.view, nil
 		}
 	}
 	conn := ConnectionFromContext(ctx)
@@ -226,7 +196,7 @@ func (s *Server) resolve(ctx context.Context) (*providers.Connection, *providers
 	if r != nil {
 		// A per-request code-mode switch (_meta "bub/state" code_mode),
 		// for this request's View only.
-		if err := app.ApplyState(conn, r.meta); err != nil {
+		if err := app.ApplyState(conn, r.memo.meta); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -235,7 +205,7 @@ func (s *Server) resolve(ctx context.Context) (*providers.Connection, *providers
 		return nil, nil, err
 	}
 	if r != nil {
-		r.conn, r.view = conn, v
+		r.memo.conn, r.memo.view = conn, v
 	}
 	return conn, v, nil
 }
@@ -258,9 +228,8 @@ func New(opts *Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	o.Limits = o.Limits.withDefaults()
-	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, reclaim: o.Reclaimer, workers: o.Limits.MaxConcurrentPerClient, parking: mcpgofix.NewParking(),
-		pool: newPool(64, poolIdle), sealer: sealer{key: o.StateKey}}
+	o.Limits = o.Limits.WithDefaults()
+	s := &Server{backend: o.Backend, log: o.Logger, reg: o.Registry, limits: o.Limits, reclaim: o.Reclaimer, sealer: sealer{key: o.StateKey}}
 	s.cutCtx, s.cut = context.WithCancel(context.Background())
 	if s.sealer.key == nil {
 		k, err := randomKey()
@@ -277,7 +246,7 @@ func New(opts *Options) (*Server, error) {
 		conn.ClientName, conn.ClientVersion = req.Params.ClientInfo.Name, req.Params.ClientInfo.Version
 		s.instructions(ctx, conn, &res.Instructions)
 		if r := requestFrom(ctx); r != nil && r.out != nil {
-			r.out.answeredInitialize()
+			r.out.AnsweredInitialize()
 		}
 	})
 	readable := map[string]func(ctx context.Context, conn *providers.Connection) bool{}
@@ -296,34 +265,41 @@ func New(opts *Options) (*Server, error) {
 		res.Resources = kept
 		if res.NextCursor == "" {
 			for _, e := range o.Extensions {
-				if e.Resources != nil {
-					res.Resources = append(res.Resources, e.Resources(ctx, ConnectionFromContext(ctx))...)
+				if e.CallerResources != nil {
+					for _, r := range e.CallerResources(ctx, ConnectionFromContext(ctx)) {
+						res.Resources = append(res.Resources, mcp.NewResource(r.URI, r.Name, mcp.WithResourceDescription(r.Description), mcp.WithMIMEType(r.MIMEType)))
+					}
 				}
 			}
 		}
 	})
 	// The acknowledgement is a notification: mcpgofix/dropnotify.go.
-	hooks.AddAfterSubscriptionsListen(mcpgofix.ListenAcknowledged(func(ctx context.Context) { waitNotifications(ctx, 1) }))
+	hooks.AddAfterSubscriptionsListen(mcpgofix.ListenAcknowledged(func(ctx context.Context) { s.outboundOf(ctx).WaitWritten(ctx, 1) }))
 	hooks.AddBeforeCallTool(func(ctx context.Context, id any, req *mcp.CallToolRequest) {
 		if r := requestFrom(ctx); r != nil {
 			state, _ := callerState(*req) // a bad one is refused by handle
-			r.mu.Lock()
-			r.calling, r.meta = req.Params.Name, state
-			r.mu.Unlock()
+			r.memo.mu.Lock()
+			r.memo.calling, r.memo.meta = req.Params.Name, state
+			r.memo.mu.Unlock()
 		}
 	})
 	hooks.AddBeforeListTools(func(ctx context.Context, id any, req *mcp.ListToolsRequest) {
 		if r := requestFrom(ctx); r != nil && req.Params.Meta != nil {
 			state, _ := metaState(req.Params.Meta)
-			r.mu.Lock()
-			r.meta = state
-			r.mu.Unlock()
+			r.memo.mu.Lock()
+			r.memo.meta = state
+			r.memo.mu.Unlock()
 		}
 	})
 	hooks.AddOnUnregisterSession(func(ctx context.Context, sess server.ClientSession) {
-		// However a 2025 session ends (DELETE, idle sweep, shutdown), its
-		// GET stream's hand-off state goes with it.
-		s.parking.Forget(sess.SessionID())
+		// However a 2025 session ends (DELETE, idle sweep, shutdown), the
+		// transports' state of it goes with it.
+		s.endMu.Lock()
+		ends := s.sessionEnd
+		s.endMu.Unlock()
+		for _, f := range ends {
+			f(sess.SessionID())
+		}
 	})
 	hooks.AddAfterDiscover(func(ctx context.Context, id any, req *mcp.DiscoverRequest, res *mcp.DiscoverResult) {
 		s.instructions(ctx, ConnectionFromContext(ctx), &res.Instructions)
@@ -346,10 +322,8 @@ func New(opts *Options) (*Server, error) {
 	}
 	capabilities := map[string]any{}
 	for _, e := range o.Extensions {
-		for _, opt := range e.Options {
-			serverOpts = append(serverOpts, mcpgofix.AppendingOption(hooks, opt))
-		}
-		for id, settings := range e.Capabilities {
+		serverOpts = append(serverOpts, extensionOptions(&e)...)
+		for id, settings := range e.Capabilities.Extensions {
 			capabilities[id] = settings
 		}
 	}
@@ -370,14 +344,13 @@ func New(opts *Options) (*Server, error) {
 		watcher.OnToolsChanged(s.syncTools)
 	}
 	for _, e := range o.Extensions {
-		if e.Setup != nil {
-			e.Setup(s.mcp)
-		}
+		addExtension(s.mcp, &e)
 	}
 	return s, nil
 }
 
-// MCP exposes the underlying mcp-go server (for extensions and tests).
+// MCP exposes the underlying mcp-go server, for tests that look beneath
+// the Extension API.
 func (s *Server) MCP() *server.MCPServer { return s.mcp }
 
 // view resolves conn through the Backend and returns its View.
@@ -406,9 +379,9 @@ func (s *Server) filter(ctx context.Context, in []mcp.Tool) []mcp.Tool {
 		return nil
 	}
 	if r := requestFrom(ctx); r != nil {
-		r.mu.Lock()
-		name := r.calling
-		r.mu.Unlock()
+		r.memo.mu.Lock()
+		name := r.memo.calling
+		r.memo.mu.Unlock()
 		if name != "" {
 			// Listed or deferred: a deferred tool is not listed but may
 			// be called by name.
@@ -492,8 +465,8 @@ var ErrToolNotFound = errors.New("tool not found")
 // caller's View (never in the registry: a hidden tool stays hidden even if
 // mcp-go's own gate were bypassed) and runs it through the Backend.
 func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	s.inflight.add()
-	defer s.inflight.done()
+	s.inflight.Add()
+	defer s.inflight.Done()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(s.cutCtx, stop)()
@@ -551,7 +524,7 @@ func (s *Server) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return p.round.result(s.sealer, tool.ModelName(), argsDigest(call.Args), callerID(requestFrom(ctx)), time.Now())
 	}
 	if n := p.sent.Load(); n > 0 {
-		waitNotifications(ctx, int(n)) // mcpgofix/dropnotify.go
+		p.out.WaitWritten(ctx, int(n)) // mcpgofix/dropnotify.go
 	}
 	return s.toResult(v, tool, &res), nil
 }
@@ -648,68 +621,13 @@ func contents(cs registry.Contents) []mcp.Content {
 	return out
 }
 
-// waitCalls waits for in-flight tool calls, at most until ctx ends.
-func (s *Server) waitCalls(ctx context.Context) bool { return s.inflight.wait(ctx) }
-
-// cutCalls ends the shutdown grace: running calls are cancelled and answer
-// "server shutting down".
-func (s *Server) cutCalls() {
-	s.cut()
-}
-
-// calls counts tool calls in flight. Unlike a sync.WaitGroup it may grow
-// while a shutdown waits for it to drain (a queued stdio request starting
-// late), which a WaitGroup forbids.
-type calls struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // made by a waiter, closed when n drops to zero
-}
-
-func (c *calls) add() {
-	c.mu.Lock()
-	c.n++
-	c.mu.Unlock()
-}
-
-func (c *calls) done() {
-	c.mu.Lock()
-	if c.n--; c.n == 0 && c.idle != nil {
-		close(c.idle)
-		c.idle = nil
-	}
-	c.mu.Unlock()
-}
-
-// wait returns true once no call is in flight, false when ctx ends first.
-// The channel it waits on is made here, not by every call that finds none
-// in flight: only a shutdown waits.
-func (c *calls) wait(ctx context.Context) bool {
-	c.mu.Lock()
-	if c.n == 0 {
-		c.mu.Unlock()
-		return true
-	}
-	if c.idle == nil {
-		c.idle = make(chan struct{})
-	}
-	idle := c.idle
-	c.mu.Unlock()
-	select {
-	case <-idle:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // peer is the registry.Peer of one MCP request.
 type peer struct {
 	s     *Server
 	token mcp.ProgressToken
-	out   outbound     // the request's way to its client
-	sent  atomic.Int64 // notifications handed to mcp-go, which the result waits for
-	round *inputRound  // 2026-07-28 requests: answers and pending questions
+	out   edge.Outbound // the request's way to its client
+	sent  atomic.Int64  // notifications handed to mcp-go, which the result waits for
+	round *inputRound   // 2026-07-28 requests: answers and pending questions
 }
 
 func (p *peer) Progress(ctx context.Context, progress, total float64, message string) {
@@ -723,80 +641,30 @@ func (p *peer) Progress(ctx context.Context, progress, total float64, message st
 	if message != "" {
 		params["message"] = message
 	}
-	if p.out.progress(ctx, params) {
+	if p.out.Progress(ctx, params) {
 		p.sent.Add(1)
 	}
 }
 
 func (p *peer) Log(ctx context.Context, level slog.Level, logger string, data any) {
 	lvl := mcpLevel(level)
-	if p.out.log(ctx, mcp.NewLoggingMessageNotification(lvl, logger, data)) {
+	if p.out.Log(ctx, mcp.NewLoggingMessageNotification(lvl, logger, data)) {
 		p.sent.Add(1)
 	}
 }
 
-// outbound is how one request reaches its client outside its answer:
-// progress and log notifications, and the preparation of a request to the
-// client. The core calls it; each transport supplies it (mcpOutbound, the
-// default, goes through mcp-go; stdio writes notifications itself).
-type outbound interface {
-	// progress sends a notifications/progress; it reports whether the
-	// answer must wait for it to be written (mcpgofix/dropnotify.go).
-	progress(ctx context.Context, params map[string]any) (wait bool)
-	// log sends a notifications/message, as progress.
-	log(ctx context.Context, n mcp.LoggingMessageNotification) (wait bool)
-	// beforeRequest readies the way for a request to the client (sampling).
-	beforeRequest(ctx context.Context) error
-	// answeredInitialize is told when a 2025 initialize was answered.
-	answeredInitialize()
-}
-
-// outboundOf is the outbound of ctx's request.
-func (s *Server) outboundOf(ctx context.Context) outbound {
+// outboundOf is the way back to ctx's client: what its transport gave
+// the request, else what its session offers (a stdio connection, for the
+// notifications it reads), else mcp-go's.
+func (s *Server) outboundOf(ctx context.Context) edge.Outbound {
 	if r := requestFrom(ctx); r != nil && r.out != nil {
 		return r.out
 	}
-	return mcpOutbound{s}
-}
-
-// mcpOutbound sends through mcp-go's sessions (HTTP).
-type mcpOutbound struct{ s *Server }
-
-func (o mcpOutbound) progress(ctx context.Context, params map[string]any) bool {
-	if err := o.s.mcp.SendNotificationToClient(ctx, "notifications/progress", params); err != nil {
-		o.s.log.DebugContext(ctx, "mcp.progress.dropped", "error", err)
-		return false
+	if o, ok := server.ClientSessionFromContext(ctx).(edge.Outbound); ok {
+		return o
 	}
-	return true
+	return edge.ViaMCP{MCP: s.mcp, Logger: s.log}
 }
-
-func (o mcpOutbound) log(ctx context.Context, n mcp.LoggingMessageNotification) bool {
-	if err := o.s.mcp.SendLogMessageToClient(ctx, n); err != nil {
-		o.s.log.DebugContext(ctx, "mcp.log.dropped", "error", err)
-		return false
-	}
-	return mcpgofix.LogWanted(ctx, n.Params.Level)
-}
-
-// beforeRequest hands a 2025 session's parked GET stream to mcp-go:
-// its requests to the client travel there (mcpgofix/getstream.go).
-func (o mcpOutbound) beforeRequest(ctx context.Context) error {
-	sess := server.ClientSessionFromContext(ctx)
-	if sess == nil || sess.SessionID() == "" {
-		return nil
-	}
-	select {
-	case <-o.s.parking.HandOver(sess.SessionID()):
-		return nil
-	case <-time.After(getStreamWait):
-		// mcp-go would wait for a stream that never comes.
-		return errors.New("mcpserver: sampling on a 2025 HTTP session travels on the client's GET stream, and the client has none open")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (mcpOutbound) answeredInitialize() {}
 
 func mcpLevel(l slog.Level) mcp.LoggingLevel {
 	switch {
@@ -841,7 +709,7 @@ func (p *peer) Sample(ctx context.Context, req registry.SampleRequest) (*registr
 	if !declared(ctx, func(c mcp.ClientCapabilities) bool { return c.Sampling != nil }) {
 		return nil, &registry.CapabilityError{Capability: "sampling"} // mcp-go would ask anyway
 	}
-	if err := p.out.beforeRequest(ctx); err != nil {
+	if err := p.out.BeforeRequest(ctx); err != nil {
 		return nil, err
 	}
 	//lint:ignore SA1019 2025-protocol clients still sample this way; 2026 ones get an error from mcp-go
@@ -962,16 +830,3 @@ func (p *peer) Roots(ctx context.Context) ([]registry.Root, error) {
 // shuttingDown is the result of a call cut at the end of the shutdown
 // grace, so the client learns why instead of losing the connection.
 const shuttingDown = "server shutting down: the call was still running when the shutdown grace ([server] shutdown_grace) ended"
-
-// poolIdle is how long an idle pooled goroutine waits for work.
-const poolIdle = 30 * time.Second
-
-// notificationWait bounds how long a result waits for its notifications.
-const notificationWait = time.Second
-
-// getStreamWait bounds how long sampling waits for the client's GET stream.
-const getStreamWait = 5 * time.Second
-
-// shutdownTimeout bounds how long closing transports may take after calls
-// were cancelled.
-const shutdownTimeout = 5 * time.Second

@@ -20,6 +20,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
@@ -120,11 +121,11 @@ func newFixture(t *testing.T, withTokens bool) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tokens []mcpserver.Token
+	var tokens []streamhttp.Token
 	for _, tk := range cfg.Auth.Tokens {
-		tokens = append(tokens, mcpserver.Token{Name: tk.Name, SHA256: tk.SHA256, Profile: tk.Profile})
+		tokens = append(tokens, streamhttp.Token{Name: tk.Name, SHA256: tk.SHA256, Profile: tk.Profile})
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: cfg.ProfileNames(), Tokens: tokens, CheckHosts: true})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: cfg.ProfileNames(), Tokens: tokens, CheckHosts: true})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -513,7 +514,7 @@ func TestStatefulSessionsEnd(t *testing.T) {
 
 func TestIsLoopback(t *testing.T) {
 	for addr, want := range map[string]bool{"127.0.0.1:8080": true, "localhost:1": true, "[::1]:9": true, "0.0.0.0:80": false, ":8080": false, "10.0.0.1:80": false} {
-		if got := mcpserver.IsLoopback(addr); got != want {
+		if got := streamhttp.IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v; want %v", addr, got, want)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -21,16 +22,16 @@ import (
 func sessionServer(t *testing.T, l mcpserver.Limits, ttl time.Duration, tokens ...string) string {
 	t.Helper()
 	src := ""
-	var toks []mcpserver.Token
+	var toks []streamhttp.Token
 	for _, name := range tokens {
-		toks = append(toks, mcpserver.Token{Name: name, SHA256: config.HashToken(name), Profile: "default"})
+		toks = append(toks, streamhttp.Token{Name: name, SHA256: config.HashToken(name), Profile: "default"})
 	}
 	h := newHost(t, registry.New(), src)
 	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Limits: l, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}, Tokens: toks, SessionIdleTTL: ttl})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}, Tokens: toks, SessionIdleTTL: ttl})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 	return ts.URL + "/mcp"
@@ -192,7 +193,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}})
 	defer closeSessions(context.Background())
 	post := func(body, session string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))

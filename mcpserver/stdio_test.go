@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
@@ -43,7 +44,7 @@ func TestStdioServerRequests(t *testing.T) {
 	defer cancel()
 	served := make(chan error, 1)
 	go func() {
-		served <- srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+		served <- stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
 	}()
 
 	c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(nil)),

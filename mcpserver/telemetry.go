@@ -16,7 +16,7 @@ import (
 // starts the request's span, OnSuccess or OnError ends it (mcp-go
 // guarantees exactly one of them per BeforeAny). Hooks cannot hand the
 // handler a new ctx, so the span waits on the per-request state both
-// transports already put in ctx (request.span), and handle makes it the
+// transports already put in ctx (request.memo.span), and handle makes it the
 // parent of the call (withSpan). Without telemetry none of this is
 // installed: a server without it runs exactly the hooks it ran before.
 //
@@ -34,7 +34,7 @@ func addTelemetry(hooks *server.Hooks, tel *telemetry.Telemetry) {
 			return
 		}
 		_, span := tel.StartRequest(ctx, telemetryRequest(ctx, r, id, method, message))
-		r.span.Store(span)
+		r.memo.span.Store(span)
 	})
 	hooks.AddOnSuccess(func(ctx context.Context, id any, method mcp.MCPMethod, message any, result any) {
 		span := takeSpan(ctx)
@@ -96,7 +96,7 @@ func telemetryRequest(ctx context.Context, r *request, id any, method mcp.MCPMet
 // takeSpan removes the span of ctx's request, so it is ended once.
 func takeSpan(ctx context.Context) *telemetry.Span {
 	if r := requestFrom(ctx); r != nil {
-		return r.span.Swap(nil)
+		return r.memo.span.Swap(nil)
 	}
 	return nil
 }
@@ -105,7 +105,7 @@ func takeSpan(ctx context.Context) *telemetry.Span {
 // call's nested work and logs belong to the request's trace.
 func withSpan(ctx context.Context) context.Context {
 	if r := requestFrom(ctx); r != nil {
-		return r.span.Load().ContextWith(ctx)
+		return r.memo.span.Load().ContextWith(ctx)
 	}
 	return ctx
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/telemetry"
@@ -25,11 +27,11 @@ func BenchmarkTelemetryEcho(b *testing.B) {
 	for _, mode := range []string{"nil", "disabled", "metrics", "traced"} {
 		b.Run("stdio/"+mode, func(b *testing.B) {
 			benchStdio(b, func(b *testing.B, ctx context.Context, in io.Reader, out io.Writer) {
-				go telServer(b, mode).ServeStdio(ctx, in, out, providers.Connection{Profile: "default"}, time.Second)
+				go stdio.Serve(ctx, telServer(b, mode), in, out, providers.Connection{Profile: "default"}, time.Second)
 			}, 1)
 		})
 		b.Run("http/"+mode, func(b *testing.B) {
-			h, closeSessions := telServer(b, mode).Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}, CheckHosts: true})
+			h, closeSessions := httpHandler(telServer(b, mode), streamhttp.Options{Profiles: []string{"default"}, CheckHosts: true})
 			b.Cleanup(func() { closeSessions(context.Background()) })
 			benchHTTP(b, h, 1)
 		})

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +18,8 @@ import (
 	_ "github.com/bubbuild/bub-mcp/codemode" // run_code for the nested-call test
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/telemetry"
@@ -26,7 +27,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -45,7 +45,7 @@ type tracedOptions struct {
 	src     string   // bub.toml
 	modules []string // app modules; nil means none
 	exts    []mcpserver.Extension
-	tokens  []mcpserver.Token
+	tokens  []streamhttp.Token
 }
 
 func telRegistry() *registry.Registry {
@@ -88,7 +88,7 @@ func newTraced(t *testing.T, o tracedOptions) *tracedServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}, Tokens: o.tokens, Metrics: tel.MetricsHandler()})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}, Tokens: o.tokens, Metrics: tel.MetricsHandler()})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -108,7 +108,7 @@ func (s *tracedServer) stdio(t *testing.T, version string) *client.Client {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+		stdio.Serve(ctx, s.srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
 	}()
 	t.Cleanup(func() { cancel(); inW.Close(); <-done })
 	c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(nil)), client.WithProtocolVersion(version))
@@ -458,7 +458,7 @@ func TestTelemetryMetrics(t *testing.T) {
 // one, since the metrics name tools and their use.
 func TestMetricsNeedToken(t *testing.T) {
 	const tok = "metrics-token"
-	s := newTraced(t, tracedOptions{src: "[profiles.default]\n", tokens: []mcpserver.Token{{Name: "prom", SHA256: config.HashToken(tok), Profile: "default"}}})
+	s := newTraced(t, tracedOptions{src: "[profiles.default]\n", tokens: []streamhttp.Token{{Name: "prom", SHA256: config.HashToken(tok), Profile: "default"}}})
 	resp, err := http.Get(s.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -502,43 +502,4 @@ func TestTelemetryOffInstallsNothing(t *testing.T) {
 			t.Errorf("%s: BeforeAny, Success, Error, RegisterSession, UnregisterSession hooks = %v; want %v", tt.name, got, want)
 		}
 	}
-}
-
-// TestExtensionHooksMerge checks that an extension passing
-// server.WithHooks adds its hooks instead of replacing the server's: its
-// hook runs, and so do the server's own (the View's instructions in the
-// initialize result, the request's span).
-func TestExtensionHooksMerge(t *testing.T) {
-	var ran atomic.Int64
-	extHooks := &server.Hooks{}
-	extHooks.AddBeforeCallTool(func(context.Context, any, *mcp.CallToolRequest) { ran.Add(1) })
-	s := newTraced(t, tracedOptions{src: "[profiles.default]\n", modules: []string{"test.prompt"},
-		exts: []mcpserver.Extension{{Options: []server.ServerOption{server.WithHooks(extHooks)}}}})
-
-	tr, err := transport.NewStreamableHTTP(s.url + "/mcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.NewClient(tr, client.WithProtocolVersion(legacy))
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = legacy
-	res, err := c.Initialize(t.Context(), init)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "Profile default has 2 tools."; res.Instructions != want {
-		t.Errorf("instructions = %q; want %q (the server's AfterInitialize hook)", res.Instructions, want)
-	}
-	traceID, _, tp := traceparent(500)
-	if _, err := callMeta(t, c, "test_echo", map[string]any{"message": "x"}, tp); err != nil {
-		t.Fatal(err)
-	}
-	if ran.Load() != 1 {
-		t.Errorf("extension's BeforeCallTool ran %d times; want 1", ran.Load())
-	}
-	oneSpan(t, s.rec, "tools/call test_echo", traceID)
 }

@@ -71,6 +71,8 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
@@ -200,7 +202,7 @@ func runWireStdio(t *testing.T, srv *mcpserver.Server, client string) []string {
 	defer cancel()
 	served := make(chan error, 1)
 	go func() {
-		served <- srv.ServeStdio(ctx, inR, outW, providers.Connection{Profile: "default"}, time.Second)
+		served <- stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
 	}()
 	lines := make(chan string, 64)
 	go func() {
@@ -353,7 +355,7 @@ func parseWireRequests(t *testing.T, client string) []*wireRequest {
 // runWireHTTP sends client's requests to the HTTP handler and returns the
 // responses as records.
 func runWireHTTP(t *testing.T, srv *mcpserver.Server, client string) []string {
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default"}, CheckHosts: true})
+	handler, closeSessions := httpHandler(srv, streamhttp.Options{Profiles: []string{"default"}, CheckHosts: true})
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wireWait)

@@ -3,7 +3,6 @@ package skills
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -23,7 +22,6 @@ import (
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 // Skills over MCP, per SEP-2640 (extension io.modelcontextprotocol/skills):
@@ -74,18 +72,18 @@ type skillFile struct {
 
 // MCPExtensions serves the App's skills over MCP (SEP-2640).
 func (m *Module) MCPExtensions() []mcpserver.Extension {
-	template := mcp.NewResourceTemplate(uriPrefix+"{skill}/{+path}", "skill-file",
-		mcp.WithTemplateDescription("A file of a skill (SEP-2640); skill://<name>/SKILL.md is its instructions."))
 	return []mcpserver.Extension{{
-		Capabilities: map[string]any{ExtensionID: map[string]any{}},
+		Capabilities: mcpserver.Capabilities{Extensions: map[string]any{ExtensionID: map[string]any{}}},
 		Methods: map[string]mcpserver.MethodFunc{
 			"skills/list": m.listMethod,
 			"skills/get":  m.getMethod,
 		},
-		Resources: m.listResources,
-		Setup: func(s *server.MCPServer) {
-			s.AddResourceTemplate(template, m.readResource)
-		},
+		CallerResources: m.listResources,
+		Templates: []mcpserver.ResourceTemplate{{
+			URITemplate: uriPrefix + "{skill}/{+path}", Name: "skill-file",
+			Description: "A file of a skill (SEP-2640); skill://<name>/SKILL.md is its instructions.",
+			Read:        m.readResource,
+		}},
 	}}
 }
 
@@ -115,16 +113,15 @@ func SkillURI(name string) string { return uriPrefix + name + "/" + SkillFileNam
 
 // listResources lists each SKILL.md the caller may read; supporting files
 // are read through the template, as the entries' resources name them.
-func (m *Module) listResources(ctx context.Context, conn *providers.Connection) []mcp.Resource {
+func (m *Module) listResources(ctx context.Context, conn *providers.Connection) []mcpserver.ResourceInfo {
 	skills, err := m.served(ctx, conn)
 	if err != nil {
 		m.logger().WarnContext(ctx, "skills.mcp.list", "error", err)
 		return nil
 	}
-	out := make([]mcp.Resource, 0, len(skills))
+	out := make([]mcpserver.ResourceInfo, 0, len(skills))
 	for _, s := range skills {
-		out = append(out, mcp.NewResource(SkillURI(s.Name), s.Name,
-			mcp.WithResourceDescription(s.Description), mcp.WithMIMEType("text/markdown")))
+		out = append(out, mcpserver.ResourceInfo{URI: SkillURI(s.Name), Name: s.Name, Description: s.Description, MIMEType: "text/markdown"})
 	}
 	return out
 }
@@ -373,14 +370,14 @@ func digest(p string) (string, error) {
 
 // readResource serves resources/read of skill://<name>/<path>: a file of
 // one of the caller's skills, text when it is UTF-8, else a blob.
-func (m *Module) readResource(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-	uri := req.Params.URI
+func (m *Module) readResource(ctx context.Context, conn *providers.Connection, req mcpserver.ReadRequest) ([]mcpserver.ResourceContents, error) {
+	uri := req.URI
 	rest, _ := strings.CutPrefix(uri, uriPrefix)
 	name, rel, ok := strings.Cut(rest, "/")
 	if !ok || rel == "" || path.Clean(rel) != rel || strings.HasPrefix(rel, "../") || rel == ".." {
 		return nil, fmt.Errorf("%s: not a skill file URI (skill://<name>/<path>)", uri)
 	}
-	skills, err := m.served(ctx, mcpserver.ConnectionFromContext(ctx))
+	skills, err := m.served(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
@@ -402,9 +399,9 @@ func (m *Module) readResource(ctx context.Context, req mcp.ReadResourceRequest) 
 	}
 	mimeType := mimeOf(rel)
 	if utf8.Valid(data) {
-		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: mimeType, Text: string(data)}}, nil
+		return []mcpserver.ResourceContents{{URI: uri, MIMEType: mimeType, Text: string(data)}}, nil
 	}
-	return []mcp.ResourceContents{mcp.BlobResourceContents{URI: uri, MIMEType: mimeType, Blob: base64.StdEncoding.EncodeToString(data)}}, nil
+	return []mcpserver.ResourceContents{{URI: uri, MIMEType: mimeType, Blob: data}}, nil
 }
 
 // mimeOf is the MIME type of a skill file by its extension.

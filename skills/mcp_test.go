@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/skills"
 	"github.com/google/go-cmp/cmp"
 )
@@ -35,7 +36,8 @@ func skillsServer(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: []string{"default", "noskill", "confined"}})
+	handler := streamhttp.New(srv, streamhttp.Options{Profiles: []string{"default", "noskill", "confined"}})
+	closeSessions := handler.CloseSessions
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 	return ts.URL, ws

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 )
 
 // TestSearchOverMCP: a client of the three reference servers, deferred,
@@ -27,7 +28,8 @@ func TestSearchOverMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: a.Config().ProfileNames(), Loopback: true})
+	handler := streamhttp.New(srv, streamhttp.Options{Profiles: a.Config().ProfileNames(), Loopback: true})
+	closeSessions := handler.CloseSessions
 	ts := httptest.NewServer(handler)
 	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
 	//lint:ignore SA1019 the 2025 session protocol on purpose: its GET stream carries list_changed

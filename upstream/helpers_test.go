@@ -22,6 +22,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/upstream"
@@ -192,10 +193,10 @@ func (h *host) serve(t testing.TB, opts ...client.ClientOption) (*client.Client,
 		t.Fatal(err)
 	}
 	m, _ := upstream.FromApp(h.App)
-	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{Profiles: h.Config().ProfileNames(), Loopback: true,
-		Health: func() mcpserver.Health { return mcpserver.Health{Details: m.Healthz()} }})
+	handler := streamhttp.New(srv, streamhttp.Options{Profiles: h.Config().ProfileNames(), Loopback: true,
+		Health: func() streamhttp.Health { return streamhttp.Health{Details: m.Healthz()} }})
 	ts := httptest.NewServer(handler)
-	t.Cleanup(func() { closeSessions(context.Background()); ts.Close() })
+	t.Cleanup(func() { handler.CloseSessions(context.Background()); ts.Close() })
 	c := mcpClient(t, ts.URL+"/mcp", opts...)
 	return c, ts.URL
 }

@@ -17,9 +17,8 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 // A 1×1 PNG and a tiny WAV file, base64.
@@ -86,13 +85,11 @@ func (*Module) Provision(ctx context.Context, a *app.App) error {
 // MCPExtensions adds the fixture resources, prompts and completions.
 func (*Module) MCPExtensions() []mcpserver.Extension {
 	return []mcpserver.Extension{{
-		Options: []server.ServerOption{
-			server.WithResourceCapabilities(true, false),
-			server.WithPromptCapabilities(false),
-			server.WithCompletions(),
-			server.WithPromptCompletionProvider(completions{}),
-		},
-		Setup: setup,
+		Capabilities: mcpserver.Capabilities{Subscribe: true, Prompts: true, Completions: true},
+		Resources:    resources(),
+		Templates:    templates(),
+		Prompts:      append(prompts(), statelessPrompts()...),
+		Complete:     complete,
 	}}
 }
 
@@ -229,82 +226,92 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// setup registers the resources and prompts.
-func setup(s *server.MCPServer) {
-	s.AddResource(mcp.NewResource("test://static-text", "Static Text Resource", mcp.WithResourceDescription("A static text resource for testing"), mcp.WithMIMEType("text/plain")),
-		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: "test://static-text", MIMEType: "text/plain", Text: "This is the content of the static text resource."}}, nil
-		})
-	s.AddResource(mcp.NewResource("test://static-binary", "Static Binary Resource", mcp.WithResourceDescription("A static binary resource (PNG) for testing"), mcp.WithMIMEType("image/png")),
-		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			return []mcp.ResourceContents{mcp.BlobResourceContents{URI: "test://static-binary", MIMEType: "image/png", Blob: pngB64}}, nil
-		})
-	s.AddResource(mcp.NewResource("test://watched-resource", "Watched Resource", mcp.WithResourceDescription("A resource clients can subscribe to"), mcp.WithMIMEType("text/plain")),
-		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: "test://watched-resource", MIMEType: "text/plain", Text: "Watched resource content."}}, nil
-		})
-	s.AddResourceTemplate(mcp.NewResourceTemplate("test://template/{id}/data", "Template Resource", mcp.WithTemplateDescription("A resource template with an id parameter"), mcp.WithTemplateMIMEType("application/json")),
-		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			id := "unknown"
-			if v, ok := req.Params.Arguments["id"]; ok {
-				switch x := v.(type) {
-				case []string:
-					if len(x) > 0 {
-						id = x[0]
-					}
-				default:
-					id = fmt.Sprint(x)
-				}
-			}
-			b, _ := json.Marshal(map[string]any{"id": id, "templateTest": true, "data": "Data for ID: " + id})
-			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
-		})
-
-	s.AddPrompt(mcp.NewPrompt("test_simple_prompt", mcp.WithPromptDescription("A simple prompt without arguments")),
-		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			return mcp.NewGetPromptResult("A simple prompt", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("This is a simple prompt for testing."))}), nil
-		})
-	s.AddPrompt(mcp.NewPrompt("test_prompt_with_arguments", mcp.WithPromptDescription("A prompt with two required arguments"),
-		mcp.WithArgument("arg1", mcp.ArgumentDescription("First test argument"), mcp.RequiredArgument()),
-		mcp.WithArgument("arg2", mcp.ArgumentDescription("Second test argument"), mcp.RequiredArgument())),
-		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			a1, a2 := req.Params.Arguments["arg1"], req.Params.Arguments["arg2"]
-			return mcp.NewGetPromptResult("A prompt with arguments", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser,
-				mcp.NewTextContent(fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", a1, a2)))}), nil
-		})
-	s.AddPrompt(mcp.NewPrompt("test_prompt_with_embedded_resource", mcp.WithPromptDescription("A prompt that embeds a resource"),
-		mcp.WithArgument("resourceUri", mcp.ArgumentDescription("URI of the resource to embed"), mcp.RequiredArgument())),
-		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			uri := req.Params.Arguments["resourceUri"]
-			return mcp.NewGetPromptResult("A prompt with an embedded resource", []mcp.PromptMessage{
-				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: uri, MIMEType: "text/plain", Text: "Embedded resource content for testing."})),
-				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Please process the embedded resource above.")),
-			}), nil
-		})
-	s.AddPrompt(mcp.NewPrompt("test_prompt_with_image", mcp.WithPromptDescription("A prompt with an image")),
-		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			return mcp.NewGetPromptResult("A prompt with an image", []mcp.PromptMessage{
-				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewImageContent(pngB64, "image/png")),
-				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Please analyze the image above.")),
-			}), nil
-		})
-	statelessSetup(s)
+// text is a read that answers one text part.
+func text(uri, mimeType, body string) mcpserver.ReadFunc {
+	return func(context.Context, *providers.Connection, mcpserver.ReadRequest) ([]mcpserver.ResourceContents, error) {
+		return []mcpserver.ResourceContents{{URI: uri, MIMEType: mimeType, Text: body}}, nil
+	}
 }
 
-// completions completes test_prompt_with_arguments' arguments from a small
-// vocabulary, by prefix.
-type completions struct{}
+// resources are the fixture resources.
+func resources() []mcpserver.Resource {
+	return []mcpserver.Resource{
+		{ResourceInfo: mcpserver.ResourceInfo{URI: "test://static-text", Name: "Static Text Resource", Description: "A static text resource for testing", MIMEType: "text/plain"},
+			Read: text("test://static-text", "text/plain", "This is the content of the static text resource.")},
+		{ResourceInfo: mcpserver.ResourceInfo{URI: "test://static-binary", Name: "Static Binary Resource", Description: "A static binary resource (PNG) for testing", MIMEType: "image/png"},
+			Read: func(context.Context, *providers.Connection, mcpserver.ReadRequest) ([]mcpserver.ResourceContents, error) {
+				return []mcpserver.ResourceContents{{URI: "test://static-binary", MIMEType: "image/png", Blob: pngData}}, nil
+			}},
+		{ResourceInfo: mcpserver.ResourceInfo{URI: "test://watched-resource", Name: "Watched Resource", Description: "A resource clients can subscribe to", MIMEType: "text/plain"},
+			Read: text("test://watched-resource", "text/plain", "Watched resource content.")},
+	}
+}
 
-func (completions) CompletePromptArgument(ctx context.Context, prompt string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
+// templates are the fixture resource templates.
+func templates() []mcpserver.ResourceTemplate {
+	return []mcpserver.ResourceTemplate{{
+		URITemplate: "test://template/{id}/data", Name: "Template Resource", Description: "A resource template with an id parameter", MIMEType: "application/json",
+		Read: func(ctx context.Context, conn *providers.Connection, req mcpserver.ReadRequest) ([]mcpserver.ResourceContents, error) {
+			id, ok := req.Arguments["id"]
+			if !ok {
+				id = "unknown"
+			}
+			b, _ := json.Marshal(map[string]any{"id": id, "templateTest": true, "data": "Data for ID: " + id})
+			return []mcpserver.ResourceContents{{URI: req.URI, MIMEType: "application/json", Text: string(b)}}, nil
+		},
+	}}
+}
+
+// user is a prompt message from the user.
+func user(c registry.Content) mcpserver.PromptMessage {
+	return mcpserver.PromptMessage{Role: "user", Content: c}
+}
+
+// userText is a text prompt message from the user.
+func userText(s string) mcpserver.PromptMessage { return user(registry.Content{Type: "text", Text: s}) }
+
+// prompts are the fixture prompts.
+func prompts() []mcpserver.Prompt {
+	return []mcpserver.Prompt{
+		{Name: "test_simple_prompt", Description: "A simple prompt without arguments",
+			Get: func(context.Context, *providers.Connection, *mcpserver.PromptRequest) (*mcpserver.PromptResult, error) {
+				return &mcpserver.PromptResult{Description: "A simple prompt", Messages: []mcpserver.PromptMessage{userText("This is a simple prompt for testing.")}}, nil
+			}},
+		{Name: "test_prompt_with_arguments", Description: "A prompt with two required arguments",
+			Arguments: []mcpserver.PromptArgument{{Name: "arg1", Description: "First test argument", Required: true}, {Name: "arg2", Description: "Second test argument", Required: true}},
+			Get: func(ctx context.Context, conn *providers.Connection, req *mcpserver.PromptRequest) (*mcpserver.PromptResult, error) {
+				a1, a2 := req.Arguments["arg1"], req.Arguments["arg2"]
+				return &mcpserver.PromptResult{Description: "A prompt with arguments", Messages: []mcpserver.PromptMessage{
+					userText(fmt.Sprintf("Prompt with arguments: arg1='%s', arg2='%s'", a1, a2))}}, nil
+			}},
+		{Name: "test_prompt_with_embedded_resource", Description: "A prompt that embeds a resource",
+			Arguments: []mcpserver.PromptArgument{{Name: "resourceUri", Description: "URI of the resource to embed", Required: true}},
+			Get: func(ctx context.Context, conn *providers.Connection, req *mcpserver.PromptRequest) (*mcpserver.PromptResult, error) {
+				uri := req.Arguments["resourceUri"]
+				return &mcpserver.PromptResult{Description: "A prompt with an embedded resource", Messages: []mcpserver.PromptMessage{
+					user(registry.Content{Type: "resource", URI: uri, MIMEType: "text/plain", Text: "Embedded resource content for testing."}),
+					userText("Please process the embedded resource above."),
+				}}, nil
+			}},
+		{Name: "test_prompt_with_image", Description: "A prompt with an image",
+			Get: func(context.Context, *providers.Connection, *mcpserver.PromptRequest) (*mcpserver.PromptResult, error) {
+				return &mcpserver.PromptResult{Description: "A prompt with an image", Messages: []mcpserver.PromptMessage{
+					user(registry.Content{Type: "image", Data: pngData, MIMEType: "image/png"}),
+					userText("Please analyze the image above."),
+				}}, nil
+			}},
+	}
+}
+
+// complete completes test_prompt_with_arguments' arguments from a small
+// vocabulary, by prefix.
+func complete(ctx context.Context, conn *providers.Connection, req mcpserver.CompleteRequest) ([]string, error) {
 	words := []string{"paris", "park", "party", "test", "testValue1", "testValue2"}
-	var out []string
+	out := []string{}
 	for _, w := range words {
-		if strings.HasPrefix(w, arg.Value) {
+		if strings.HasPrefix(w, req.Value) {
 			out = append(out, w)
 		}
 	}
-	if out == nil {
-		out = []string{}
-	}
-	return &mcp.Completion{Values: out, Total: len(out)}, nil
+	return out, nil
 }

@@ -20,9 +20,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 const (
@@ -198,28 +198,22 @@ func statelessFixtures() []*registry.Tool {
 	return ts
 }
 
-// statelessSetup adds test_input_required_result_prompt, an MRTR prompt
-// (input-required-result-non-tool-request). Prompts are plain mcp-go
-// handlers, so it uses mcp-go's InputRequestBuilder directly; mcp-go
-// bridges it to a real elicitation/create for 2025-11-25 clients.
-func statelessSetup(s *server.MCPServer) {
-	s.AddPrompt(mcp.NewPrompt("test_input_required_result_prompt", mcp.WithPromptDescription("A prompt that asks the user for its context first")),
-		func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			answer := server.ElicitationResponse(req.Params.InputResponses, "user_context")
+// statelessPrompts are test_input_required_result_prompt, an MRTR prompt
+// (input-required-result-non-tool-request): it asks the user for its
+// context first; mcp-go bridges the question to a real
+// elicitation/create for 2025-11-25 clients.
+func statelessPrompts() []mcpserver.Prompt {
+	return []mcpserver.Prompt{{Name: "test_input_required_result_prompt", Description: "A prompt that asks the user for its context first",
+		Get: func(ctx context.Context, conn *providers.Connection, req *mcpserver.PromptRequest) (*mcpserver.PromptResult, error) {
+			answer := req.Elicitation("user_context")
 			if answer == nil {
-				var schema map[string]any
-				_ = json.Unmarshal([]byte(contextSchema), &schema)
-				return server.NewInputRequestBuilder("").Elicit("user_context", mcp.ElicitationParams{
-					Message:         "What context should the prompt use?",
-					RequestedSchema: schema,
-				}).PromptResult(), nil
+				return &mcpserver.PromptResult{Elicit: []mcpserver.Question{{Key: "user_context", Message: "What context should the prompt use?", Schema: json.RawMessage(contextSchema)}}}, nil
 			}
-			if answer.Action != mcp.ElicitationResponseActionAccept {
+			if answer.Action != "accept" {
 				return nil, fmt.Errorf("the user did not provide a context (%s)", answer.Action)
 			}
-			content, _ := answer.Content.(map[string]any)
-			return mcp.NewGetPromptResult("A prompt with user-supplied context", []mcp.PromptMessage{
-				mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(fmt.Sprintf("Use this context: %v", content["context"]))),
-			}), nil
-		})
+			return &mcpserver.PromptResult{Description: "A prompt with user-supplied context", Messages: []mcpserver.PromptMessage{
+				userText(fmt.Sprintf("Use this context: %v", answer.Content["context"])),
+			}}, nil
+		}}}
 }

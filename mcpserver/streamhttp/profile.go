@@ -1,4 +1,4 @@
-package mcpserver
+package streamhttp
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ func profileRoute(fromPath bool, names []string) Middleware {
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			caller := &httpRequestFrom(r.Context()).caller
+			caller := httpRequestFrom(r.Context()).caller
 			name := r.PathValue("profile")
 			if !profiles[name] {
 				http.Error(w, fmt.Sprintf("unknown profile %q", name), http.StatusNotFound)

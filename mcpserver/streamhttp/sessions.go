@@ -1,4 +1,4 @@
-package mcpserver
+package streamhttp
 
 import (
 	"crypto/rand"
@@ -134,8 +134,8 @@ func (t *sessionTable) known(id string) bool {
 // mcp-go's sweeper, with r nil) gets the table.
 func (t *sessionTable) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
 	if r != nil {
-		if req := requestFrom(r.Context()); req != nil && req.claim != nil {
-			return req.claim
+		if st := httpRequestFrom(r.Context()); st != nil && st.claim != nil {
+			return st.claim
 		}
 	}
 	return t

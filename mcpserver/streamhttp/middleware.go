@@ -1,8 +1,8 @@
-package mcpserver
+package streamhttp
 
 import "net/http"
 
-// Middleware is one link of the HTTP handler's chain (Server.Handler):
+// Middleware is one link of the HTTP handler's chain (New):
 // bounds, Host/Origin, CORS, the caller's state, auth, profile routing and
 // shutdown tracking are each one, so a new concern (OAuth) is one more
 // link rather than a branch inside another.

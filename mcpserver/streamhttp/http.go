@@ -1,10 +1,16 @@
-package mcpserver
+// Package streamhttp serves an mcpserver.Server over streamable HTTP
+// (both protocol eras), with mcp-go's StreamableHTTPServer at the end of
+// a chain of named middleware: bounds, Host/Origin, CORS, the caller's
+// state, bearer auth, profile routing, request limits and shutdown
+// tracking, each one link (middleware.go), so a new concern is one more.
+package streamhttp
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -12,6 +18,8 @@ import (
 
 	"github.com/bubbuild/bub-mcp/auth"
 	"github.com/bubbuild/bub-mcp/auth/ratelimit"
+	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/edge"
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -25,8 +33,12 @@ type Token struct {
 	Profile string
 }
 
-// HTTPOptions configure the HTTP transport.
-type HTTPOptions struct {
+// ConsolePrefix is where Options.Console is mounted: the console
+// package's Prefix (which streamhttp does not import).
+const ConsolePrefix = "/console"
+
+// Options configure the HTTP transport.
+type Options struct {
 	// DefaultProfile serves /mcp when no token names a profile.
 	DefaultProfile string
 	// Profiles are the names /mcp/p/<name> accepts.
@@ -64,10 +76,9 @@ type HTTPOptions struct {
 	// upstream servers) for /healthz. bub-mcp itself keeps serving
 	// whatever they say, so /healthz answers 200 either way.
 	Health func() Health
-	// Console, when set, is the operator console's handler: /console
-	// leads to it, and the paths MCP does not use are its own (its
-	// pages link from the root: /calls, /approvals, /static/…). It
-	// checks its own tokens and logins; the Host/Origin check and
+	// Console, when set, is the operator console's handler, mounted at
+	// ConsolePrefix (its pages, assets and event streams are all under
+	// it). It checks its own tokens and logins; the Host/Origin check and
 	// bounds apply to it as to /mcp.
 	Console http.Handler
 	// Loopback says the listener binds only loopback interfaces. Without
@@ -84,7 +95,7 @@ type Health struct {
 	// Details describe each part (upstream states and last errors). They
 	// can hold what a failing process wrote to stderr, secrets included,
 	// so only a caller with a valid bearer token sees them (or anyone on
-	// a loopback bind without tokens; see HTTPOptions.Loopback).
+	// a loopback bind without tokens; see Options.Loopback).
 	Details []string
 }
 
@@ -92,38 +103,62 @@ type Health struct {
 // resumption.
 const modernProtocol = "2026-07-28"
 
-// Handler returns the HTTP handler: /mcp, /p/<profile>/mcp and
-// /mcp/p/<profile> speak
-// streamable HTTP (both protocol eras); /healthz answers "ok" or
-// "degraded" (and Health's details to callers allowed them); /metrics
-// serves HTTPOptions.Metrics when set. The returned
-// shutdown function closes MCP sessions (their SSE streams would otherwise
-// keep connections busy forever).
-func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
+// notificationWait bounds how long a result waits for its notifications.
+const notificationWait = time.Second
+
+// getStreamWait bounds how long sampling waits for the client's GET stream.
+const getStreamWait = 5 * time.Second
+
+// Handler is the HTTP transport of one mcpserver.Server: /mcp,
+// /p/<profile>/mcp and /mcp/p/<profile> speak streamable HTTP (both
+// protocol eras); /healthz answers "ok" or "degraded" (and Health's
+// details to callers allowed them); /metrics serves Options.Metrics when
+// set.
+type Handler struct {
+	h          http.Handler // the chain
+	core       edge.Core
+	log        *slog.Logger
+	via        edge.ViaMCP
+	streamable *server.StreamableHTTPServer
+	ids        *sessionTable
+	parking    *mcpgofix.Parking // 2025 sessions' GET streams (mcpgofix/getstream.go)
+	pool       *edge.Pool        // runs detachable requests
+	posts      edge.Calls        // POSTs being answered
+}
+
+// New builds srv's HTTP handler.
+func New(srv *mcpserver.Server, o Options) *Handler {
 	if o.DefaultProfile == "" {
 		o.DefaultProfile = "default"
 	}
 	if o.SessionIdleTTL <= 0 {
 		o.SessionIdleTTL = 30 * time.Minute
 	}
-	ids := newSessionTable(s.limits.MaxSessions, s.limits.MaxSessionsPerPrincipal)
-	streamable := server.NewStreamableHTTPServer(s.mcp,
-		server.WithSessionIdManagerResolver(ids),
+	core := srv.Transport()
+	limits := core.Limits()
+	h := &Handler{core: core, log: core.Logger(), via: edge.ViaMCP{MCP: core.MCP(), Logger: core.Logger()},
+		ids: newSessionTable(limits.MaxSessions, limits.MaxSessionsPerPrincipal), parking: mcpgofix.NewParking(),
+		pool: edge.NewPool(64, edge.PoolIdle)}
+	// However a 2025 session ends (DELETE, idle sweep, shutdown), its GET
+	// stream's hand-off state goes with it.
+	core.OnSessionEnd(h.parking.Forget)
+	h.streamable = server.NewStreamableHTTPServer(core.MCP(),
+		server.WithSessionIdManagerResolver(h.ids),
 		server.WithSessionIdleTTL(o.SessionIdleTTL),
 		// Also Last-Event-ID replay after a reconnect.
 		mcpgofix.EventStore(),
 		// Host/Origin checks are ours (below), configurable per bind.
 		server.WithDisableLocalhostProtection(true),
-		server.WithStreamableHTTPLogger(s.log),
+		server.WithStreamableHTTPLogger(h.log),
 	)
-	endpoint := s.mcpEndpoint(streamable, ids)
+	endpoint := http.HandlerFunc(h.serveMCP)
 	mcpRoute := func(profileInPath bool) http.Handler {
 		return chain(endpoint,
-			s.callerState(o.DefaultProfile),
-			bearerAuth(o.Tokens, o.OAuth, s.log),
+			callerState(h, o.DefaultProfile),
+			bearerAuth(o.Tokens, o.OAuth, h.log),
 			profileRoute(profileInPath, o.Profiles),
 			requestLimits(o.RequestLimits),
-			trackAnswers(&s.posts),
+			trackAnswers(&h.posts),
 		)
 	}
 	mux := http.NewServeMux()
@@ -139,12 +174,12 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		mux.Handle("GET "+auth.WellKnownPath+"/", meta)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		var h Health
+		var hl Health
 		if o.Health != nil {
-			h = o.Health()
+			hl = o.Health()
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if h.Degraded {
+		if hl.Degraded {
 			fmt.Fprintln(w, "degraded")
 		} else {
 			fmt.Fprintln(w, "ok")
@@ -152,60 +187,63 @@ func (s *Server) Handler(o HTTPOptions) (http.Handler, func(context.Context)) {
 		if !healthDetails(r, o) {
 			return
 		}
-		for _, line := range h.Details {
+		for _, line := range hl.Details {
 			fmt.Fprintln(w, line)
 		}
 	})
 	if o.Metrics != nil {
-		mux.Handle("GET /metrics", chain(o.Metrics, requireToken(o.Tokens, o.OAuth, s.log)))
+		mux.Handle("GET /metrics", chain(o.Metrics, requireToken(o.Tokens, o.OAuth, h.log)))
 	}
 	if o.Console != nil {
-		mux.Handle("/", o.Console)
-		mux.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, "/calls", http.StatusSeeOther)
-		})
+		mux.Handle(ConsolePrefix, o.Console)
+		mux.Handle(ConsolePrefix+"/", o.Console)
 	}
-	h := chain(mux,
+	h.h = chain(mux,
 		hostOrigin(o.CheckHosts, o.AllowedHosts, o.CORSOrigins),
 		corsFor(o.CORSOrigins),
-		bounds(s.limits, s.reclaim),
+		bounds(limits, core.Reclaimer()),
 	)
-	return h, func(ctx context.Context) { streamable.CloseSessions(ctx) }
+	return h
 }
 
-// mcpEndpoint is the end of an MCP route's chain: the request's caller
-// is known; what mcp-go would mishandle is repaired or refused
-// (mcpgofix), POSTs go through servePOST, a 2025 session's GET stream is
-// parked, the rest is mcp-go's.
-func (s *Server) mcpEndpoint(streamable *server.StreamableHTTPServer, ids *sessionTable) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st := httpRequestFrom(r.Context())
-		sid := r.Header.Get("Mcp-Session-Id")
-		// A session of the 2025 protocol: streams resume from the event store.
-		session := sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
-		if mcpgofix.StrayCancel(r) {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		if r.Method == http.MethodPost {
-			s.servePOST(streamable, ids, w, r, st, session)
-			return
-		}
-		if mcpgofix.CheckStreamRequest(w, r, ids.known) {
-			return
-		}
-		if r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "" {
-			s.parking.ServeGET(streamable, w, r, sid)
-			return
-		}
-		streamable.ServeHTTP(w, r)
-	})
+// ServeHTTP serves one request through the chain.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.h.ServeHTTP(w, r) }
+
+// CloseSessions closes the 2025 sessions: their SSE streams would
+// otherwise keep connections busy forever.
+func (h *Handler) CloseSessions(ctx context.Context) { h.streamable.CloseSessions(ctx) }
+
+// serveMCP is the end of an MCP route's chain: the request's caller is
+// known; what mcp-go would mishandle is repaired or refused (mcpgofix),
+// POSTs go through servePOST, a 2025 session's GET stream is parked, the
+// rest is mcp-go's.
+func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
+	st := httpRequestFrom(r.Context())
+	sid := r.Header.Get("Mcp-Session-Id")
+	// A session of the 2025 protocol: streams resume from the event store.
+	session := sid != "" && r.Header.Get("Mcp-Protocol-Version") != modernProtocol
+	if mcpgofix.StrayCancel(r) {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if r.Method == http.MethodPost {
+		h.servePOST(w, r, st, session)
+		return
+	}
+	if mcpgofix.CheckStreamRequest(w, r, h.ids.known) {
+		return
+	}
+	if r.Method == http.MethodGet && session && r.Header.Get("Last-Event-ID") == "" {
+		h.parking.ServeGET(h.streamable, w, r, sid)
+		return
+	}
+	h.streamable.ServeHTTP(w, r)
 }
 
 // healthDetails reports whether a /healthz caller may see the details:
 // with tokens or OAuth configured, one that presents a valid token;
 // without, any caller of a loopback bind.
-func healthDetails(r *http.Request, o HTTPOptions) bool {
+func healthDetails(r *http.Request, o Options) bool {
 	if len(o.Tokens) > 0 || o.OAuth != nil {
 		if _, ok := authenticate(r, o.Tokens); ok {
 			return true
@@ -233,16 +271,16 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// ServeHTTP serves h on ln until ctx ends, then shuts down gracefully: stop
+// Serve serves h on ln until ctx ends, then shuts down gracefully: stop
 // accepting, let in-flight calls finish within grace, then cancel them (the
 // handlers' contexts end, which kills their processes).
-func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, closeSessions func(context.Context), grace time.Duration) error {
+func (h *Handler) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	hard, cancelHard := context.WithCancel(context.Background())
 	defer cancelHard()
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       s.limits.IdleTimeout,
+		IdleTimeout:       h.core.Limits().IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return hard },
 	}
 	errc := make(chan error, 1)
@@ -252,29 +290,27 @@ func (s *Server) ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler,
 		return err
 	case <-ctx.Done():
 	}
-	s.log.Info("mcp.http.shutdown", "grace", grace)
+	h.log.Info("mcp.http.shutdown", "grace", grace)
 	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	// Stop accepting now; Shutdown returns once every connection is idle.
 	drained := make(chan struct{})
 	go func() { _ = srv.Shutdown(graceCtx); close(drained) }()
-	closeCtx, cancelClose := context.WithTimeout(context.Background(), shutdownTimeout)
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), edge.ShutdownTimeout)
 	defer cancelClose()
-	if !s.waitCalls(graceCtx) {
+	if !h.core.WaitCalls(graceCtx) {
 		// Out of time: cut the calls (their processes die) and let each
 		// answer "server shutting down" before the connections close.
-		s.log.Warn("mcp.http.shutdown.cancelling", "reason", "grace period over")
-		s.cutCalls()
-		s.waitCalls(closeCtx)
+		h.log.Warn("mcp.http.shutdown.cancelling", "reason", "grace period over")
+		h.core.CutCalls()
+		h.core.WaitCalls(closeCtx)
 	}
 	// Let the answers be written before sessions (and their streams) close.
-	s.posts.wait(closeCtx)
+	h.posts.Wait(closeCtx)
 	// End the long-lived streams so the last responses can be written and
 	// connections go idle.
-	s.parking.Shutdown()
-	if closeSessions != nil {
-		closeSessions(closeCtx)
-	}
+	h.parking.Shutdown()
+	h.CloseSessions(closeCtx)
 	select {
 	case <-drained:
 	case <-graceCtx.Done():
@@ -313,23 +349,23 @@ func writeRPCError(w http.ResponseWriter, e *mcp.JSONRPCError) {
 // (a batch, a null or odd id, a large integer id: mcpgofix), extension
 // methods are answered, 2026-07-28 calls admitted, an initialize given a
 // session slot; the rest is mcp-go's.
-func (s *Server) servePOST(streamable http.Handler, ids *sessionTable, w http.ResponseWriter, r *http.Request, st *httpRequest, session bool) {
+func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, st *httpRequest, session bool) {
 	body := bodyBytes(r)
-	env, err := parseEnvelope(body)
+	env, err := edge.ParseEnvelope(body)
 	if err != nil {
 		if mcpgofix.IsBatch(body) {
 			refuse(w, nil, mcpgofix.ErrBatch)
 			return
 		}
 		// Not JSON-RPC: mcp-go answers its parse error.
-		s.serveMCP(streamable, w, r, st, false)
+		h.serveStream(w, r, st, false)
 		return
 	}
 	if mcpgofix.NullID(env.Method, env.ID) {
 		refuse(w, nil, mcpgofix.ErrOddID)
 		return
 	}
-	if env.Method != "" && env.hasID() {
+	if env.Method != "" && env.HasID() {
 		valid, big := mcpgofix.IDKind(env.ID)
 		if !valid {
 			refuse(w, nil, mcpgofix.ErrOddID)
@@ -345,11 +381,11 @@ func (s *Server) servePOST(streamable http.Handler, ids *sessionTable, w http.Re
 			r.Body, r.ContentLength = &readBody{b: msg}, int64(len(msg))
 		}
 	}
-	if f := s.methods.Lookup(env.Method); f != nil && s.serveMethodHTTP(w, r, &st.request, &env, f) {
+	if f := h.core.Methods().Lookup(env.Method); f != nil && h.serveMethod(w, r, &env, f) {
 		return
 	}
-	if !session && env.Method == string(mcp.MethodToolsCall) && r.Header.Get(mcp.HeaderMethod) == env.Method && s.needsAdmission(&env) {
-		if e := s.admit(r.Context(), bodyBytes(r), &st.request); e != nil {
+	if !session && env.Method == string(mcp.MethodToolsCall) && r.Header.Get(mcp.HeaderMethod) == env.Method && h.core.NeedsAdmission(env) {
+		if e := h.core.Admit(r.Context(), bodyBytes(r)); e != nil {
 			writeRPCError(w, e)
 			return
 		}
@@ -357,25 +393,25 @@ func (s *Server) servePOST(streamable http.Handler, ids *sessionTable, w http.Re
 	if env.Method == string(mcp.MethodInitialize) {
 		// An initialize opens a 2025 session (unless mcp-go finds it of
 		// the sessionless era): it needs a slot.
-		claim, err := ids.reserve(principalOf(r, st.caller.Principal))
+		claim, err := h.ids.reserve(principalOf(r, st.caller.Principal))
 		if err != nil {
 			refuseSession(w, err)
 			return
 		}
-		defer ids.settle(claim)
+		defer h.ids.settle(claim)
 		st.claim = claim
 	}
-	s.serveMCP(streamable, w, r, st, session && env.Method == string(mcp.MethodToolsCall) && s.detachable(env.Params.Name))
+	h.serveStream(w, r, st, session && env.Method == string(mcp.MethodToolsCall) && h.core.Detachable(env.Params.Name))
 }
 
-// serveMCP hands a POST to mcp-go through a pollable writer.
-func (s *Server) serveMCP(streamable http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, detachable bool) {
-	servePollable(streamable, w, r, st, detachable)
+// serveStream hands a POST to mcp-go through a pollable writer.
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, st *httpRequest, detachable bool) {
+	h.servePollable(w, r, st, detachable)
 	st.pw.finish()
 }
 
 // refuse answers a POST refused before dispatch with -32600.
 func refuse(w http.ResponseWriter, id json.RawMessage, err error) {
-	e := rpcError(id, mcp.INVALID_REQUEST, err.Error())
+	e := edge.RPCError(id, mcp.INVALID_REQUEST, err.Error())
 	writeRPCError(w, &e)
 }

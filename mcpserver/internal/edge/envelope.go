@@ -1,4 +1,4 @@
-package mcpserver
+package edge
 
 import (
 	"bytes"
@@ -10,12 +10,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// envelope is a message's routing members, decoded once where the
+// Envelope is a message's routing members, decoded once where the
 // message enters (the stdio read loop, the HTTP POST handler); mcp-go
 // decodes the message fully afterwards. Params holds only what the edge
 // routes on: a tool call's name, whether it carries a requestState, and
 // the protocol version a 2026-07-28 request declares.
-type envelope struct {
+type Envelope struct {
 	ID     json.RawMessage          `json:"id"`
 	Method string                   `json:"method"`
 	Result json.RawMessage          `json:"result"`
@@ -29,10 +29,10 @@ type envelope struct {
 	} `json:"params"`
 }
 
-// parseEnvelope decodes a message's envelope. Params of another shape are
+// ParseEnvelope decodes a message's envelope. Params of another shape are
 // mcp-go's to refuse, not a parse error.
-func parseEnvelope(b []byte) (envelope, error) {
-	var env envelope
+func ParseEnvelope(b []byte) (Envelope, error) {
+	var env Envelope
 	err := json.Unmarshal(b, &env)
 	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && (te.Field == "params" || strings.HasPrefix(te.Field, "params.")) {
 		err = nil
@@ -40,21 +40,21 @@ func parseEnvelope(b []byte) (envelope, error) {
 	return env, err
 }
 
-// hasID reports whether the message carries a non-null id.
-func (e *envelope) hasID() bool { return len(e.ID) > 0 && string(e.ID) != "null" }
+// HasID reports whether the message carries a non-null id.
+func (e *Envelope) HasID() bool { return len(e.ID) > 0 && string(e.ID) != "null" }
 
-// modern reports whether the message declares the sessionless protocol in
+// Modern reports whether the message declares the sessionless protocol in
 // its _meta, as 2026-07-28 requests do.
-func (e *envelope) modern() bool { return mcp.IsModernProtocol(e.Params.Meta.Version) }
+func (e *Envelope) Modern() bool { return mcp.IsModernProtocol(e.Params.Meta.Version) }
 
-// idFromPrefix finds a request's id in the start of a message too large
+// IDFromPrefix finds a request's id in the start of a message too large
 // to read whole, so that its refusal answers the request instead of
 // leaving the client waiting (an answer with id null resolves nothing).
 // It tokenizes the top-level members up to "id" and skips the others'
 // values; an id that is not within prefix, or is no string or integer, is
 // nil (the refusal then says null, as JSON-RPC asks when the id cannot be
 // read).
-func idFromPrefix(prefix []byte) json.RawMessage {
+func IDFromPrefix(prefix []byte) json.RawMessage {
 	dec := json.NewDecoder(bytes.NewReader(prefix))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil

@@ -1,4 +1,4 @@
-package mcpserver
+package streamhttp
 
 import (
 	"crypto/sha256"
@@ -24,7 +24,7 @@ func bearerAuth(tokens []Token, rs *auth.ResourceServer, log *slog.Logger) Middl
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			caller := &httpRequestFrom(r.Context()).caller
+			caller := httpRequestFrom(r.Context()).caller
 			if tok, ok := authenticate(r, tokens); ok {
 				caller.Principal, caller.Profile = tok.Name, tok.Profile
 				next.ServeHTTP(w, r)

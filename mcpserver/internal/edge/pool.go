@@ -1,30 +1,31 @@
-package mcpserver
+package edge
 
 import (
 	"sync/atomic"
 	"time"
 )
 
-// pool runs jobs on long-lived goroutines. A request served on a fresh
+// Pool runs jobs on long-lived goroutines. A request served on a fresh
 // goroutine grows its stack through mcp-go's depth every time (a stack
 // copy or two per call, a fifth of a call's CPU in profiles); a pooled
 // goroutine keeps its grown stack. Up to max workers stay around, each
 // until it has been idle for idle; beyond that a job gets a goroutine of
 // its own. Go never blocks, so a job waiting on the client (sampling)
 // cannot hold up the one that would answer it.
-type pool struct {
+type Pool struct {
 	jobs    chan func()
 	workers atomic.Int32
 	max     int32
 	idle    time.Duration
 }
 
-func newPool(max int, idle time.Duration) *pool {
-	return &pool{jobs: make(chan func()), max: int32(max), idle: idle}
+// NewPool makes a pool of at most max idle-bounded workers.
+func NewPool(max int, idle time.Duration) *Pool {
+	return &Pool{jobs: make(chan func()), max: int32(max), idle: idle}
 }
 
 // Go runs job.
-func (p *pool) Go(job func()) {
+func (p *Pool) Go(job func()) {
 	select {
 	case p.jobs <- job:
 		return
@@ -38,7 +39,7 @@ func (p *pool) Go(job func()) {
 	go job()
 }
 
-func (p *pool) work(job func()) {
+func (p *Pool) work(job func()) {
 	defer p.workers.Add(-1)
 	t := time.NewTimer(p.idle)
 	defer t.Stop()

@@ -1,4 +1,4 @@
-package mcpserver
+package streamhttp
 
 import "net/http"
 

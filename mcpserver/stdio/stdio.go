@@ -1,4 +1,7 @@
-package mcpserver
+// Package stdio serves an mcpserver.Server to one client over a pair of
+// streams (a process's stdin and stdout), one JSON-RPC message per line,
+// within the server's Limits.
+package stdio
 
 import (
 	"bufio"
@@ -8,18 +11,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/edge"
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// ServeStdio serves one client on in/out until in closes or ctx ends. On
+// Serve serves one client of srv on in/out until in closes or ctx ends. On
 // ctx's end, in-flight calls get grace to finish before they are
 // cancelled; when in closes they are cancelled at once (the client is
 // gone). Nothing but protocol is written to out.
@@ -44,18 +50,19 @@ import (
 // full tool-call queue runs the call on the read loop instead of refusing
 // it; and it answers tools/call before initialize. Each of these is
 // covered by a test (TestStdioBounds, TestOnePipeline, TestWire).
-func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, conn providers.Connection, grace time.Duration) error {
+func Serve(ctx context.Context, srv *mcpserver.Server, in io.Reader, out io.Writer, conn providers.Connection, grace time.Duration) error {
 	conn.Transport = "stdio"
 	calls, cancelCalls := context.WithCancel(context.Background())
 	defer cancelCalls()
-	c := newStdioConn(s, out)
-	c.id = "stdio-" + strconv.FormatInt(s.stdioSessions.Add(1), 10)
-	if err := s.mcp.RegisterSession(calls, c); err != nil {
+	core := srv.Transport()
+	c := newStdioConn(core, out)
+	c.id = "stdio-" + strconv.FormatInt(core.NextSessionID(), 10)
+	if err := c.mcp.RegisterSession(calls, c); err != nil {
 		return fmt.Errorf("mcpserver: stdio session: %w", err)
 	}
-	defer s.mcp.UnregisterSession(context.Background(), c.id)
+	defer c.mcp.UnregisterSession(context.Background(), c.id)
 	c.caller = conn
-	base := s.mcp.WithContext(calls, c)
+	base := c.mcp.WithContext(calls, c)
 	go c.pump(calls)
 
 	c.in = bufio.NewReaderSize(in, 64<<10)
@@ -73,16 +80,16 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, co
 	}
 	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if !s.waitCalls(graceCtx) {
-		s.log.Warn("mcp.stdio.shutdown.cancelling", "reason", "grace period over")
-		s.cutCalls()
+	if !core.WaitCalls(graceCtx) {
+		c.log.Warn("mcp.stdio.shutdown.cancelling", "reason", "grace period over")
+		core.CutCalls()
 	}
 	cancelCalls()
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(shutdownTimeout):
+	case <-time.After(edge.ShutdownTimeout):
 	}
 	// The reader may still be blocked on in; it ends with the process.
 	return nil
@@ -92,7 +99,10 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, co
 // ClientSession: logging level, client info, and the server's own
 // requests to the client (sampling, elicitation, roots).
 type stdioConn struct {
-	s       *Server
+	core    edge.Core
+	mcp     *server.MCPServer
+	log     *slog.Logger
+	limits  edge.Limits
 	id      string
 	caller  providers.Connection // as the transport knows it
 	out     io.Writer
@@ -104,8 +114,8 @@ type stdioConn struct {
 	sem     chan struct{} // bounds the requests running at once
 	queue   chan struct{} // bounds the requests running or waiting
 
-	pool     *pool     // runs requests that arrive while others wait to be read
-	encoders sync.Pool // *bytes.Buffer messages are encoded into
+	pool     *edge.Pool // runs requests that arrive while others wait to be read
+	encoders sync.Pool  // *bytes.Buffer messages are encoded into
 
 	// One goroutine at a time reads in (see read and runInline).
 	in      *bufio.Reader
@@ -134,13 +144,17 @@ type rpcReply struct {
 	err    *mcp.JSONRPCErrorDetails
 }
 
-func newStdioConn(s *Server, out io.Writer) *stdioConn {
+func newStdioConn(core edge.Core, out io.Writer) *stdioConn {
+	l := core.Limits()
 	return &stdioConn{
-		s:       s,
+		core:    core,
+		mcp:     core.MCP(),
+		log:     core.Logger(),
+		limits:  l,
 		out:     out,
-		sem:     make(chan struct{}, s.workers),
-		queue:   make(chan struct{}, 2*s.workers),
-		pool:    newPool(s.workers, poolIdle),
+		sem:     make(chan struct{}, l.MaxConcurrentPerClient),
+		queue:   make(chan struct{}, 2*l.MaxConcurrentPerClient),
+		pool:    edge.NewPool(l.MaxConcurrentPerClient, edge.PoolIdle),
 		notes:   make(chan mcp.JSONRPCNotification, 100),
 		pending: map[int64]chan rpcReply{},
 	}
@@ -151,13 +165,13 @@ func newStdioConn(s *Server, out io.Writer) *stdioConn {
 // (runInline), then it just returns.
 func (c *stdioConn) read() {
 	for {
-		line, tooLong, err := readLine(c.in, c.s.limits.MaxMessageBytes)
+		line, tooLong, err := readLine(c.in, c.limits.MaxMessageBytes)
 		switch {
 		case tooLong:
-			c.s.log.Warn("mcp.stdio.message.too_long", "limit_bytes", c.s.limits.MaxMessageBytes)
-			c.writeMessage(rpcError(idFromPrefix(line), mcp.INVALID_REQUEST, tooLargeMessage(c.s.limits.MaxMessageBytes)))
+			c.log.Warn("mcp.stdio.message.too_long", "limit_bytes", c.limits.MaxMessageBytes)
+			c.writeMessage(rpcError(edge.IDFromPrefix(line), mcp.INVALID_REQUEST, edge.TooLargeMessage(c.limits.MaxMessageBytes)))
 		case len(bytes.TrimSpace(line)) > 0:
-			if !c.dispatch(c.readCtx, line, c.s.reclaim.Begin(len(line))) {
+			if !c.dispatch(c.readCtx, line, c.core.Reclaimer().Begin(len(line))) {
 				return
 			}
 		}
@@ -216,7 +230,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 			done()
 		}
 	}()
-	env, err := parseEnvelope(line)
+	env, err := edge.ParseEnvelope(line)
 	if err != nil && mcpgofix.IsBatch(line) {
 		c.writeMessage(rpcError(nil, mcp.INVALID_REQUEST, mcpgofix.ErrBatch.Error()))
 		return true
@@ -225,7 +239,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		c.parseError()
 		return true
 	}
-	hasID := env.hasID()
+	hasID := env.HasID()
 	if env.Method == "" && hasID && (env.Result != nil || env.Error != nil) {
 		c.reply(env)
 		return true
@@ -250,14 +264,16 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		c.writeMessage(rpcError(env.ID, mcp.INVALID_REQUEST, msg))
 		return true
 	}
-	rq := &request{caller: c.caller, out: c}
+	rq := &request{stdioConn: c}
+	ctx, caller := c.core.Begin(ctx, nil, rq)
+	*caller = c.caller
 	serve := func(ctx context.Context) mcp.JSONRPCMessage { return c.handle(ctx, line) }
-	if f := c.s.methods.Lookup(env.Method); f != nil {
+	if f := c.core.Methods().Lookup(env.Method); f != nil {
 		// An extension method (mcpgofix/methods.go) echoes its id itself.
-		serve = func(ctx context.Context) mcp.JSONRPCMessage { return mcpgofix.Answer(ctx, c.s.log, f, line) }
+		serve = func(ctx context.Context) mcp.JSONRPCMessage { return mcpgofix.Answer(ctx, c.log, f, line) }
 	} else {
-		if env.Method == string(mcp.MethodToolsCall) && c.modern.Load() && c.s.needsAdmission(&env) {
-			if e := c.s.admit(ctx, line, rq); e != nil {
+		if env.Method == string(mcp.MethodToolsCall) && c.modern.Load() && c.core.NeedsAdmission(env) {
+			if e := c.core.Admit(ctx, line); e != nil {
 				c.writeMessage(*e)
 				return true
 			}
@@ -271,7 +287,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 	select {
 	case c.queue <- struct{}{}:
 	default:
-		c.writeMessage(rpcError(env.ID, mcp.INTERNAL_ERROR, busyMessage))
+		c.writeMessage(rpcError(env.ID, mcp.INTERNAL_ERROR, edge.BusyMessage))
 		return true
 	}
 	c.wg.Add(1)
@@ -285,7 +301,7 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 			<-c.queue
 			return
 		}
-		resp := serve(withRequest(ctx, rq))
+		resp := serve(ctx)
 		<-c.sem // free before answering: a client may send its next request at once
 		<-c.queue
 		if resp != nil && !rq.dropped.Load() {
@@ -350,9 +366,9 @@ func (b *baton) keep() bool {
 
 // passReading makes sure someone reads while ctx's request waits on the
 // client: its answer comes in on the connection.
-func passReading(ctx context.Context) {
-	if r := requestFrom(ctx); r != nil && r.baton != nil && r.baton.pass() {
-		go r.baton.c.read()
+func (c *stdioConn) passReading(ctx context.Context) {
+	if r, ok := c.core.Out(ctx).(*request); ok && r.baton != nil && r.baton.pass() {
+		go c.read()
 	}
 }
 
@@ -361,20 +377,20 @@ func passReading(ctx context.Context) {
 func (c *stdioConn) handle(ctx context.Context, msg json.RawMessage) (resp mcp.JSONRPCMessage) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.s.log.Error("mcp.stdio.panic", "panic", r)
-			if env, err := parseEnvelope(msg); err == nil && len(env.ID) > 0 {
+			c.log.Error("mcp.stdio.panic", "panic", r)
+			if env, err := edge.ParseEnvelope(msg); err == nil && len(env.ID) > 0 {
 				resp = internalError(msg, r)
 			}
 		}
 	}()
-	return c.s.mcp.HandleMessage(ctx, msg)
+	return c.mcp.HandleMessage(ctx, msg)
 }
 
 // sawModern reports whether env is a 2026-07-28 request, whose era needs
 // no initialize; a request without _meta is of the 2025 era even on a
 // connection that spoke 2026-07-28 before.
-func (c *stdioConn) sawModern(env *envelope) bool {
-	if env.modern() {
+func (c *stdioConn) sawModern(env *edge.Envelope) bool {
+	if env.Modern() {
 		c.modern.Store(true)
 		return true
 	}
@@ -384,7 +400,7 @@ func (c *stdioConn) sawModern(env *envelope) bool {
 // bigIDAnswer serves a request whose integer id mcp-go would round: the
 // id travels as a string through mcp-go and the response carries the
 // original digits (mcpgofix/floatid.go).
-func (c *stdioConn) bigIDAnswer(ctx context.Context, env envelope, line []byte) mcp.JSONRPCMessage {
+func (c *stdioConn) bigIDAnswer(ctx context.Context, env edge.Envelope, line []byte) mcp.JSONRPCMessage {
 	msg, _, err := mcpgofix.BigID(line, env.ID)
 	if err != nil {
 		return parseErrorAnswer()
@@ -405,21 +421,21 @@ func (c *stdioConn) bigIDAnswer(ctx context.Context, env envelope, line []byte) 
 
 // rpcError is mcpgofix.RPCError: the raw id is echoed byte for byte.
 func rpcError(rawID json.RawMessage, code int, message string) mcp.JSONRPCError {
-	return mcpgofix.RPCError(rawID, code, message)
+	return edge.RPCError(rawID, code, message)
 }
 
 // internalError answers the request in msg after a panic.
 func internalError(msg []byte, r any) mcp.JSONRPCMessage {
-	env, _ := parseEnvelope(msg)
+	env, _ := edge.ParseEnvelope(msg)
 	return rpcError(env.ID, mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r))
 }
 
 // reply hands a response to the request waiting for it. A response no
 // request waits for (a late answer after a timeout) is dropped.
-func (c *stdioConn) reply(env envelope) {
+func (c *stdioConn) reply(env edge.Envelope) {
 	id, err := strconv.ParseInt(string(env.ID), 10, 64)
 	if err != nil {
-		c.s.log.Debug("mcp.stdio.response.unknown", "id", string(env.ID))
+		c.log.Debug("mcp.stdio.response.unknown", "id", string(env.ID))
 		return
 	}
 	c.pendMu.Lock()
@@ -427,7 +443,7 @@ func (c *stdioConn) reply(env envelope) {
 	delete(c.pending, id)
 	c.pendMu.Unlock()
 	if !ok {
-		c.s.log.Debug("mcp.stdio.response.unknown", "id", id)
+		c.log.Debug("mcp.stdio.response.unknown", "id", id)
 		return
 	}
 	ch <- rpcReply{result: env.Result, err: env.Error}
@@ -442,7 +458,7 @@ func (c *stdioConn) writeMessage(msg any) {
 	}
 	buf.Reset()
 	if err := json.NewEncoder(buf).Encode(msg); err != nil {
-		c.s.log.Error("mcp.stdio.encode", "error", err)
+		c.log.Error("mcp.stdio.encode", "error", err)
 	} else {
 		c.write(buf.Bytes())
 	}
@@ -469,7 +485,7 @@ func (c *stdioConn) write(line []byte) {
 		c.queued = c.spare[:0]
 		c.wmu.Unlock()
 		if _, err := c.out.Write(buf); err != nil {
-			c.s.log.Debug("mcp.stdio.write", "error", err)
+			c.log.Debug("mcp.stdio.write", "error", err)
 		}
 		c.wmu.Lock()
 		if cap(buf) <= 1<<20 {
@@ -498,7 +514,7 @@ func (c *stdioConn) pump(ctx context.Context) {
 
 // progress writes a tool's progress now, so it reaches the client before
 // the result of the call that sent it; nothing waits for it.
-func (c *stdioConn) progress(_ context.Context, params map[string]any) bool {
+func (c *stdioConn) Progress(_ context.Context, params map[string]any) bool {
 	if c.Initialized() {
 		c.notify("notifications/progress", params)
 	}
@@ -507,18 +523,38 @@ func (c *stdioConn) progress(_ context.Context, params map[string]any) bool {
 
 // log writes a tool's log message now, in the shape of mcp-go's own, when
 // the client's level wants it.
-func (c *stdioConn) log(ctx context.Context, n mcp.LoggingMessageNotification) bool {
+func (c *stdioConn) Log(ctx context.Context, n mcp.LoggingMessageNotification) bool {
 	if c.Initialized() && mcpgofix.LogWanted(ctx, n.Params.Level) {
 		c.notify(n.Method, map[string]any{"level": n.Params.Level, "logger": n.Params.Logger, "data": n.Params.Data})
 	}
 	return false
 }
 
-// beforeRequest: the server's requests share the one pipe.
-func (c *stdioConn) beforeRequest(context.Context) error { return nil }
+// WaitWritten does not wait: Progress and Log wrote before returning.
+func (c *stdioConn) WaitWritten(context.Context, int) {}
 
-// answeredInitialize records the answered initialize: other requests may run.
-func (c *stdioConn) answeredInitialize() { c.handshook.Store(true) }
+// BeforeRequest: the server's requests share the one pipe.
+func (c *stdioConn) BeforeRequest(context.Context) error { return nil }
+
+// AnsweredInitialize records the answered initialize: other requests may run.
+func (c *stdioConn) AnsweredInitialize() { c.handshook.Store(true) }
+
+// Drop: a notification's context has no answer to drop.
+func (c *stdioConn) Drop() {}
+
+// CloseStream: a pipe has no stream to close while a call goes on.
+func (c *stdioConn) CloseStream(context.Context) bool { return false }
+
+// request is one request read from the connection: the connection's
+// Outbound, with the request's own answer and reading role.
+type request struct {
+	*stdioConn
+	baton   *baton      // set while the request runs on the reading goroutine
+	dropped atomic.Bool // its answer is not sent (Drop)
+}
+
+// Drop keeps the request's answer from being written.
+func (r *request) Drop() { r.dropped.Store(true) }
 
 // notify writes a notification now, so it reaches the client before the
 // result of the call that sent it.
@@ -531,7 +567,7 @@ func (c *stdioConn) notify(method string, params map[string]any) {
 
 // request sends the client a request and waits for its result.
 func (c *stdioConn) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	passReading(ctx)
+	c.passReading(ctx)
 	id := c.nextID.Add(1)
 	ch := make(chan rpcReply, 1)
 	c.pendMu.Lock()
@@ -664,6 +700,8 @@ func (c *stdioConn) ListRoots(ctx context.Context, _ mcp.ListRootsRequest) (*mcp
 }
 
 var (
+	_ edge.Outbound                     = (*stdioConn)(nil)
+	_ edge.Outbound                     = (*request)(nil)
 	_ server.SessionWithLogging         = (*stdioConn)(nil)
 	_ server.SessionWithClientInfo      = (*stdioConn)(nil)
 	_ server.SessionWithSampling        = (*stdioConn)(nil)

@@ -1,4 +1,4 @@
-package mcpserver
+package streamhttp
 
 import (
 	"context"
@@ -7,7 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/mcpserver/internal/edge"
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
+	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -50,7 +53,7 @@ const (
 	streamDetached
 )
 
-// silence moves a live stream to streamSilenced (request.drop).
+// silence moves a live stream to streamSilenced (httpRequest.Drop).
 func (p *pollableWriter) silence() {
 	p.mu.Lock()
 	if p.state == streamLive {
@@ -90,21 +93,60 @@ func (p *pollableWriter) finish() {
 	}
 }
 
-// waitNotifications holds ctx's HTTP result until its stream carried n
+// httpRequest is one MCP request's state along the chain, in one
+// allocation: the core's caller, which the links fill in (callerState,
+// auth, profile routing) before mcp-go serves the request, a POST's
+// pollable writer and an initialize's session slot. It is the request's
+// edge.Outbound.
+type httpRequest struct {
+	caller *providers.Connection // the core's (edge.Core.Begin)
+	h      *Handler
+	pw     pollableWriter
+	claim  *sessionClaim // HTTP initialize (2025): its session slot
+}
+
+// Progress goes through mcp-go, onto the request's stream.
+func (st *httpRequest) Progress(ctx context.Context, params map[string]any) bool {
+	return st.h.via.Progress(ctx, params)
+}
+
+// Log goes through mcp-go, onto the request's stream.
+func (st *httpRequest) Log(ctx context.Context, n mcp.LoggingMessageNotification) bool {
+	return st.h.via.Log(ctx, n)
+}
+
+// WaitWritten holds the request's result until its stream carried n
 // notifications, at most notificationWait (mcpgofix/dropnotify.go).
-func waitNotifications(ctx context.Context, n int) {
-	if r := requestFrom(ctx); r != nil && r.pw != nil {
-		r.pw.notes.Wait(ctx, n, notificationWait)
+func (st *httpRequest) WaitWritten(ctx context.Context, n int) {
+	if st.pw.w != nil { // a POST
+		st.pw.notes.Wait(ctx, n, notificationWait)
 	}
 }
 
-// httpRequest is an HTTP request's state: its request and, for a POST,
-// its pollable writer, in one allocation.
-type httpRequest struct {
-	request
-	pw  pollableWriter
-	srv *Server
+// BeforeRequest hands a 2025 session's parked GET stream to mcp-go: its
+// requests to the client travel there (mcpgofix/getstream.go).
+func (st *httpRequest) BeforeRequest(ctx context.Context) error {
+	sess := server.ClientSessionFromContext(ctx)
+	if sess == nil || sess.SessionID() == "" {
+		return nil
+	}
+	select {
+	case <-st.h.parking.HandOver(sess.SessionID()):
+		return nil
+	case <-time.After(getStreamWait):
+		// mcp-go would wait for a stream that never comes.
+		return errors.New("mcpserver: sampling on a 2025 HTTP session travels on the client's GET stream, and the client has none open")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
+
+// AnsweredInitialize needs nothing: mcp-go's HTTP sessions keep their
+// own state.
+func (*httpRequest) AnsweredInitialize() {}
+
+// Drop silences the request's response.
+func (st *httpRequest) Drop() { st.pw.silence() }
 
 // init readies a pollable writer in place. gone exists only where
 // servePollable waits on it (detachable requests).
@@ -185,12 +227,11 @@ func (p *pollableWriter) Unwrap() http.ResponseWriter {
 // own waits for it to end or detach: that hand-off costs ~5 µs of CPU and
 // a stack to grow (BenchmarkEchoPaired, 2025 sessions), so only the calls
 // of tools that asked pay it (registry.Tool.ClosesStream).
-func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *httpRequest, detachable bool) {
+func (h *Handler) servePollable(w http.ResponseWriter, r *http.Request, st *httpRequest, detachable bool) {
 	pw := &st.pw
 	pw.init(w, detachable)
-	st.request.pw = pw
 	if !detachable { // CloseStream never detaches it: serve in place
-		h.ServeHTTP(pw, r) // callerState attached st
+		h.streamable.ServeHTTP(pw, r)
 		return
 	}
 	inner, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
@@ -201,10 +242,10 @@ func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *h
 	})
 	defer stop()
 	done := make(chan struct{})
-	st.srv.pool.Go(func() {
+	h.pool.Go(func() {
 		defer close(done)
 		defer cancel()
-		h.ServeHTTP(pw, r.WithContext(withHTTPRequest(inner, st)))
+		h.streamable.ServeHTTP(pw, r.WithContext(inner)) // inner keeps r's values
 	})
 	select {
 	case <-done:
@@ -212,20 +253,19 @@ func servePollable(h http.Handler, w http.ResponseWriter, r *http.Request, st *h
 	}
 }
 
-// CloseStream ends the SSE stream of the current HTTP request while the
-// call continues (SEP-1699 polling): it sends one log notification so the
-// client holds an event id, waits for it to be written, then ends the
-// response. The result is recorded and replayed when the client reconnects
-// with GET and Last-Event-ID. It reports false, doing nothing, where that
-// is impossible: stdio, the sessionless 2026-07-28 protocol, or a tool not
-// marked registry.Tool.ClosesStream.
-func CloseStream(ctx context.Context) bool {
-	r := requestFrom(ctx)
+// CloseStream ends the SSE stream of the request while the call
+// continues (SEP-1699 polling; mcpserver.CloseStream): it sends one log
+// notification so the client holds an event id, waits for it to be
+// written, then ends the response. The result is recorded and replayed
+// when the client reconnects with GET and Last-Event-ID. It reports false,
+// doing nothing, where that is impossible: the sessionless 2026-07-28
+// protocol, or a tool not marked registry.Tool.ClosesStream.
+func (st *httpRequest) CloseStream(ctx context.Context) bool {
 	srv := server.ServerFromContext(ctx)
-	if r == nil || r.pw == nil || !r.pw.detachable || srv == nil {
+	if !st.pw.detachable || srv == nil {
 		return false
 	}
-	pw := r.pw
+	pw := &st.pw
 	flushed := make(chan struct{})
 	pw.mu.Lock()
 	pw.flushed = flushed
@@ -243,3 +283,5 @@ func CloseStream(ctx context.Context) bool {
 	pw.detach()
 	return true
 }
+
+var _ edge.Outbound = (*httpRequest)(nil)

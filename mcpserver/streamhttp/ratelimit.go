@@ -1,4 +1,4 @@
-package mcpserver
+package streamhttp
 
 import (
 	"net"
@@ -19,7 +19,7 @@ func requestLimits(l *ratelimit.Limits) Middleware {
 	}
 	return func(next http.Handler) http.Handler {
 		return l.Middleware(func(r *http.Request) ratelimit.Subject {
-			c := &httpRequestFrom(r.Context()).caller
+			c := httpRequestFrom(r.Context()).caller
 			p := c.Principal
 			if p == "" {
 				host, _, err := net.SplitHostPort(r.RemoteAddr)
