@@ -184,6 +184,14 @@ func (k *KeyRing) Sign(claims any) (string, error) {
 	return jws.CompactSerialize()
 }
 
+// SigningKeyCreated returns when the current signing key was made, for a
+// caller that rotates on age.
+func (k *KeyRing) SigningKeyCreated() time.Time {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.keys[len(k.keys)-1].Created
+}
+
 // JWKS returns the public keys still valid for verification.
 func (k *KeyRing) JWKS() jose.JSONWebKeySet {
 	now := k.opts.Now()
