@@ -131,7 +131,9 @@ type Front struct {
 	opts     Options
 	upstream *upstream
 	cimd     *cimdCache
+
 	rotateMu sync.Mutex
+	reloaded time.Time // last key-ring reload
 }
 
 // New checks opts and returns a Front. It contacts nobody: the IdP's
@@ -221,6 +223,10 @@ func (f *Front) KeysClient() *http.Client {
 	return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if r.Method != http.MethodGet || r.URL.String() != f.JWKSURL() {
 			return nil, fmt.Errorf("asfront: the key client serves %s only", f.JWKSURL())
+		}
+		// Another process sharing the key store may have rotated.
+		if err := f.opts.Keys.Reload(r.Context()); err != nil {
+			f.opts.Logger.Warn("oauth.proxy.key_reload", "error", err)
 		}
 		blob, err := json.Marshal(f.opts.Keys.JWKS())
 		if err != nil {
@@ -316,11 +322,16 @@ func (f *Front) accessToken(ctx context.Context, g grantData) (string, error) {
 // maybeRotate makes a new signing key when the current one is older than
 // KeyRotation. Tokens it signed stay valid: the ring keeps it published.
 func (f *Front) maybeRotate(ctx context.Context) error {
-	if f.opts.Now().Sub(f.opts.Keys.SigningKeyCreated()) < f.opts.KeyRotation {
-		return nil
-	}
 	f.rotateMu.Lock()
 	defer f.rotateMu.Unlock()
+	// Pick up a rotation by another process now and then, so this one
+	// signs with the newest key too.
+	if now := f.opts.Now(); now.Sub(f.reloaded) >= time.Minute {
+		f.reloaded = now
+		if err := f.opts.Keys.Reload(ctx); err != nil {
+			return err
+		}
+	}
 	if f.opts.Now().Sub(f.opts.Keys.SigningKeyCreated()) < f.opts.KeyRotation {
 		return nil
 	}
