@@ -15,6 +15,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/auth"
+	"github.com/bubbuild/bub-mcp/auth/asfront"
 	"github.com/bubbuild/bub-mcp/auth/ratelimit"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/console"
@@ -126,10 +127,11 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	for i, t := range cfg.Auth.Tokens {
 		tokens[i] = mcpserver.Token{Name: t.Name, SHA256: t.SHA256, Profile: t.Profile}
 	}
-	oauth, err := oauthServer(cfg)
+	front, oauth, closeFront, err := oauthFront(ctx, cfg, a.Home(), env.Logger)
 	if err != nil {
 		return err
 	}
+	defer closeFront()
 	requestLimits, err := requestLimitsOf(a, env)
 	if err != nil {
 		return err
@@ -157,7 +159,8 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		con = cs.Handler()
 	}
 	handler, closeSessions := srv.Handler(mcpserver.HTTPOptions{
-		Console:        con,
+		// The OAuth front's endpoints sit beside the console's pages.
+		Console:        withFront(front, con),
 		Metrics:        metrics,
 		DefaultProfile: c.profile,
 		Profiles:       profiles,
@@ -242,8 +245,9 @@ func hotReload(ctx context.Context, a *app.App, poll time.Duration) (stop func()
 }
 
 // oauthServer builds the OAuth resource server of [auth.oauth]; nil
-// without one. It contacts the issuer only on the first request.
-func oauthServer(cfg *config.Config) (*auth.ResourceServer, error) {
+// without one. It contacts the issuer only on the first request. With the
+// front, it accepts the front's tokens, whose keys it reads in process.
+func oauthServer(cfg *config.Config, front *asfront.Front) (*auth.ResourceServer, error) {
 	o := cfg.Auth.OAuth
 	if o == nil {
 		return nil, nil
@@ -263,6 +267,12 @@ func oauthServer(cfg *config.Config) (*auth.ResourceServer, error) {
 	}
 	if in := o.Introspection; in != nil {
 		opts.Introspection = &auth.Introspection{URL: in.URL, ClientID: in.ClientID, ClientSecret: in.ClientSecret}
+	}
+	if front != nil {
+		opts.Issuer, opts.JWKSURL, opts.HTTPClient = front.Issuer(), front.JWKSURL(), front.KeysClient()
+		// In-process fetches are cheap: a rotated key is seen at once.
+		opts.MinRefetchInterval = time.Second
+		opts.Introspection = nil
 	}
 	rs, err := auth.NewResourceServer(opts)
 	if err != nil {

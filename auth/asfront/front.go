@@ -207,6 +207,11 @@ func (f *Front) Handler() http.Handler {
 	mux.HandleFunc("GET "+CallbackPath, f.serveCallback)
 	mux.HandleFunc("POST "+ConsentPath, f.serveConsent)
 	mux.HandleFunc("POST "+TokenPath, f.serveToken)
+	// Browser-based clients (the MCP Inspector) read the metadata,
+	// register and redeem codes cross-origin; none of it uses cookies.
+	for _, p := range []string{MetadataPath, RegisterPath, TokenPath} {
+		mux.HandleFunc("OPTIONS "+p, preflight)
+	}
 	return mux
 }
 
@@ -266,6 +271,14 @@ func (f *Front) metadata() map[string]any {
 		"authorization_response_iss_parameter_supported": true,
 		"client_id_metadata_document_supported":          true,
 	}
+}
+
+func preflight(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
+	w.Header().Set("Access-Control-Allow-Headers", "Content-Type, Mcp-Protocol-Version")
+	w.Header().Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (f *Front) serveMetadata(w http.ResponseWriter, r *http.Request) {

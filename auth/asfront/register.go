@@ -105,6 +105,7 @@ func isLoopbackHost(h string) bool {
 // token_endpoint_auth_method none): a secret handed to anyone who asks
 // proves nothing.
 func (f *Front) serveRegister(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Access-Control-Allow-Origin", "*")
 	r.Body = http.MaxBytesReader(w, r.Body, maxRegisterBytes)
 	body, err := io.ReadAll(r.Body)
 	if err != nil {

@@ -1,0 +1,238 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bubbuild/bub-mcp/internal/oidctest"
+)
+
+// TestServeOAuthProxy runs `bub-mcp serve --http` as the authorization
+// server front ([auth.oauth.proxy]) before the real Hydra, and mcp-go's
+// client OAuth goes the whole way a connector does: the 401, discovery
+// of bub-mcp as the authorization server, dynamic registration, PKCE, the
+// sign-in at Hydra, bub-mcp's consent page, the code exchange, calls with
+// bub-mcp's own token (claims mapped to a profile, principal audited) and
+// a refresh.
+func TestServeOAuthProxy(t *testing.T) {
+	idp := oidctest.Start(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	public := "http://" + addr
+	endpoint := public + "/mcp"
+	upstream := idp.NewClient(t, oidctest.ClientOptions{
+		RedirectURIs: []string{public + "/oauth/callback"},
+		Scopes:       []string{"email", "profile"},
+		Login: &oidctest.TokenRequest{Subject: "alice", Claims: map[string]any{
+			"groups": []string{"eng"}, "email": "alice@example.com", "email_verified": true}},
+	})
+	ws, home := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("from the workspace\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`[server]
+public_url = %q
+
+[profiles.default]
+workspace = %q
+
+[auth.oauth]
+issuer = %q
+required_scopes = ["mcp"]
+name_claim = "email"
+
+[[auth.oauth.rules]]
+claim = "groups"
+value = "eng"
+profile = "default"
+
+[auth.oauth.proxy]
+client_id = %q
+client_secret_env = "BUB_TEST_IDP_SECRET"
+scopes = ["openid", "email", "profile"]
+`, public, ws, idp.Issuer, upstream.ID)
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "serve", "--http", addr)
+	cmd.Env = append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg, "BUB_TEST_IDP_SECRET="+upstream.Secret)
+	serveHTTP(t, cmd)
+
+	t.Run("metadata names bub-mcp as the authorization server", func(t *testing.T) {
+		var prm struct {
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		getJSON(t, public+"/.well-known/oauth-protected-resource/mcp", &prm)
+		if len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != public {
+			t.Errorf("authorization_servers = %v; want [%s]", prm.AuthorizationServers, public)
+		}
+		var as map[string]any
+		getJSON(t, public+"/.well-known/oauth-authorization-server", &as)
+		if as["issuer"] != public || as["registration_endpoint"] != public+"/register" {
+			t.Errorf("authorization server metadata = %v", as)
+		}
+	})
+
+	redirect := "http://127.0.0.1:9/callback"
+	store := client.NewMemoryTokenStore()
+	c, err := client.NewOAuthStreamableHttpClient(endpoint, client.OAuthConfig{
+		RedirectURI: redirect, Scopes: []string{"mcp"}, PKCEEnabled: true, TokenStore: store,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	initReq := mcp.InitializeRequest{}
+	initReq.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	_, err = c.Initialize(t.Context(), initReq)
+	if !client.IsOAuthAuthorizationRequiredError(err) {
+		t.Fatalf("initialize without a token: %v; want OAuth authorization required", err)
+	}
+	h := client.GetOAuthHandler(err)
+	if err := h.RegisterClient(t.Context(), "bub-mcp cli test"); err != nil {
+		t.Fatalf("dynamic registration: %v", err)
+	}
+	verifier, _ := client.GenerateCodeVerifier()
+	state, _ := client.GenerateState()
+	authURL, err := h.GetAuthorizationURL(t.Context(), state, client.GenerateCodeChallenge(verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(authURL, public+"/authorize?") || !strings.Contains(authURL, "resource="+url.QueryEscape(endpoint)) {
+		t.Fatalf("authorization URL %s: want bub-mcp's /authorize with the resource", authURL)
+	}
+	code := signInAndConsent(t, authURL, redirect, state, public)
+	if err := h.ProcessAuthorizationResponse(t.Context(), code, state, verifier); err != nil {
+		t.Fatalf("code exchange: %v", err)
+	}
+	if _, err := c.Initialize(t.Context(), initReq); err != nil {
+		t.Fatalf("initialize with bub-mcp's token: %v", err)
+	}
+	read := func() {
+		t.Helper()
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "fs_read"
+		req.Params.Arguments = map[string]any{"path": "note.txt"}
+		res, err := c.CallTool(t.Context(), req)
+		if err != nil || res.IsError {
+			t.Fatalf("fs_read: %v %+v", err, res)
+		}
+		if got := res.Content[0].(mcp.TextContent).Text; !strings.Contains(got, "from the workspace") {
+			t.Errorf("fs_read = %q", got)
+		}
+	}
+	read()
+	log := waitFile(t, filepath.Join(home, "audit", "audit.jsonl"))
+	if want := `"principal":"` + public + `#alice"`; !strings.Contains(log, want) {
+		t.Errorf("audit log has no %s:\n%s", want, log)
+	}
+
+	// The access token runs out: the client refreshes, and bub-mcp
+	// rotates the refresh token.
+	tok, err := store.GetToken(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := *tok
+	tok.ExpiresAt = time.Now().Add(-time.Minute)
+	if err := store.SaveToken(t.Context(), tok); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	fresh, _ := store.GetToken(t.Context())
+	if fresh.RefreshToken == "" || fresh.RefreshToken == old.RefreshToken || fresh.AccessToken == old.AccessToken {
+		t.Errorf("no refresh with rotation: refresh token changed %v, access token changed %v", fresh.RefreshToken != old.RefreshToken, fresh.AccessToken != old.AccessToken)
+	}
+	// The old refresh token, used again, revokes the grant: the rotated
+	// one stops working too.
+	for i, rt := range []string{old.RefreshToken, fresh.RefreshToken} {
+		res, err := http.PostForm(public+"/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}, "client_id": {h.GetClientID()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 400 || !strings.Contains(string(body), `"invalid_grant"`) {
+			t.Errorf("refresh %d after reuse: %d %s; want 400 invalid_grant", i, res.StatusCode, body)
+		}
+	}
+}
+
+var consentField = regexp.MustCompile(`name="(consent|csrf)" value="([^"]+)"`)
+
+// signInAndConsent is the user's browser: it follows the authorization
+// URL through Hydra's sign-in to bub-mcp's consent page, allows, and
+// returns the code from the redirect to the client (checking state and
+// iss).
+func signInAndConsent(t *testing.T, authURL, redirect, state, issuer string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	b := &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+		if strings.HasPrefix(r.URL.String(), redirect) {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+	res, err := b.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	form := url.Values{"decision": {"approve"}}
+	for _, m := range consentField.FindAllStringSubmatch(string(page), -1) {
+		form.Set(m[1], m[2])
+	}
+	if res.StatusCode != 200 || form.Get("csrf") == "" || !strings.Contains(string(page), "bub-mcp cli test") {
+		t.Fatalf("no consent page naming the client: %d %s", res.StatusCode, page)
+	}
+	res, err = b.PostForm(issuer+"/oauth/consent", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	loc, err := url.Parse(res.Header.Get("Location"))
+	if err != nil || res.StatusCode != 302 || loc.Query().Get("state") != state || loc.Query().Get("iss") != issuer || loc.Query().Get("code") == "" {
+		t.Fatalf("after consent: %d %s; want a redirect with code, state and iss", res.StatusCode, res.Header.Get("Location"))
+	}
+	return loc.Query().Get("code")
+}
+
+func getJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	res, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("GET %s: %s", u, res.Status)
+	}
+	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+}
+
