@@ -235,4 +235,3 @@ func getJSON(t *testing.T, u string, v any) {
 		t.Fatalf("GET %s: %v", u, err)
 	}
 }
-
