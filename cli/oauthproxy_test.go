@@ -7,12 +7,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bubbuild/bub-mcp/internal/oidctest"
+	"github.com/bubbuild/bub-mcp/internal/pgtest"
 )
 
 // TestServeOAuthProxy runs `bub-mcp serve --http` as the authorization
@@ -124,7 +128,7 @@ scopes = ["openid", "email", "profile"]
 	if !strings.HasPrefix(authURL, public+"/authorize?") || !strings.Contains(authURL, "resource="+url.QueryEscape(endpoint)) {
 		t.Fatalf("authorization URL %s: want bub-mcp's /authorize with the resource", authURL)
 	}
-	code := signInAndConsent(t, authURL, redirect, state, public)
+	code := signInAndConsent(t, authURL, redirect, state, public, "bub-mcp cli test")
 	if err := h.ProcessAuthorizationResponse(t.Context(), code, state, verifier); err != nil {
 		t.Fatalf("code exchange: %v", err)
 	}
@@ -187,7 +191,7 @@ var consentField = regexp.MustCompile(`name="(consent|csrf)" value="([^"]+)"`)
 // URL through Hydra's sign-in to bub-mcp's consent page, allows, and
 // returns the code from the redirect to the client (checking state and
 // iss).
-func signInAndConsent(t *testing.T, authURL, redirect, state, issuer string) string {
+func signInAndConsent(t *testing.T, authURL, redirect, state, issuer, clientName string) string {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	b := &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
@@ -206,7 +210,7 @@ func signInAndConsent(t *testing.T, authURL, redirect, state, issuer string) str
 	for _, m := range consentField.FindAllStringSubmatch(string(page), -1) {
 		form.Set(m[1], m[2])
 	}
-	if res.StatusCode != 200 || form.Get("csrf") == "" || !strings.Contains(string(page), "bub-mcp cli test") {
+	if res.StatusCode != 200 || form.Get("csrf") == "" || !strings.Contains(string(page), clientName) {
 		t.Fatalf("no consent page naming the client: %d %s", res.StatusCode, page)
 	}
 	res, err = b.PostForm(issuer+"/oauth/consent", form)
@@ -233,5 +237,122 @@ func getJSON(t *testing.T, u string, v any) {
 	}
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
 		t.Fatalf("GET %s: %v", u, err)
+	}
+}
+
+// TestOAuthProxyReplicas: three replicas on one PostgreSQL
+// ([auth.oauth.proxy] store = "postgres", sessions too) behind a
+// round-robin proxy. The sign-in hops between them (authorize on one,
+// Hydra's callback on the next, the consent on the third), and the
+// code exchange, the calls and the refresh go through the others: the
+// grant, the codes, the refresh tokens and the signing keys are shared.
+func TestOAuthProxyReplicas(t *testing.T) {
+	idp := oidctest.Start(t)
+	dsn := pgtest.DSN(t)
+	// The public URL is the load balancer's, known before the replicas
+	// start. It sends each request to the next replica and, unlike
+	// roundRobin, passes redirects to the browser as they are.
+	var backends []*httputil.ReverseProxy
+	var next atomic.Uint64
+	lb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		backends[(next.Add(1)-1)%uint64(len(backends))].ServeHTTP(w, r)
+	}))
+	defer lb.Close()
+	public := lb.URL
+	upstream := idp.NewClient(t, oidctest.ClientOptions{
+		RedirectURIs: []string{public + "/oauth/callback"},
+		Scopes:       []string{"email", "profile"},
+		Login:        &oidctest.TokenRequest{Subject: "bob", Claims: map[string]any{"groups": []string{"eng"}, "email": "bob@example.com"}},
+	})
+	ws := t.TempDir()
+	src := fmt.Sprintf(`[store]
+kind = "postgres"
+dsn_env = "BUB_TEST_DSN"
+
+[server]
+public_url = %q
+
+[profiles.default]
+workspace = %q
+
+[auth.oauth]
+issuer = %q
+required_scopes = ["mcp"]
+
+[[auth.oauth.rules]]
+claim = "groups"
+value = "eng"
+profile = "default"
+
+[auth.oauth.proxy]
+client_id = %q
+client_secret_env = "BUB_TEST_IDP_SECRET"
+store = "postgres"
+dsn_env = "BUB_TEST_DSN"
+`, public, ws, idp.Issuer, upstream.ID)
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn, "BUB_TEST_IDP_SECRET="+upstream.Secret)
+	for i := range 3 {
+		u, err := url.Parse(startHTTPReplica(t, append(env[:len(env):len(env)], fmt.Sprintf("BUB_REPLICA=r%d", i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		backends = append(backends, httputil.NewSingleHostReverseProxy(u))
+	}
+
+	redirect := "http://127.0.0.1:9/callback"
+	store := client.NewMemoryTokenStore()
+	c, err := client.NewOAuthStreamableHttpClient(public+"/mcp", client.OAuthConfig{
+		RedirectURI: redirect, Scopes: []string{"mcp"}, PKCEEnabled: true, TokenStore: store,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	initReq := mcp.InitializeRequest{}
+	initReq.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	_, err = c.Initialize(t.Context(), initReq)
+	if !client.IsOAuthAuthorizationRequiredError(err) {
+		t.Fatalf("initialize without a token: %v", err)
+	}
+	h := client.GetOAuthHandler(err)
+	if err := h.RegisterClient(t.Context(), "replica test"); err != nil {
+		t.Fatal(err)
+	}
+	verifier, _ := client.GenerateCodeVerifier()
+	state, _ := client.GenerateState()
+	authURL, err := h.GetAuthorizationURL(t.Context(), state, client.GenerateCodeChallenge(verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := signInAndConsent(t, authURL, redirect, state, public, "replica test")
+	if err := h.ProcessAuthorizationResponse(t.Context(), code, state, verifier); err != nil {
+		t.Fatalf("code exchange: %v", err)
+	}
+	if _, err := c.Initialize(t.Context(), initReq); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // one call through each replica
+		if _, err := c.ListTools(t.Context(), mcp.ListToolsRequest{}); err != nil {
+			t.Fatalf("tools/list %d: %v", i, err)
+		}
+	}
+	for i := range 3 { // a refresh, then a call, through each replica
+		tok, _ := store.GetToken(t.Context())
+		old := tok.RefreshToken
+		tok.ExpiresAt = time.Now().Add(-time.Minute)
+		_ = store.SaveToken(t.Context(), tok)
+		if _, err := c.ListTools(t.Context(), mcp.ListToolsRequest{}); err != nil {
+			t.Fatalf("tools/list after refresh %d: %v", i, err)
+		}
+		if tok, _ := store.GetToken(t.Context()); tok.RefreshToken == old {
+			t.Fatalf("refresh %d did not rotate the refresh token", i)
+		}
 	}
 }

@@ -235,7 +235,9 @@ func (f *Front) cookiePath() string {
 	return u.Path
 }
 
-func grantKey(sub, clientID string) string { return sub + "\x00" + clientID }
+// grantKey hashes the pair: a subject may hold any character, and the
+// PostgreSQL store's text keys no NUL.
+func grantKey(sub, clientID string) string { return hash(sub + "\x00" + clientID) }
 
 func (f *Front) granted(ctx context.Context, sub, clientID string) (bool, error) {
 	_, err := f.opts.Store.Get(ctx, KindGrant, grantKey(sub, clientID))
