@@ -138,21 +138,26 @@ func (f *Front) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, target, http.StatusFound)
 }
 
-// scopes checks the requested scopes: all must be supported; none asks
-// for all of them.
+// oidcScopes are scopes clients often ask for out of habit; they mean
+// nothing for bub-mcp's tokens and are dropped rather than refused.
+var oidcScopes = []string{"openid", "offline_access", "profile", "email"}
+
+// scopes checks the requested scopes: each must be supported (the OIDC
+// habits are dropped); none asks for all of them.
 func (f *Front) scopes(s string) ([]string, error) {
-	req := strings.Fields(s)
-	if len(req) == 0 {
-		return slices.Clone(f.opts.Scopes), nil
-	}
 	var out []string
-	for _, sc := range req {
-		if !slices.Contains(f.opts.Scopes, sc) {
+	for _, sc := range strings.Fields(s) {
+		switch {
+		case slices.Contains(out, sc):
+		case slices.Contains(f.opts.Scopes, sc):
+			out = append(out, sc)
+		case slices.Contains(oidcScopes, sc):
+		default:
 			return nil, errors.New("scope " + sc + " is not supported")
 		}
-		if !slices.Contains(out, sc) {
-			out = append(out, sc)
-		}
+	}
+	if len(out) == 0 {
+		return slices.Clone(f.opts.Scopes), nil
 	}
 	return out, nil
 }
@@ -181,7 +186,8 @@ func (f *Front) serveCallback(w http.ResponseWriter, r *http.Request) {
 		f.redirectError(w, r, &p, oerr(502, "server_error", "the sign-in at the identity provider failed", err))
 		return
 	}
-	s := session{Subject: claims["sub"].(string), Claims: map[string]any{}}
+	sub, _ := claims["sub"].(string) // verified non-empty
+	s := session{Subject: sub, Claims: map[string]any{}}
 	for _, c := range f.opts.Claims {
 		if v, ok := claims[c]; ok && !registered[c] {
 			s.Claims[c] = v

@@ -158,7 +158,7 @@ func (f *flow) authorizeURL(issuer string) string {
 	q := url.Values{
 		"response_type": {"code"}, "client_id": {f.clientID}, "redirect_uri": {f.redirect},
 		"code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])}, "code_challenge_method": {"S256"},
-		"state": {f.state}, "scope": {"mcp"},
+		"state": {f.state}, "scope": {"openid mcp offline_access"},
 	}
 	if f.resource != "" {
 		q.Set("resource", f.resource)
@@ -473,13 +473,13 @@ func TestRefusals(t *testing.T) {
 	})
 	t.Run("unsupported scope", func(t *testing.T) {
 		f := newFlow(id, redirect, e.endpoint)
-		res, err := e.browser(redirect).Get(strings.Replace(f.authorizeURL(e.srv.URL), "scope=mcp", "scope=admin", 1))
+		res, err := e.browser(redirect).Get(strings.Replace(f.authorizeURL(e.srv.URL), "scope=openid+mcp+offline_access", "scope=admin", 1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		res.Body.Close()
 		loc, _ := url.Parse(res.Header.Get("Location"))
-		if res.StatusCode != 302 || loc.Query().Get("error") != "invalid_scope" {
+		if res.StatusCode != 302 || loc.Query().Get("error") != "invalid_scope" || loc.Query().Get("error_description") != "scope admin is not supported" {
 			t.Errorf("scope=admin: %d %s", res.StatusCode, loc)
 		}
 	})
