@@ -31,7 +31,7 @@ func TestMain(m *testing.M) { os.Exit(oidctest.Run(m)) }
 // env is a front on loopback in front of the real Hydra, with the
 // resource server that checks its tokens.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *httptest.Server
 	front    *asfront.Front
 	rs       *auth.ResourceServer
@@ -42,7 +42,7 @@ type env struct {
 
 func (e *env) now() time.Time { return time.Now().Add(time.Duration(e.skew.Load()) * time.Second) }
 
-func newEnv(t *testing.T, mod func(*asfront.Options)) *env {
+func newEnv(t testing.TB, mod func(*asfront.Options)) *env {
 	t.Helper()
 	idp := oidctest.Start(t)
 	e := &env{t: t}
@@ -674,5 +674,28 @@ func TestMetadata(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, m); diff != "" {
 		t.Errorf("metadata (-want +got):\n%s", diff)
+	}
+}
+
+// BenchmarkRefresh is one refresh-token rotation at the token endpoint
+// (file store, ES256 signing) and a check of the new access token by the
+// resource server (keys cached): a client's cost every AccessTokenTTL.
+func BenchmarkRefresh(b *testing.B) {
+	e := newEnv(b, nil)
+	redirect := "http://127.0.0.1:9/cb"
+	id := e.register(redirect)
+	f := newFlow(id, redirect, e.endpoint)
+	res, _, _ := e.authorize(e.browser(redirect), f, true)
+	_, _, tr := e.token(codeForm(f, e.code(res, f)))
+	b.ReportAllocs()
+	for b.Loop() {
+		status, body, next := e.token(refreshForm(f, tr.RefreshToken))
+		if status != 200 {
+			b.Fatalf("refresh: %d %s", status, body)
+		}
+		if _, err := e.verify(next.AccessToken); err != nil {
+			b.Fatal(err)
+		}
+		tr = next
 	}
 }
