@@ -348,6 +348,7 @@ workspace = %q
 issuer = %q
 required_scopes = ["mcp"]
 name_claim = "email"
+audience = ["api://for-the-idps-own-tokens"]
 
 [[auth.oauth.rules]]
 claim = "groups"

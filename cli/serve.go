@@ -270,6 +270,9 @@ func oauthServer(cfg *config.Config, front *asfront.Front) (*auth.ResourceServer
 	}
 	if front != nil {
 		opts.Issuer, opts.JWKSURL, opts.HTTPClient = front.Issuer(), front.JWKSURL(), front.KeysClient()
+		// The front's tokens name the resource itself; audience is for
+		// the IdP's own tokens (Entra's api://…).
+		opts.Audience = nil
 		// In-process fetches are cheap: a rotated key is seen at once.
 		opts.MinRefetchInterval = time.Second
 		opts.Introspection = nil

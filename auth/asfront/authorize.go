@@ -219,8 +219,9 @@ func (f *Front) serveCallback(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// registered claims are set by the front, never copied from the IdP.
-var registered = map[string]bool{"iss": true, "sub": true, "aud": true, "exp": true, "nbf": true, "iat": true, "jti": true, "client_id": true, "scope": true, "azp": true}
+// registered claims are set by the front, never copied from the IdP: the
+// IdP's scopes (scope, scp) must not add to what the client was granted.
+var registered = map[string]bool{"iss": true, "sub": true, "aud": true, "exp": true, "nbf": true, "iat": true, "jti": true, "client_id": true, "scope": true, "scp": true, "azp": true}
 
 func displayName(s session) string {
 	for _, k := range []string{"email", "preferred_username", "name"} {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,8 +60,9 @@ func newEnv(t testing.TB, mod func(*asfront.Options)) *env {
 	client := idp.NewClient(t, oidctest.ClientOptions{
 		RedirectURIs: []string{issuer + asfront.CallbackPath},
 		Scopes:       []string{"email", "profile"},
+		// The IdP's own scp must not add to what the front grants.
 		Login: &oidctest.TokenRequest{Subject: "alice", Claims: map[string]any{
-			"groups": []string{"eng"}, "email": "alice@example.com", "email_verified": true}},
+			"groups": []string{"eng"}, "email": "alice@example.com", "email_verified": true, "scp": []string{"admin"}}},
 	})
 	keys, err := auth.NewKeyRing(t.Context(), auth.KeyRingOptions{Store: auth.FileKeyStore{Path: filepath.Join(t.TempDir(), "keyring.json")}, Now: e.now})
 	if err != nil {
@@ -259,7 +261,7 @@ func (e *env) verify(access string) (*auth.Principal, error) {
 // a token the resource server accepts with the IdP's claims mapped to a
 // profile, and refresh with rotation.
 func TestFlow(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnv(t, func(o *asfront.Options) { o.Claims = append(slices.Clone(asfront.DefaultClaims), "scp") })
 	redirect := "http://127.0.0.1:9/cb"
 	id := e.register(redirect)
 	b := e.browser(redirect)
