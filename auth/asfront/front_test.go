@@ -536,10 +536,12 @@ func TestCIMD(t *testing.T) {
 	e := newEnv(t, func(o *asfront.Options) { o.AllowLoopbackClientIDs = true })
 	redirect := "http://127.0.0.1:9/cb"
 	var docs *httptest.Server
+	var goodFetches atomic.Int64
 	docs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/good.json":
+			goodFetches.Add(1)
 			fmt.Fprintf(w, `{"client_id":%q,"client_name":"CIMD app","redirect_uris":[%q]}`, docs.URL+"/good.json", redirect)
 		case "/liar.json":
 			fmt.Fprintf(w, `{"client_id":"https://victim.example/app.json","redirect_uris":[%q]}`, redirect)
@@ -558,6 +560,15 @@ func TestCIMD(t *testing.T) {
 	}
 	if status, body, _ := e.token(codeForm(f, e.code(res, f))); status != 200 {
 		t.Errorf("CIMD client token: %d %s", status, body)
+	}
+	// A second sign-in uses the cached document.
+	f2 := newFlow(docs.URL+"/good.json", redirect, e.endpoint)
+	res, body, _ = e.authorize(e.browser(redirect), f2, true)
+	if res.StatusCode != 302 {
+		t.Fatalf("second CIMD sign-in: %d %s", res.StatusCode, body)
+	}
+	if n := goodFetches.Load(); n != 1 {
+		t.Errorf("the metadata document was fetched %d times for two sign-ins; want 1 (cached)", n)
 	}
 	for _, path := range []string{"/liar.json", "/huge.json", "/missing.json"} {
 		res, body, _ := e.authorize(e.browser(redirect), newFlow(docs.URL+path, redirect, e.endpoint), true)
