@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -29,11 +30,11 @@ func Help(prefix string) string {
 	if prefix == "" {
 		prefix = command.DefaultPrefix
 	}
-	return helpPrefix.ReplaceAllString(helpText, "${1}"+strings.ReplaceAll(prefix, "$", "$$"))
+	return helpPrefix().ReplaceAllString(helpText, "${1}"+strings.ReplaceAll(prefix, "$", "$$"))
 }
 
 // helpPrefix finds the prefixes in helpText: commas that start a word.
-var helpPrefix = regexp.MustCompile(`(^|[\s'])(,)`)
+var helpPrefix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[\s'])(,)`) })
 
 const helpText = `Commands start with ',' at the beginning of a line:
   ,help                               this help

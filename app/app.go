@@ -93,6 +93,8 @@ type App struct {
 	// Contributions, collected while modules provision, read-only after.
 	provisioning bool
 	mods         []loaded
+	uses         []loaded                      // LoadModule's, cleaned up before mods
+	profileEnvs  map[string]environment.Module // by profile name
 	hooks        []registry.Hooks
 	filters      []providers.Provider
 	codeMode     providers.CodeModeFunc
@@ -185,16 +187,9 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 	if tools.MaxConcurrency < 0 {
 		return nil, o.Config.Fail("must be >= 0", "tools", "max_concurrency")
 	}
-	so := &sessions.Options{CommitInterval: o.Config.Server.AuditCommitInterval.Duration, Logger: o.Logger}
-	if err := storeOptions(o.Config, o.Getenv, so); err != nil {
+	pgDSN, err := a.openStore(ctx, &o)
+	if err != nil {
 		return nil, err
-	}
-	if so.Store != "" && so.Store != "file" {
-		a.replica = replicaName(o.Getenv) // a shared store: name this replica
-	}
-	var serr error
-	if a.store, serr = sessions.Open(o.Home, so); serr != nil {
-		return nil, fmt.Errorf("app: %w", serr)
 	}
 	defer func() {
 		if err != nil {
@@ -203,20 +198,19 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 			}
 		}
 	}()
-	pgDSN := ""
-	if so.Store == "postgres" {
-		pgDSN = so.DSN
-	}
 	if a.audit, err = openAudit(o.Config, a.store.Home(), pgDSN, &o); err != nil {
 		return nil, err
 	}
 	if err := a.loadModules(ctx, o.Modules); err != nil {
 		return nil, err
 	}
-	if err := o.Config.Check(); err != nil {
+	if err := a.loadProfiles(ctx); err != nil {
 		return nil, err
 	}
-	if err := a.checkProfiles(); err != nil {
+	if err := a.claimSharedTables(); err != nil {
+		return nil, err
+	}
+	if err := o.Config.Check(); err != nil {
 		return nil, err
 	}
 	a.provisioning = false
@@ -274,16 +268,21 @@ func (a *App) loadModules(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// checkProfiles refuses profiles that name environments or providers
-// nobody registered, listing what is there.
-func (a *App) checkProfiles() error {
+// loadProfiles loads each profile's environment module and refuses
+// profiles that name providers nobody registered, listing what is there.
+func (a *App) loadProfiles(ctx context.Context) error {
+	a.profileEnvs = map[string]environment.Module{}
 	for _, name := range a.cfg.ProfileNames() {
 		p := a.cfg.Profiles[name]
-		if p.Environment != "" {
-			if _, err := environment.Lookup(p.Environment); err != nil {
-				return a.cfg.Fail(err.Error(), "profiles", name, "environment")
-			}
+		m, err := a.LoadModule(ctx, environment.Namespace, environment.DefaultName, p.Environment)
+		if err != nil {
+			return err
 		}
+		em, ok := m.(environment.Module)
+		if !ok {
+			return p.Environment.FailKind(fmt.Sprintf("module %s makes no Environment (it lacks NewEnvironment)", m.BubModule().ID))
+		}
+		a.profileEnvs[name] = em
 		for _, pn := range p.Providers {
 			if _, err := providers.Lookup(pn); err != nil {
 				return a.cfg.Fail(err.Error(), "profiles", name, "providers")
@@ -544,21 +543,17 @@ func (a *App) Environment(ctx context.Context, conn *providers.Connection) (envi
 	if err != nil {
 		return nil, err
 	}
-	name := p.Environment
-	if name == "" {
-		name = environment.DefaultName
-	}
-	factory, err := environment.Lookup(name)
-	if err != nil {
-		return nil, err
+	mod, ok := a.profileEnvs[p.Name]
+	if !ok {
+		return nil, fmt.Errorf("app: profile %q has no environment", p.Name)
 	}
 	o := environment.Options{Session: conn.SessionKey, Workspace: conn.Workspace, Confine: p.Confine, Logger: a.log}
 	for _, f := range a.envSetups {
 		f(conn, &o)
 	}
-	env, err := factory(ctx, o)
+	env, err := mod.NewEnvironment(ctx, o)
 	if err != nil {
-		return nil, fmt.Errorf("app: environment %q for session %q: %w", name, conn.SessionKey, err)
+		return nil, fmt.Errorf("app: environment %q for session %q: %w", mod.BubModule().Name(), conn.SessionKey, err)
 	}
 	a.envs.Store(key, env)
 	return env, nil
@@ -593,6 +588,13 @@ func (a *App) Close() error {
 	for _, env := range envs {
 		if err := env.Close(); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	for i := len(a.uses) - 1; i >= 0; i-- {
+		if c, ok := a.uses[i].m.(CleanerUpper); ok {
+			if err := c.Cleanup(); err != nil {
+				errs = append(errs, fmt.Errorf("app: module %s: cleanup: %w", a.uses[i].id, err))
+			}
 		}
 	}
 	for i := len(a.mods) - 1; i >= 0; i-- {

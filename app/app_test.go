@@ -34,7 +34,7 @@ var (
 )
 
 func (probe) BubModule() app.ModuleInfo {
-	return app.ModuleInfo{ID: "test.probe", Config: "probe", New: func() app.Module { return new(probe) }}
+	return app.ModuleInfo{ID: "test_probe", Config: "probe", New: func() app.Module { return new(probe) }}
 }
 
 func (p *probe) record(ev string) {
@@ -107,7 +107,7 @@ func newApp(t *testing.T, src string) (*app.App, string) {
 		t.Fatal(err)
 	}
 	home := t.TempDir()
-	a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: testRegistry(), Modules: []string{"test.probe"}, Home: home, Workspace: t.TempDir(),
+	a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: testRegistry(), Modules: []string{"test_probe"}, Home: home, Workspace: t.TempDir(),
 		Logger: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
@@ -238,12 +238,12 @@ func TestNewFailures(t *testing.T) {
 		name, src, wantErr string
 		wantEvents         []string
 	}{
-		{"provision fails", "[probe]\ngreeting = \"p-fail\"\nfail = \"provision\"\n", "app: module test.probe: provision failed on purpose", []string{"provision", "cleanup"}},
-		{"validate fails", "[probe]\ngreeting = \"v-fail\"\nfail = \"validate\"\n", "app: module test.probe: validate failed on purpose", []string{"provision", "validate", "cleanup"}},
+		{"provision fails", "[probe]\ngreeting = \"p-fail\"\nfail = \"provision\"\n", "app: module test_probe: provision failed on purpose", []string{"provision", "cleanup"}},
+		{"validate fails", "[probe]\ngreeting = \"v-fail\"\nfail = \"validate\"\n", "app: module test_probe: validate failed on purpose", []string{"provision", "validate", "cleanup"}},
 		{"unknown module key", "[probe]\ngreeting = \"k-fail\"\ngretting = 1\n", "config: test.toml:3: probe.gretting: unknown key (see bub.toml.example)", []string{"provision", "validate", "cleanup"}},
 		{"unknown table", "[probe]\ngreeting = \"t-fail\"\n\n[nosuch]\n", "config: test.toml:4: nosuch: unknown table (see bub.toml.example)", []string{"provision", "validate", "cleanup"}},
 		{"bad module value", "[probe]\ngreeting = 3\n", "config: test.toml:2: probe.greeting: incompatible types: TOML value has type int64; destination has type string", nil},
-		{"unknown environment", "[probe]\ngreeting = \"e-fail\"\n[profiles.default]\nenvironment = \"moon\"\n", `config: test.toml:4: profiles.default.environment: environment: unknown environment "moon" (registered: ` + strings.Join(environment.Names(), ", ") + `; forgotten import?)`, []string{"provision", "validate", "cleanup"}},
+		{"unknown environment", "[probe]\ngreeting = \"e-fail\"\n[profiles.default]\nenvironment = \"moon\"\n", `config: test.toml:4: profiles.default.environment: unknown environment "moon" (registered: ` + strings.Join(environment.Names(), ", ") + `; forgotten import?)`, []string{"provision", "validate", "cleanup"}},
 		{"negative concurrency", "[tools]\nmax_concurrency = -1\n", "config: test.toml:2: tools.max_concurrency: must be >= 0", nil},
 	}
 	for _, tt := range tests {
@@ -253,7 +253,7 @@ func TestNewFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"test.probe"}, Home: t.TempDir(), Workspace: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+			a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"test_probe"}, Home: t.TempDir(), Workspace: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 			if err == nil {
 				a.Close()
 				t.Fatal("New succeeded")
@@ -282,7 +282,7 @@ func TestUnknownModule(t *testing.T) {
 
 func TestRegisterModulePanics(t *testing.T) {
 	t.Parallel()
-	for _, m := range []app.Module{badModule{"Bad ID"}, badModule{""}, badModule{"test.probe"}, noNew{}} {
+	for _, m := range []app.Module{badModule{"Bad ID"}, badModule{""}, badModule{"test_probe"}, noNew{}} {
 		func() {
 			defer func() {
 				if recover() == nil {
@@ -296,8 +296,8 @@ func TestRegisterModulePanics(t *testing.T) {
 	for _, m := range app.Modules() {
 		ids = append(ids, m.ID)
 	}
-	if !strings.Contains(strings.Join(ids, ","), "test.probe") {
-		t.Errorf("Modules() = %v; want test.probe in it", ids)
+	if !strings.Contains(strings.Join(ids, ","), "test_probe") {
+		t.Errorf("Modules() = %v; want test_probe in it", ids)
 	}
 }
 

@@ -99,7 +99,7 @@ func TestAuditConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			home := t.TempDir()
-			a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: testRegistry(), Modules: []string{"test.probe"}, Home: home, Workspace: t.TempDir()})
+			a, err := app.New(t.Context(), &app.Options{Config: cfg, Registry: testRegistry(), Modules: []string{"test_probe"}, Home: home, Workspace: t.TempDir()})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("New = %v; want an error naming %s", err, tt.wantErr)

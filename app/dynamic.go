@@ -112,10 +112,17 @@ func (a *App) loadedTools(conn *providers.Connection) []string {
 	return sess.Settings().LoadedTools
 }
 
-// ToolsLoaded tells the App that a session loaded deferred tools' definitions
-// (Session.LoadTools): its Views are rebuilt, and the OnToolsChanged listeners
-// told, so clients list the tools from now on.
-func (a *App) ToolsLoaded(conn *providers.Connection) {
+// LoadTools records in the caller's session that it loaded the deferred
+// tools names (runtime names) and tells the App: its Views are rebuilt,
+// and the OnToolsChanged listeners told, so clients list the tools from
+// now on. tool.describe and tool_search call it.
+func (a *App) LoadTools(sess registry.Session, conn *providers.Connection, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	if err := sess.LoadTools(names); err != nil {
+		return fmt.Errorf("record the loaded tools: %w", err)
+	}
 	a.chain.Forget(conn.SessionKey)
 	a.dyn.mu.Lock()
 	listeners := append([]func(){}, a.dyn.listeners...)
@@ -123,4 +130,5 @@ func (a *App) ToolsLoaded(conn *providers.Connection) {
 	for _, f := range listeners {
 		f()
 	}
+	return nil
 }

@@ -3,35 +3,23 @@ package app
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"sort"
-	"sync"
+
+	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/modules"
 )
 
 // Module is a unit of bub-mcp's features with a lifecycle, as in Caddy: it
-// registers in init() by ID, and every App makes its own instance with
-// New (no side effects), decodes its configuration table into it,
-// provisions it, validates it, uses it and finally cleans it up. A
-// module contributes tools, hooks, filters, providers or resources to the
-// App in Provision.
-type Module interface {
-	// BubModule returns the module's registration.
-	BubModule() ModuleInfo
-}
+// registers in init() by ID (package modules holds the one registry), and
+// every App makes its own instance with New (no side effects), decodes its
+// configuration table into it, provisions it, validates it, uses it and
+// finally cleans it up. An App module (an ID without a dot) contributes
+// tools, hooks, filters, providers or resources to the App in Provision;
+// a namespaced module (environment.<kind>, provider.<name>, store.<kind>)
+// is made for one use by LoadModule.
+type Module = modules.Module
 
 // ModuleInfo registers a module.
-type ModuleInfo struct {
-	// ID names the module: lower case, dot-separated words of letters,
-	// digits and underscores ("builtin", "codemode", "conformance").
-	ID string
-	// Config names the top-level bub.toml table decoded into the value
-	// New returns (toml struct tags), such as "codemode"; empty means the
-	// module has no configuration. Several modules may read one table;
-	// a key none of them knows is refused.
-	Config string
-	// New returns a new, empty instance; it must have no side effects.
-	New func() Module
-}
+type ModuleInfo = modules.Info
 
 // Provisioner is a module that sets itself up once its configuration is
 // decoded: it fills in defaults, opens what it needs and contributes to
@@ -53,50 +41,86 @@ type CleanerUpper interface {
 	Cleanup() error
 }
 
-var (
-	modulesMu sync.RWMutex
-	modules   = map[string]ModuleInfo{}
+// UseProvisioner is a module made for one use by LoadModule (a profile's
+// environment, an upstream server's) that sets itself up knowing where it
+// was configured: at names its table, so that its errors name the file,
+// line and key. A module that needs no such place may implement
+// Provisioner instead.
+type UseProvisioner interface {
+	ProvisionUse(ctx context.Context, a *App, at *config.ModuleRef) error
+}
 
-	moduleIDRE = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
-)
+// LoadModule makes the module <namespace>.<kind> for one use configured
+// at at (kind "" means def): it decodes the module's shared table
+// (ModuleInfo.Config) and then at's own keys into a new instance,
+// provisions it (ProvisionUse, else Provision) and validates it. The App
+// cleans it up when it closes. Call it from a module's Provision; the App
+// itself loads each profile's environment this way.
+func (a *App) LoadModule(ctx context.Context, namespace, def string, at *config.ModuleRef) (Module, error) {
+	a.mustProvision("LoadModule")
+	kind := at.Kind
+	if kind == "" {
+		kind = def
+	}
+	info, err := modules.Lookup(namespace + "." + kind)
+	if err != nil {
+		return nil, at.FailKind(err.Error())
+	}
+	m := info.New()
+	if info.Config != "" {
+		if err := a.cfg.Decode(info.Config, m); err != nil {
+			return nil, err
+		}
+	}
+	if err := at.Decode(m); err != nil {
+		return nil, err
+	}
+	a.uses = append(a.uses, loaded{info.ID, m})
+	switch p := m.(type) {
+	case UseProvisioner:
+		err = p.ProvisionUse(ctx, a, at)
+	case Provisioner:
+		err = p.Provision(ctx, a)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("app: module %s: %w", info.ID, err)
+	}
+	if v, ok := m.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return nil, fmt.Errorf("app: module %s: %w", info.ID, err)
+		}
+	}
+	return m, nil
+}
+
+// claimSharedTables decodes the shared table of every namespaced module
+// into a scratch instance, so that a table such as [sandbox] is checked
+// (and not refused as unknown) even when no profile uses its module.
+func (a *App) claimSharedTables() error {
+	for _, info := range modules.All() {
+		if info.Namespace() == "" || info.Config == "" {
+			continue
+		}
+		if err := a.cfg.Decode(info.Config, info.New()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // RegisterModule makes a module available to every App. Call it from
 // init(); it panics on a malformed or taken ID or a nil New, since both
 // are programming mistakes.
-func RegisterModule(m Module) {
-	info := m.BubModule()
-	if !moduleIDRE.MatchString(info.ID) {
-		panic(fmt.Sprintf("app: RegisterModule: bad module ID %q (want lower-case words separated by dots)", info.ID))
-	}
-	if info.New == nil {
-		panic("app: RegisterModule: module " + info.ID + " has no New")
-	}
-	modulesMu.Lock()
-	defer modulesMu.Unlock()
-	if _, dup := modules[info.ID]; dup {
-		panic("app: RegisterModule: module " + info.ID + " registered twice")
-	}
-	modules[info.ID] = info
-}
+func RegisterModule(m Module) { modules.Register(m) }
 
-// Modules returns the registered modules, sorted by ID.
-func Modules() []ModuleInfo {
-	modulesMu.RLock()
-	defer modulesMu.RUnlock()
-	out := make([]ModuleInfo, 0, len(modules))
-	for _, m := range modules {
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
+// Modules returns the registered App modules (IDs without a namespace),
+// sorted by ID: the ones an App loads when Options.Modules is nil.
+func Modules() []ModuleInfo { return modules.In("") }
 
 // lookupModule returns a registered module by ID.
 func lookupModule(id string) (ModuleInfo, error) {
-	modulesMu.RLock()
-	m, ok := modules[id]
-	modulesMu.RUnlock()
-	if !ok {
+	m, err := modules.Lookup(id)
+	if err != nil {
 		ids := make([]string, 0)
 		for _, m := range Modules() {
 			ids = append(ids, m.ID)

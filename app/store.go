@@ -1,29 +1,13 @@
 package app
 
 import (
+	"context"
+	"fmt"
 	"os"
-	"slices"
 	"strings"
 
-	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/sessions"
 )
-
-// storeConfig is the [store] table: where sessions (tapes, settings,
-// spill chunks) are kept.
-type storeConfig struct {
-	// Kind is "file" (the default: files under $BUB_HOME) or a kind a
-	// store package registered with sessions.Register ("postgres", from
-	// sessions/pgstore, which the bub-mcp binary imports).
-	Kind string `toml:"kind"`
-	// DSN tells that store where its data lives (for "postgres", the
-	// connection string); DSNEnv names a variable holding it instead
-	// (keeps passwords out of the file).
-	DSN    string `toml:"dsn"`
-	DSNEnv string `toml:"dsn_env"`
-	// PoolSize caps the store's connections; 0 means its default.
-	PoolSize int `toml:"pool_size"`
-}
 
 // replicaName names this process among replicas sharing a store:
 // $BUB_REPLICA, else the host name, cut to the characters ids may hold.
@@ -47,42 +31,35 @@ func replicaName(getenv func(string) string) string {
 	return name
 }
 
-// storeOptions decodes [store] into the session store's options. A kind
-// no imported store package registered fails naming the kinds known.
-func storeOptions(cfg *config.Config, getenv func(string) string, o *sessions.Options) error {
-	var sc storeConfig
-	if err := cfg.Decode("store", &sc); err != nil {
-		return err
+// openStore loads the store module [store] kind picks (store.file by
+// default), which decodes the table's other keys, and opens the session
+// store with it. It returns the connection string of a PostgreSQL store,
+// for the audit log that may share its database, else "".
+func (a *App) openStore(ctx context.Context, o *Options) (pgDSN string, err error) {
+	at, err := o.Config.ModuleTable("store")
+	if err != nil {
+		return "", err
 	}
-	switch sc.Kind {
-	case "", "file":
-		if sc.DSN != "" || sc.DSNEnv != "" || sc.PoolSize != 0 {
-			return cfg.Fail(`dsn, dsn_env and pool_size need kind = "postgres"`, "store", "kind")
+	m, err := a.LoadModule(ctx, sessions.StoreNamespace, "file", at)
+	if err != nil {
+		return "", err
+	}
+	sm, ok := m.(sessions.StoreModule)
+	if !ok {
+		return "", at.FailKind("module " + m.BubModule().ID + " opens no store (it lacks OpenBackend)")
+	}
+	kind := m.BubModule().Name()
+	if kind != "file" && kind != sessions.MemoryKind {
+		a.replica = replicaName(o.Getenv) // a shared store: name this replica
+	}
+	if kind == "postgres" {
+		if c, ok := m.(interface{ ConnString() string }); ok {
+			pgDSN = c.ConnString()
 		}
-		return nil
 	}
-	if known := sessions.Backends(); !slices.Contains(known, sc.Kind) {
-		for i, k := range known {
-			known[i] = quote(k)
-		}
-		return cfg.Fail(`unknown store kind `+quote(sc.Kind)+` (known: `+strings.Join(known, ", ")+`; forgotten import of its store package?)`, "store", "kind")
+	so := &sessions.Options{CommitInterval: o.Config.Server.AuditCommitInterval.Duration, Logger: o.Logger, Store: kind, Module: sm}
+	if a.store, err = sessions.Open(a.home, so); err != nil {
+		return "", fmt.Errorf("app: %w", err)
 	}
-	if sc.PoolSize < 0 {
-		return cfg.Fail("must be >= 0", "store", "pool_size")
-	}
-	dsn := sc.DSN
-	switch {
-	case sc.DSN != "" && sc.DSNEnv != "":
-		return cfg.Fail("set dsn or dsn_env, not both", "store", "dsn")
-	case sc.DSNEnv != "":
-		if dsn = strings.TrimSpace(getenv(sc.DSNEnv)); dsn == "" {
-			return cfg.Fail("environment variable "+sc.DSNEnv+" is empty or unset", "store", "dsn_env")
-		}
-	case dsn == "":
-		return cfg.Fail(`kind = `+quote(sc.Kind)+` needs dsn or dsn_env`, "store", "kind")
-	}
-	o.Store, o.DSN, o.PoolSize = sc.Kind, dsn, sc.PoolSize
-	return nil
+	return pgDSN, nil
 }
-
-func quote(s string) string { return `"` + s + `"` }

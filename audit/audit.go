@@ -262,11 +262,31 @@ func (l *Log) encode(r Record) []byte {
 		// Only arguments that are not JSON fail (cutArgs leaves short
 		// ones to the encoder, which checks and compacts them anyway):
 		// keep them as a string.
-		ln.Args, _ = json.Marshal(strings.ToValidUTF8(string(bytes.TrimSpace(r.Args)), "\uFFFD"))
+		ln.Args = argsString(r.Args)
 		buf.Reset()
 		_ = enc.Encode(ln)
 	}
 	return buf.Bytes()
+}
+
+// CutArgs returns a call's arguments as the audit log keeps them, for
+// other records of calls that show them "cut as audited" (the approvals
+// queue): whole when they fit in limit bytes, else their first limit
+// bytes as a JSON string, marked as cut; arguments that are not JSON as
+// a string. n is the original size when they were cut, else 0. The
+// result is always valid JSON.
+func CutArgs(args json.RawMessage, limit int) (out json.RawMessage, n int) {
+	out, n, _ = cutArgs(args, limit)
+	if n == 0 && !json.Valid(out) {
+		out = argsString(args)
+	}
+	return out, n
+}
+
+// argsString keeps arguments that are not JSON as a JSON string.
+func argsString(args json.RawMessage) json.RawMessage {
+	s, _ := json.Marshal(strings.ToValidUTF8(string(bytes.TrimSpace(args)), "\uFFFD"))
+	return s
 }
 
 // cutArgs returns the arguments as written: compact JSON when they fit in

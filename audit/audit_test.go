@@ -277,3 +277,28 @@ func BenchmarkRecordCommit(b *testing.B) {
 		})
 	}
 }
+
+// TestCutArgs: the cut other records of calls share with the log (the
+// approvals queue) always gives JSON: whole when it fits, a marked string
+// with the full size when not, arguments that are not JSON as a string.
+func TestCutArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name, args string
+		limit      int
+		want       string
+		wantN      int
+	}{
+		{"fits", `{"a": 1}`, 100, `{"a": 1}`, 0},
+		{"empty", ``, 100, `{}`, 0},
+		{"not JSON", `{"a": `, 100, `"{\"a\":"`, 0},
+		{"too long", `{"a":"0123456789"}`, 10, `"{\"a\":\"0123…[cut: 10 of 18 bytes]"`, 18},
+		{"too long, cut on a rune", `"ééééé"`, 4, `"\"é…[cut: 3 of 12 bytes]"`, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, n := CutArgs(json.RawMessage(tc.args), tc.limit)
+			if string(got) != tc.want || n != tc.wantN || !json.Valid(got) {
+				t.Errorf("CutArgs(%q, %d) = %s, %d; want %s, %d (valid JSON)", tc.args, tc.limit, got, n, tc.want, tc.wantN)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -328,5 +329,54 @@ func TestVerifyPrunedUnchained(t *testing.T) {
 	}
 	if !rep.Intact() || rep.First != 1 || rep.Last != 6 || rep.Unchained != 1 {
 		t.Errorf("Verify = %+v, %v; want 1 unchained record, then 1 to 6 intact", rep, rep.Problem)
+	}
+}
+
+// TestVerifyLetsWritersOn: Verify holds the log's lock only while it
+// takes its snapshot, not while it reads every file, so servers sharing
+// the directory keep writing (and rotating, and pruning) during a check
+// of a long log; the check covers the log as it was when it began.
+func TestVerifyLetsWritersOn(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, Options{Dir: dir, MaxFileBytes: 600, KeepFiles: 2})
+	write := func(n int) {
+		for range n {
+			l.Record(Record{Time: time.Now(), Profile: "p", Transport: "cli", Tool: "t", Outcome: "ok"})
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(20)
+	testHookVerifying = func() {
+		// A writer's lock is free while Verify reads...
+		f, err := os.Open(filepath.Join(dir, FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			t.Errorf("a writer cannot lock the log while Verify reads it: %v", err)
+			return
+		}
+		flock(f, syscall.LOCK_UN)
+		// ...and writing (with rotations, and the oldest files pruned)
+		// changes nothing the check reads.
+		write(20)
+	}
+	defer func() { testHookVerifying = nil }()
+	rep, err := Verify(dir)
+	testHookVerifying = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Intact() || rep.Last != 20 {
+		t.Errorf("Verify while 20 more records were written = %+v, %v; want an intact chain to seq 20, as it was when the check began", rep, rep.Problem)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Verify(dir); err != nil || !rep.Intact() || rep.Last != 40 {
+		t.Errorf("Verify after = %+v, %v; want an intact chain to seq 40", rep, err)
 	}
 }

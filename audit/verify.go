@@ -86,37 +86,33 @@ type record struct {
 // Verify checks the audit log in dir (every rotated file, oldest first,
 // then audit.jsonl) against its hash chain and chain head, and reports the
 // first record missing, altered or out of order, or a tail cut off since
-// the head was written. It holds a shared lock on audit.jsonl while it
-// reads, so writers sharing the directory wait rather than rotate under
-// it. The error is for a directory that cannot be read; a broken chain is
+// the head was written. It checks the log as it stood at one moment (see
+// snapshot): the shared lock on audit.jsonl is held only while the head
+// is read and the files opened, not for the whole reading, so writers
+// sharing the directory wait for that, not for a scan of every file. The
+// error is for a directory that cannot be read; a broken chain is
 // Report.Problem.
 func Verify(dir string) (*Report, error) {
 	rep := &Report{Dir: dir}
-	unlock, err := lockShared(filepath.Join(dir, FileName))
+	snap, err := snapshot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("audit: verify %s: %w", dir, err)
 	}
-	defer unlock()
-	rotated, err := Rotated(dir)
-	if err != nil {
-		return nil, fmt.Errorf("audit: verify: %w", err)
+	defer snap.close()
+	if testHookVerifying != nil {
+		testHookVerifying()
 	}
-	slices.Reverse(rotated)
-	files := rotated
-	if _, err := os.Stat(filepath.Join(dir, FileName)); err == nil {
-		files = append(files, FileName)
+	for _, f := range snap.files {
+		rep.Files = append(rep.Files, f.name)
 	}
-	rep.Files = files
-	h, herr := readHead(dir)
-	if herr != nil && !errors.Is(herr, errNoHead) {
-		rep.Problem = &Problem{File: HeadFileName, Kind: ProblemHead, Detail: herr.Error()}
+	if snap.headErr != nil && !errors.Is(snap.headErr, errNoHead) {
+		rep.Problem = &Problem{File: HeadFileName, Kind: ProblemHead, Detail: snap.headErr.Error()}
 		return rep, nil
 	}
-	hasHead := herr == nil
+	hasHead := snap.headErr == nil
 
-	v := &verifier{rep: rep, head: h, hasHead: hasHead}
-	rd := &reader{dir: dir, files: files, rep: rep}
-	defer rd.close()
+	v := &verifier{rep: rep, head: snap.head, hasHead: hasHead}
+	rd := &reader{files: snap.files, rep: rep}
 	cur, err := rd.next()
 	for cur != nil && rep.Problem == nil {
 		next, err := rd.next()
@@ -135,6 +131,96 @@ func Verify(dir string) (*Report, error) {
 		v.finish()
 	}
 	return rep, nil
+}
+
+// testHookVerifying, when set by a test, runs after Verify took its
+// snapshot and before it reads it.
+var testHookVerifying func()
+
+// logSnapshot is the log as it stood at one moment: the chain head, and
+// every file open, audit.jsonl with the size it had then. What writers do
+// after it is taken changes nothing it reads: rotated files are never
+// written again, an open file can still be read after pruning removes it
+// or rotation renames it, and audit.jsonl is read only to that size.
+type logSnapshot struct {
+	head    head
+	headErr error
+	files   []snapFile // oldest first
+}
+
+// snapFile is one file of a snapshot: its name in the directory, and the
+// bytes it had when the snapshot was taken.
+type snapFile struct {
+	name string
+	f    *os.File
+	size int64
+}
+
+// snapshot takes the snapshot under a shared lock on audit.jsonl (writers
+// append and rotate under an exclusive one) and releases the lock before
+// returning: what the head says and what the files hold agree.
+func snapshot(dir string) (_ *logSnapshot, err error) {
+	live, err := lockShared(filepath.Join(dir, FileName))
+	if err != nil {
+		return nil, err
+	}
+	s := &logSnapshot{}
+	defer func() {
+		switch {
+		case live == nil:
+		case err != nil:
+			live.Close() // which releases the lock
+		default:
+			unlockShared(live)
+		}
+	}()
+	// s.files holds live only once nothing can fail.
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	var liveSize int64
+	if live != nil {
+		st, err := live.Stat()
+		if err != nil {
+			return nil, err
+		}
+		liveSize = st.Size()
+	}
+	rotated, err := Rotated(dir)
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(rotated)
+	for _, name := range rotated {
+		f, err := os.Open(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // pruned since it was listed (by a writer without the lock)
+		}
+		if err != nil {
+			return nil, err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		s.files = append(s.files, snapFile{name: name, f: f, size: st.Size()})
+	}
+	if live != nil {
+		s.files = append(s.files, snapFile{name: FileName, f: live, size: liveSize})
+	}
+	s.head, s.headErr = readHead(dir)
+	return s, nil
+}
+
+// close closes the snapshot's files.
+func (s *logSnapshot) close() {
+	for _, f := range s.files {
+		f.f.Close()
+	}
+	s.files = nil
 }
 
 // verifier follows the chain one record at a time, with the next record
@@ -236,10 +322,8 @@ func (v *verifier) finish() {
 // counting the unchained ones before the chain in rep. A line that is not
 // a record sets rep.Problem and ends the reading.
 type reader struct {
-	dir     string
-	files   []string
+	files   []snapFile
 	rep     *Report
-	f       *os.File
 	r       *bufio.Reader
 	name    string
 	n       int
@@ -254,22 +338,16 @@ func (rd *reader) next() (*record, error) {
 			if len(rd.files) == 0 {
 				return nil, nil
 			}
-			rd.name, rd.files, rd.n = rd.files[0], rd.files[1:], 0
-			f, err := os.Open(filepath.Join(rd.dir, rd.name))
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // pruned since it was listed
-			}
-			if err != nil {
-				return nil, err
-			}
-			rd.f, rd.r = f, bufio.NewReaderSize(f, 64<<10)
+			f := rd.files[0]
+			rd.name, rd.files, rd.n = f.name, rd.files[1:], 0
+			rd.r = bufio.NewReaderSize(io.NewSectionReader(f.f, 0, f.size), 64<<10)
 		}
 		ln, err := rd.r.ReadBytes('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: %w", rd.name, err)
 		}
 		if len(ln) == 0 {
-			rd.close()
+			rd.r = nil
 			continue
 		}
 		rd.n++
@@ -296,41 +374,48 @@ func (rd *reader) next() (*record, error) {
 	return nil, nil
 }
 
-func (rd *reader) close() {
-	if rd.f != nil {
-		rd.f.Close()
-		rd.f, rd.r = nil, nil
-	}
-}
-
-// lockShared takes a shared flock on the log file (when it exists), the
-// one its path names once locked, so no writer appends or rotates while
-// it is held.
-func lockShared(path string) (unlock func(), err error) {
+// lockShared takes a shared flock on the log file and returns the file
+// locked, the one its path names once locked (a rotation between the
+// open and the lock gets the new one); nil when there is no log file.
+// No writer appends or rotates until unlockShared; the file stays open
+// and readable after.
+func lockShared(path string) (*os.File, error) {
 	for range 100 {
 		f, err := os.Open(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			return func() {}, nil
+			return nil, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		for {
-			err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH)
-			if !errors.Is(err, syscall.EINTR) {
-				break
-			}
-		}
-		if err != nil {
+		if err := flock(f, syscall.LOCK_SH); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		fst, err1 := f.Stat()
 		pst, err2 := os.Stat(path)
 		if err1 == nil && err2 == nil && os.SameFile(fst, pst) {
-			return func() { f.Close() }, nil
+			return f, nil
 		}
 		f.Close() // rotated between open and lock: try the new one
 	}
 	return nil, errors.New("lock " + path + ": the file keeps being replaced")
+}
+
+// unlockShared releases lockShared's lock; the file stays open, to be
+// read. A file that cannot be unlocked is closed, which releases the lock
+// too (the snapshot then fails to read it).
+func unlockShared(f *os.File) {
+	if err := flock(f, syscall.LOCK_UN); err != nil {
+		f.Close()
+	}
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
 }

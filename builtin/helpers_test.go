@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"encoding/json"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/environment"
-	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
@@ -39,7 +39,7 @@ type fixture struct {
 var envKinds = []string{"local", environment.SandboxName}
 
 // eachEnv runs fn as a subtest per environment kind, on a fixture with a
-// zero Module; the sandbox one needs bubblewrap (envtest.RequireBwrap).
+// zero Module; the sandbox one needs bubblewrap (testenv.MustHaveBwrap).
 func eachEnv(t *testing.T, fn func(t *testing.T, f *fixture)) {
 	for _, kind := range envKinds {
 		t.Run(kind, func(t *testing.T) {
@@ -47,7 +47,7 @@ func eachEnv(t *testing.T, fn func(t *testing.T, f *fixture)) {
 				fn(t, newFixture(t, nil))
 				return
 			}
-			envtest.RequireBwrap(t)
+			testenv.MustHaveBwrap(t)
 			ws := t.TempDir()
 			env, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws})
 			if err != nil {

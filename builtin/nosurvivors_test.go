@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,7 +97,7 @@ func TestBashNoSurvivors(t *testing.T) {
 // TestSandboxToolsConfined: in the sandbox, fs tools and bash alike stay
 // within what is mounted: confine is implied and covers bash.
 func TestSandboxToolsConfined(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	outside := t.TempDir()
 	secret := filepath.Join(outside, "secret.txt")
 	if err := os.WriteFile(secret, []byte("s3cret"), 0o644); err != nil {

@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"context"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/environment"
-	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
@@ -452,7 +452,7 @@ func TestSearchConfined(t *testing.T) {
 // TestSandboxSearchConfined: in the sandbox, both tools refuse what is
 // not mounted, and ripgrep runs inside it.
 func TestSandboxSearchConfined(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("s3cret\n"), 0o644); err != nil {
 		t.Fatal(err)

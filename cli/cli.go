@@ -1,6 +1,7 @@
 // Package cli is the bub-mcp command line: serve, call, tools and agent,
-// over an app.App with every registered module. cmd/bub-mcp is Main and
-// nothing else. A binary with extra plugins (the conformance fixtures, a
+// over an app.App with every registered module. cmd/bub-mcp is Main, a
+// blank import of the standard modules (modules/standard) and nothing
+// else. A binary with extra plugins (the conformance fixtures, a
 // company's own tools, Environments or providers) is the same few lines
 // with one more blank import, so the wiring is shared, never copied.
 package cli
@@ -20,21 +21,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bubbuild/bub-mcp/telemetry"
-
-	// The standard modules are part of every binary built on this
-	// package, as Caddy's modules/standard is: the builtin tools (bash,
-	// fs.*, tape.*, web.fetch), spill, skills and code mode. The agent
-	// module comes with the agent command (agent.go).
-	_ "github.com/bubbuild/bub-mcp/builtin"
-	_ "github.com/bubbuild/bub-mcp/codemode"
-	_ "github.com/bubbuild/bub-mcp/confirm"
-	_ "github.com/bubbuild/bub-mcp/limits"
-	_ "github.com/bubbuild/bub-mcp/sandbox"
-	_ "github.com/bubbuild/bub-mcp/sessions/pgstore"
-	_ "github.com/bubbuild/bub-mcp/skills"
-	_ "github.com/bubbuild/bub-mcp/spill"
-	_ "github.com/bubbuild/bub-mcp/toolsearch"
-	_ "github.com/bubbuild/bub-mcp/upstream"
 )
 
 // Env is what a command may touch: its streams and environment variables.

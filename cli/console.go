@@ -11,6 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bubbuild/bub-mcp/auth"
+	"github.com/bubbuild/bub-mcp/auth/asfront"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/console"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 )
@@ -51,7 +54,11 @@ func runConsole(ctx context.Context, env *Env, c *common, addr string) error {
 		addr = console.DefaultListen
 	}
 	loopback := mcpserver.IsLoopback(addr)
-	con, err := console.New(console.Options{App: a, Loopback: loopback, AllowedHosts: a.Config().Server.AllowedHosts, Logger: env.Logger, Version: VersionString()})
+	oauth, err := consoleOAuth(a.Config(), nil)
+	if err != nil {
+		return err
+	}
+	con, err := console.New(console.Options{App: a, Loopback: loopback, AllowedHosts: a.Config().Server.AllowedHosts, Logger: env.Logger, Version: VersionString(), Standalone: true, OAuth: oauth})
 	if err != nil {
 		return err
 	}
@@ -61,7 +68,8 @@ func runConsole(ctx context.Context, env *Env, c *common, addr string) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: con.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	url := "http://" + ln.Addr().String() + "/"
+	// The pages' own address, the same as on a serve that mounts them.
+	url := "http://" + ln.Addr().String() + console.Prefix + "/"
 	fmt.Fprintln(env.Stdout, url)
 	env.Logger.Info("console.start", "url", url, "home", a.Home())
 	errc := make(chan error, 1)
@@ -80,4 +88,27 @@ func runConsole(ctx context.Context, env *Env, c *common, addr string) error {
 	}
 	srv.Close()
 	return nil
+}
+
+// consoleOAuth is the resource server the console accepts OAuth
+// principals with: [auth.oauth] with only the rules that grant the
+// console (console = true); nil when no rule does. Tokens are for this
+// server as for /mcp (their audience is public_url or its /mcp).
+func consoleOAuth(cfg *config.Config, front *asfront.Front) (*auth.ResourceServer, error) {
+	return oauthServer(cfg, front, func(r config.OAuthRule) bool { return r.Console })
+}
+
+// consoleEntry leads GET /console to the console mounted on a serve.
+// mcpserver's mux keeps a /console route of its own, to the root-level
+// pages of earlier versions, which would win over the console's; this
+// answers first. It can go once mcpserver mounts the console at
+// console.Prefix alone.
+func consoleEntry(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == console.Prefix && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			http.Redirect(w, r, console.Prefix+"/calls", http.StatusSeeOther)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

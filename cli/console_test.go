@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/bubbuild/bub-mcp/internal/pgtest"
 )
 
 // startConsole runs `bub-mcp console --http 127.0.0.1:0` with env and
@@ -87,83 +91,114 @@ func waitPending(t *testing.T, base string) (id, csrf string) {
 
 // TestConsoleApprovalHandOff: a serve process holds a confirmed call
 // from a client without elicitation; a separate console process decides
-// it through its HTTP form; the call goes on (or fails with the reason)
-// within a second of the decision.
+// it through its HTTP form; the call goes on (or fails with the reason).
+// With the file store both share $BUB_HOME/approvals; with [store] kind =
+// "postgres" each has a $BUB_HOME of its own, so the call and the
+// decision travel through the database (bub_approvals) alone.
 func TestConsoleApprovalHandOff(t *testing.T) {
-	for _, tc := range []struct {
-		decision, reason string
-		wantErr          bool
-		want             string
-	}{
-		{"approve", "", false, "handed-off"},
-		{"deny", "not on a Friday", true, "not on a Friday"},
-	} {
-		t.Run(tc.decision, func(t *testing.T) {
-			home, ws := t.TempDir(), t.TempDir()
-			cfg := filepath.Join(t.TempDir(), "bub.toml")
-			src := fmt.Sprintf("[profiles.default]\nworkspace = %q\nconfirm = [\"bash\"]\nconfirm_via = [\"elicitation\", \"console\"]\nconfirm_timeout = \"60s\"\n", ws)
-			if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			env := append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg)
-			base := startConsole(t, env)
-			_, c := stdioClient(t, env, mcp.LATEST_PROTOCOL_VERSION, "Claude Desktop", "serve")
-			type result struct {
-				res *mcp.CallToolResult
-				err error
-				at  time.Time
-			}
-			done := make(chan result, 1)
-			go func() {
-				res, err := callTool(t.Context(), c, "bash", map[string]any{"command": "echo handed-off"}, nil)
-				done <- result{res, err, time.Now()}
-			}()
-			id, csrf := waitPending(t, base)
-			select {
-			case r := <-done:
-				t.Fatalf("the call finished before a decision: %v %v", r.err, r.res)
-			default:
-			}
-			// Without the CSRF token the decision is refused.
-			res, err := http.PostForm(base+"/approvals/"+id, url.Values{"decision": {tc.decision}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-			if res.StatusCode != http.StatusForbidden {
-				t.Fatalf("POST without CSRF token: status %d; want 403", res.StatusCode)
-			}
-			noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-			decided := time.Now()
-			res, err = noRedirect.PostForm(base+"/approvals/"+id, url.Values{"decision": {tc.decision}, "reason": {tc.reason}, "csrf": {csrf}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-			if res.StatusCode != http.StatusSeeOther {
-				t.Fatalf("POST decision: status %d; want 303", res.StatusCode)
-			}
-			var r result
-			select {
-			case r = <-done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the call did not go on after the decision")
-			}
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			if lag := r.at.Sub(decided); lag > time.Second {
-				t.Errorf("the call went on %v after the decision; want within 1s", lag)
-			}
-			if r.res.IsError != tc.wantErr || !strings.Contains(resultText(r.res), tc.want) {
-				t.Errorf("result isError=%v %q; want isError=%v containing %q", r.res.IsError, resultText(r.res), tc.wantErr, tc.want)
-			}
-			// The queue is empty again.
-			ents, _ := os.ReadDir(filepath.Join(home, "approvals"))
-			for _, e := range ents {
-				t.Errorf("left in the approvals queue: %s", e.Name())
-			}
-		})
+	for _, store := range []string{"file", "postgres"} {
+		for _, tc := range []struct {
+			decision, reason string
+			wantErr          bool
+			want             string
+		}{
+			{"approve", "", false, "handed-off"},
+			{"deny", "not on a Friday", true, "not on a Friday"},
+		} {
+			t.Run(store+"/"+tc.decision, func(t *testing.T) {
+				testApprovalHandOff(t, store, tc.decision, tc.reason, tc.wantErr, tc.want)
+			})
+		}
+	}
+}
+
+func testApprovalHandOff(t *testing.T, store, decision, reason string, wantErr bool, want string) {
+	serveHome, consoleHome, ws := t.TempDir(), t.TempDir(), t.TempDir()
+	src := fmt.Sprintf("[profiles.default]\nworkspace = %q\nconfirm = [\"bash\"]\nconfirm_via = [\"elicitation\", \"console\"]\nconfirm_timeout = \"60s\"\n", ws)
+	dsn := ""
+	if store == "postgres" {
+		dsn = pgtest.DSN(t)
+		src = "[store]\nkind = \"postgres\"\ndsn_env = \"BUB_TEST_DSN\"\n" + src
+	} else {
+		consoleHome = serveHome
+	}
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(home string) []string {
+		return append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn)
+	}
+	base := startConsole(t, env(consoleHome))
+	_, c := stdioClient(t, env(serveHome), mcp.LATEST_PROTOCOL_VERSION, "Claude Desktop", "serve")
+	type result struct {
+		res *mcp.CallToolResult
+		err error
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := callTool(t.Context(), c, "bash", map[string]any{"command": "echo handed-off"}, nil)
+		done <- result{res, err, time.Now()}
+	}()
+	id, csrf := waitPending(t, base)
+	select {
+	case r := <-done:
+		t.Fatalf("the call finished before a decision: %v %v", r.err, r.res)
+	default:
+	}
+	// Without the CSRF token the decision is refused.
+	res, err := http.PostForm(base+"/approvals/"+id, url.Values{"decision": {decision}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("POST without CSRF token: status %d; want 403", res.StatusCode)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	decided := time.Now()
+	res, err = noRedirect.PostForm(base+"/approvals/"+id, url.Values{"decision": {decision}, "reason": {reason}, "csrf": {csrf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/console/approvals?done="+map[string]string{"approve": "approved", "deny": "denied"}[decision] {
+		t.Fatalf("POST decision: status %d → %q; want 303 to the approvals page", res.StatusCode, res.Header.Get("Location"))
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not go on after the decision")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	// Reported, not asserted (no timed assertions): the waiting server
+	// polls the queue every confirm.PollInterval.
+	t.Logf("%s: the call went on %v after the decision", store, r.at.Sub(decided))
+	if r.res.IsError != wantErr || !strings.Contains(resultText(r.res), want) {
+		t.Errorf("result isError=%v %q; want isError=%v containing %q", r.res.IsError, resultText(r.res), wantErr, want)
+	}
+	// The queue is empty again; with PostgreSQL nothing went through
+	// the files.
+	for _, home := range []string{serveHome, consoleHome} {
+		ents, _ := os.ReadDir(filepath.Join(home, "approvals"))
+		for _, e := range ents {
+			t.Errorf("left in %s/approvals: %s", home, e.Name())
+		}
+	}
+	if store == "postgres" {
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var n int
+		if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM bub_approvals").Scan(&n); err != nil || n != 0 {
+			t.Errorf("bub_approvals holds %d rows (%v); want 0", n, err)
+		}
 	}
 }
 

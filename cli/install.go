@@ -2,17 +2,22 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -57,6 +62,9 @@ type client struct {
 	// is the client's name for the open folder (wsVariable).
 	workspace workspaceMode
 	variable  string
+	// signIn tells the user how this client signs in to a --http server
+	// that asks for OAuth (NAME is the entry's name).
+	signIn string
 }
 
 // withHeaders adds the headers to an HTTP entry under key, if any.
@@ -104,6 +112,7 @@ var clients = map[string]client{
 			return map[string]any{"command": "npx", "args": args}
 		},
 		workspace: wsCurrent,
+		signIn:    "mcp-remote opens your browser to sign in the first time Claude Desktop starts it; or add the URL in Claude Desktop under Settings \u2192 Connectors instead.",
 	},
 	"claude-code": {
 		path:      func(env *Env, home, ws string) string { return filepath.Join(home, ".claude.json") },
@@ -111,6 +120,7 @@ var clients = map[string]client{
 		stdio:     typedStdio,
 		http:      typedHTTP,
 		workspace: wsServe,
+		signIn:    "In Claude Code, run /mcp, pick NAME and choose Authenticate.",
 	},
 	"vscode": {
 		path:      func(env *Env, home, ws string) string { return filepath.Join(ws, ".vscode", "mcp.json") },
@@ -119,6 +129,7 @@ var clients = map[string]client{
 		http:      typedHTTP,
 		workspace: wsVariable,
 		variable:  "${workspaceFolder}",
+		signIn:    "VS Code asks you to sign in the first time it starts NAME.",
 	},
 	"cursor": {
 		path:  func(env *Env, home, ws string) string { return filepath.Join(home, ".cursor", "mcp.json") },
@@ -128,6 +139,7 @@ var clients = map[string]client{
 			return withHeaders(map[string]any{"url": u}, "headers", h)
 		},
 		workspace: wsServe,
+		signIn:    "Cursor shows a Login button for NAME in its MCP settings.",
 	},
 	"gemini-cli": {
 		path:  func(env *Env, home, ws string) string { return filepath.Join(home, ".gemini", "settings.json") },
@@ -137,6 +149,7 @@ var clients = map[string]client{
 			return withHeaders(map[string]any{"httpUrl": u}, "headers", h)
 		},
 		workspace: wsServe,
+		signIn:    "In Gemini CLI, run /mcp auth NAME.",
 	},
 	"codex": {
 		path: func(env *Env, home, ws string) string {
@@ -152,6 +165,7 @@ var clients = map[string]client{
 		},
 		toml:      true,
 		workspace: wsServe,
+		signIn:    "Run: codex mcp login NAME",
 	},
 }
 
@@ -164,6 +178,7 @@ var claudeCodeProject = client{
 	stdio:     typedStdio,
 	http:      typedHTTP,
 	workspace: wsServe,
+	signIn:    "In Claude Code, run /mcp, pick NAME and choose Authenticate.",
 }
 
 func clientNames() []string {
@@ -227,7 +242,7 @@ func installCommand(env *Env) *cobra.Command {
 }
 
 // serverName is what --name may be: a bare key in every client's format.
-var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var serverName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // parseHeaders reads the --header values; a name is an HTTP token.
 func parseHeaders(raw []string) (map[string]string, error) {
@@ -260,7 +275,7 @@ func install(env *Env, name string, o installOptions) error {
 	default:
 		return &usageError{fmt.Sprintf("--scope %q: want user or project", o.scope)}
 	}
-	if !serverName.MatchString(o.name) {
+	if !serverName().MatchString(o.name) {
 		return &usageError{fmt.Sprintf("--name %q: want a short name of letters, digits, - and _", o.name)}
 	}
 	headers, err := parseHeaders(o.headers)
@@ -331,8 +346,11 @@ func install(env *Env, name string, o installOptions) error {
 			return err
 		}
 		fmt.Fprintf(env.Stderr, "# %s\n", path)
-		_, err = env.Stdout.Write(b)
-		return err
+		if _, err = env.Stdout.Write(b); err != nil {
+			return err
+		}
+		signInHint(env.Stderr, cl, o, headers)
+		return nil
 	}
 	backup, err := mergeConfig(cl, path, o.name, entry)
 	if err != nil {
@@ -343,7 +361,77 @@ func install(env *Env, name string, o installOptions) error {
 		fmt.Fprintf(env.Stdout, "The previous file is saved as %s.\n", backup)
 	}
 	fmt.Fprintf(env.Stdout, "Restart %s to load it.\n", name)
+	signInHint(env.Stdout, cl, o, headers)
 	return nil
+}
+
+// signInHint tells the user, for a --http entry without an Authorization
+// header, whether the server asks for an OAuth sign-in and how this
+// client does it: the entry itself is all a client needs to sign in (it
+// discovers OAuth from the server's 401), but when is not obvious.
+func signInHint(w io.Writer, cl client, o installOptions, headers map[string]string) {
+	if o.http == "" || cl.signIn == "" {
+		return
+	}
+	for k := range headers {
+		if strings.EqualFold(k, "Authorization") {
+			return
+		}
+	}
+	as, err := oauthServers(o.http)
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "Could not check whether %s asks for a sign-in: %v\n", o.http, err)
+	case len(as) > 0:
+		fmt.Fprintf(w, "%s asks for an OAuth sign-in (at %s). %s\n", o.http, strings.Join(as, ", "),
+			strings.ReplaceAll(cl.signIn, "NAME", o.name))
+	}
+}
+
+// oauthServers reads the RFC 9728 metadata of the MCP endpoint at rawURL
+// (the path-suffixed document, then the host's) and returns its
+// authorization servers: none for a server without OAuth. It waits at
+// most 5 s and reads at most 64 KiB.
+func oauthServers(rawURL string) ([]string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	paths := []string{"/.well-known/oauth-protected-resource" + strings.TrimSuffix(u.EscapedPath(), "/")}
+	if u.EscapedPath() != "" && u.EscapedPath() != "/" {
+		paths = append(paths, "/.well-known/oauth-protected-resource")
+	}
+	reached := false
+	for _, p := range paths {
+		meta := url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, meta.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) { // it quotes the URL, which is said once
+				err = ue.Err
+			}
+			return nil, fmt.Errorf("%s: %w", meta.Redacted(), err)
+		}
+		reached = true
+		var doc struct {
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		derr := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&doc)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && derr == nil && len(doc.AuthorizationServers) > 0 {
+			return doc.AuthorizationServers, nil
+		}
+	}
+	if !reached {
+		return nil, errors.New("no answer")
+	}
+	return nil, nil
 }
 
 // mergeConfig sets servers[name] = entry in the client's file, keeping

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 	"github.com/tailscale/hujson"
@@ -139,7 +140,7 @@ func setMember(obj *hujson.Object, parent, unit, name string, value any) error {
 }
 
 // tomlHeader matches a table header line, capturing its dotted name.
-var tomlHeader = regexp.MustCompile(`^\s*\[\[?\s*([^\[\]]*?)\s*\]\]?\s*(#.*)?$`)
+var tomlHeader = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*\[\[?\s*([^\[\]]*?)\s*\]\]?\s*(#.*)?$`) })
 
 // mergeTOML sets [key.name] in a TOML file (Codex's config.toml) by
 // editing its text: the old [key.name] table and its sub-tables are
@@ -160,7 +161,7 @@ func mergeTOML(old []byte, key, name string, entry map[string]any) ([]byte, erro
 	var out []string
 	inserted, skipping := false, false
 	for _, line := range lines {
-		if m := tomlHeader.FindStringSubmatch(line); m != nil {
+		if m := tomlHeader().FindStringSubmatch(line); m != nil {
 			skipping = isTableOf(m[1], key, name)
 			if skipping && !inserted {
 				out = append(out, table)
@@ -169,7 +170,7 @@ func mergeTOML(old []byte, key, name string, entry map[string]any) ([]byte, erro
 		}
 		if !skipping {
 			out = append(out, line)
-		} else if t := strings.TrimSpace(line); (t == "" || strings.HasPrefix(t, "#")) && !tomlHeader.MatchString(line) {
+		} else if t := strings.TrimSpace(line); (t == "" || strings.HasPrefix(t, "#")) && !tomlHeader().MatchString(line) {
 			// A blank line or comment ending the old table may head the
 			// next one: kept, and dropped only if the table goes on.
 			out = append(out, line)

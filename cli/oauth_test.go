@@ -109,6 +109,15 @@ burst = 2
 		}
 	})
 
+	t.Run("install sees the sign-in", func(t *testing.T) {
+		h := t.TempDir()
+		code, _, stderr := runBinary(t, append(agentEnv(h, ""), "HOME="+h), "", "install", "--print", "--http", tight, "claude-code")
+		want := tight + " asks for an OAuth sign-in (at " + idp.Issuer + "). In Claude Code, run /mcp"
+		if code != 0 || !strings.Contains(stderr, want) {
+			t.Errorf("install --print --http: exit %d, stderr %q; want %q", code, stderr, want)
+		}
+	})
+
 	post := func(t *testing.T, url, bearer string) (int, http.Header, string) {
 		t.Helper()
 		body := `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`

@@ -25,15 +25,15 @@ func oauthFront(ctx context.Context, cfg *config.Config, home string, log *slog.
 	release = func() {}
 	o := cfg.Auth.OAuth
 	if o == nil || o.Proxy == nil {
-		rs, err = oauthServer(cfg, nil)
+		rs, err = oauthServer(cfg, nil, nil)
 		return nil, rs, release, err
 	}
 	p := o.Proxy
-	public, err := auth.CanonicalURL("public_url", cfg.Server.PublicURL)
+	issuer, err := proxyIssuer(cfg)
 	if err != nil {
-		return nil, nil, release, fmt.Errorf("[server] public_url: %w", err)
+		return nil, nil, release, err
 	}
-	issuer := strings.TrimRight(public, "/")
+	public, _ := auth.CanonicalURL("public_url", cfg.Server.PublicURL)
 	var store asfront.Store
 	var keyStore auth.KeyStore
 	switch p.Store {
@@ -97,13 +97,23 @@ func oauthFront(ctx context.Context, cfg *config.Config, home string, log *slog.
 		release()
 		return nil, nil, func() {}, fmt.Errorf("[auth.oauth.proxy]: %w", err)
 	}
-	rs, err = oauthServer(cfg, front)
+	rs, err = oauthServer(cfg, front, nil)
 	if err != nil {
 		release()
 		return nil, nil, func() {}, err
 	}
 	resources = rs
 	return front, rs, release, nil
+}
+
+// proxyIssuer is the front's issuer: the canonical public_url without a
+// trailing slash.
+func proxyIssuer(cfg *config.Config) (string, error) {
+	public, err := auth.CanonicalURL("public_url", cfg.Server.PublicURL)
+	if err != nil {
+		return "", fmt.Errorf("[server] public_url: %w", err)
+	}
+	return strings.TrimRight(public, "/"), nil
 }
 
 // ownResource canonicalises r and reports whether it is one of this

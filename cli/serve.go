@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"syscall"
 	"time"
 
@@ -149,9 +150,14 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	}
 	var con http.Handler
 	if m, ok := console.FromApp(a); ok && m.Enabled {
-		// The console's own auth: [[console.tokens]] and [[auth.tokens]]
-		// (admin = true for everything); beyond loopback it needs them.
-		cs, err := console.New(console.Options{App: a, Loopback: loopback, AllowedHosts: cfg.Server.AllowedHosts, Logger: env.Logger, Version: VersionString()})
+		// The console's own auth: [[console.tokens]], [[auth.tokens]]
+		// (admin = true for everything) and OAuth rules with console =
+		// true; beyond loopback it needs one of them.
+		conOAuth, err := consoleOAuth(cfg, front)
+		if err != nil {
+			return err
+		}
+		cs, err := console.New(console.Options{App: a, Loopback: loopback, AllowedHosts: cfg.Server.AllowedHosts, Logger: env.Logger, Version: VersionString(), OAuth: conOAuth})
 		if err != nil {
 			return fmt.Errorf("[console] enabled: %w", err)
 		}
@@ -174,6 +180,9 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		Loopback:       loopback,
 		CORSOrigins:    cfg.Server.CORSOrigins,
 	})
+	if con != nil {
+		handler = consoleEntry(handler)
+	}
 	if check {
 		printChecked(env, cfg.Path, filepath.Join(a.Home(), upstream.MCPJSONName), len(profiles))
 		return nil
@@ -245,11 +254,16 @@ func hotReload(ctx context.Context, a *app.App, poll time.Duration) (stop func()
 }
 
 // oauthServer builds the OAuth resource server of [auth.oauth]; nil
-// without one. It contacts the issuer only on the first request. With the
-// front, it accepts the front's tokens, whose keys it reads in process.
-func oauthServer(cfg *config.Config, front *asfront.Front) (*auth.ResourceServer, error) {
+// without one. It contacts the issuer only on the first request. With
+// [auth.oauth.proxy] it accepts the front's tokens: front, in this
+// process, gives their keys in memory; without it (bub-mcp console) they
+// come from the front's jwks_uri.
+//
+// keep, when set, keeps only the rules it accepts (the console's); nil
+// when none is kept.
+func oauthServer(cfg *config.Config, front *asfront.Front, keep func(config.OAuthRule) bool) (*auth.ResourceServer, error) {
 	o := cfg.Auth.OAuth
-	if o == nil {
+	if o == nil || (keep != nil && !slices.ContainsFunc(o.Rules, keep)) {
 		return nil, nil
 	}
 	opts := auth.Options{
@@ -263,19 +277,25 @@ func oauthServer(cfg *config.Config, front *asfront.Front) (*auth.ResourceServer
 		ResourceName:   "bub-mcp",
 	}
 	for _, r := range o.Rules {
-		opts.Rules = append(opts.Rules, auth.Rule{Claim: r.Claim, Value: r.Value, Profile: r.Profile})
+		if keep == nil || keep(r) {
+			opts.Rules = append(opts.Rules, auth.Rule{Claim: r.Claim, Value: r.Value, Profile: r.Profile})
+		}
 	}
 	if in := o.Introspection; in != nil {
 		opts.Introspection = &auth.Introspection{URL: in.URL, ClientID: in.ClientID, ClientSecret: in.ClientSecret}
 	}
-	if front != nil {
-		opts.Issuer, opts.JWKSURL, opts.HTTPClient = front.Issuer(), front.JWKSURL(), front.KeysClient()
+	if o.Proxy != nil {
+		issuer, err := proxyIssuer(cfg)
+		if err != nil {
+			return nil, err
+		}
 		// The front's tokens name the resource itself; audience is for
 		// the IdP's own tokens (Entra's api://…).
-		opts.Audience = nil
-		// In-process fetches are cheap: a rotated key is seen at once.
-		opts.MinRefetchInterval = time.Second
-		opts.Introspection = nil
+		opts.Issuer, opts.JWKSURL, opts.Audience, opts.Introspection = issuer, issuer+asfront.JWKSPath, nil, nil
+		if front != nil {
+			// In-process fetches are cheap: a rotated key is seen at once.
+			opts.HTTPClient, opts.MinRefetchInterval = front.KeysClient(), time.Second
+		}
 	}
 	rs, err := auth.NewResourceServer(opts)
 	if err != nil {

@@ -14,10 +14,12 @@ import (
 )
 
 // TestServeMountsConsole: an HTTP serve with [console] enabled = true
-// serves the console beside /mcp, behind the console's auth: without a
-// token a page is not shown (the login is), an admin token sees it, a
-// wrong one does not; without enabled there is no console; and beyond
-// loopback without tokens serve refuses to start it.
+// serves the console beside /mcp, under /console and nowhere else,
+// behind the console's auth: without a token a page is not shown (the
+// login is), an admin token sees it, a wrong one does not; its static
+// files, login and redirects stay under /console; without enabled there
+// is no console; and beyond loopback without tokens serve refuses to
+// start it.
 func TestServeMountsConsole(t *testing.T) {
 	const token = "s3cret-admin"
 	sum := sha256.Sum256([]byte(token))
@@ -53,8 +55,19 @@ func TestServeMountsConsole(t *testing.T) {
 
 	t.Run("tokens", func(t *testing.T) {
 		base := start(t, write("[console]\nenabled = true\n"+tokens+profile))
-		if code, loc := get(t, base+"/console", ""); code != http.StatusSeeOther || loc != "/calls" {
-			t.Errorf("GET /console = %d → %q; want 303 → /calls", code, loc)
+		for _, path := range []string{"/console", "/console/"} {
+			if code, loc := get(t, base+path, ""); code != http.StatusSeeOther || loc != "/console/calls" {
+				t.Errorf("GET %s = %d → %q; want 303 → /console/calls", path, code, loc)
+			}
+		}
+		// The console claims no path of the serve's root.
+		for _, path := range []string{"/", "/calls", "/login", "/static/htmx.min.js", "/approvals/list"} {
+			if code, _ := get(t, base+path, token); code != http.StatusNotFound {
+				t.Errorf("GET %s with the console mounted = %d; want 404", path, code)
+			}
+		}
+		if code, _ := get(t, base+"/console/static/htmx.min.js", ""); code != http.StatusOK {
+			t.Errorf("GET /console/static/htmx.min.js = %d; want 200", code)
 		}
 		for _, tc := range []struct {
 			bearer   string
@@ -64,12 +77,12 @@ func TestServeMountsConsole(t *testing.T) {
 			{"wrong", http.StatusUnauthorized}, // or a refusal
 			{token, http.StatusOK},
 		} {
-			code, loc := get(t, base+"/calls", tc.bearer)
+			code, loc := get(t, base+"/console/calls", tc.bearer)
 			if code != tc.wantCode {
-				t.Errorf("GET /calls with %q = %d (→ %q); want %d", tc.bearer, code, loc, tc.wantCode)
+				t.Errorf("GET /console/calls with %q = %d (→ %q); want %d", tc.bearer, code, loc, tc.wantCode)
 			}
-			if code == http.StatusSeeOther && !strings.HasPrefix(loc, "/login") {
-				t.Errorf("GET /calls with %q → %q; want the login page", tc.bearer, loc)
+			if code == http.StatusSeeOther && !strings.HasPrefix(loc, "/console/login?next=") {
+				t.Errorf("GET /console/calls with %q → %q; want the login page", tc.bearer, loc)
 			}
 		}
 		if code, _ := get(t, base+"/mcp", ""); code != http.StatusUnauthorized {
@@ -78,8 +91,8 @@ func TestServeMountsConsole(t *testing.T) {
 	})
 	t.Run("not enabled", func(t *testing.T) {
 		base := start(t, write(profile))
-		if code, _ := get(t, base+"/calls", ""); code != http.StatusNotFound {
-			t.Errorf("GET /calls without [console] enabled = %d; want 404", code)
+		if code, _ := get(t, base+"/console/calls", ""); code != http.StatusNotFound {
+			t.Errorf("GET /console/calls without [console] enabled = %d; want 404", code)
 		}
 		if code, _ := get(t, base+"/console", ""); code != http.StatusNotFound {
 			t.Errorf("GET /console without [console] enabled = %d; want 404", code)

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
@@ -23,7 +24,7 @@ func TestServerExitEndsDaemons(t *testing.T) {
 	for _, env := range []string{"local", "sandbox"} {
 		t.Run(env, func(t *testing.T) {
 			if env == "sandbox" {
-				envtest.RequireBwrap(t)
+				testenv.MustHaveBwrap(t)
 			} else {
 				envtest.RequireTreeTracking(t)
 			}

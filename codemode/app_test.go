@@ -3,6 +3,7 @@ package codemode_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"strings"
 	"testing"
@@ -11,7 +12,6 @@ import (
 	_ "github.com/bubbuild/bub-mcp/builtin"
 	"github.com/bubbuild/bub-mcp/codemode"
 	"github.com/bubbuild/bub-mcp/config"
-	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	_ "github.com/bubbuild/bub-mcp/spill"
@@ -140,7 +140,7 @@ func eachEnv(t *testing.T, fn func(t *testing.T, env string)) {
 	for _, kind := range envKinds {
 		t.Run(kind, func(t *testing.T) {
 			if kind == "sandbox" {
-				envtest.RequireBwrap(t)
+				testenv.MustHaveBwrap(t)
 			}
 			fn(t, kind)
 		})

@@ -3,6 +3,7 @@ package codemode_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os/exec"
 	"slices"
 	"sync"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/environment"
-	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -118,7 +118,7 @@ func BenchmarkRunCodeBurst(b *testing.B) {
 	for _, env := range envKinds {
 		b.Run(env, func(b *testing.B) {
 			if env == "sandbox" {
-				envtest.RequireBwrap(b)
+				testenv.MustHaveBwrap(b)
 			}
 			needPython(b)
 			a, m := newApp(b, appOptions{env: env})

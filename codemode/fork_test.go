@@ -3,6 +3,7 @@ package codemode_test
 import (
 	"context"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -148,7 +149,7 @@ func TestForkedNoSurvivors(t *testing.T) {
 // spawned process is: its own pid namespace with its own /proc, no
 // capabilities, only loopback, and no sight of another run's processes.
 func TestForkedSandboxIsolation(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	ws := t.TempDir()
 	f := newForkedApp(t, appOptions{env: "sandbox", ws: ws})
 	code := "import os, socket\n" +
@@ -211,13 +212,13 @@ func TestForkedSandboxIsolation(t *testing.T) {
 // TestForkedSandboxProcesses: the sandbox's processes limit holds for
 // each forked run on its own.
 func TestForkedSandboxProcesses(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	if os.Geteuid() != 0 {
 		t.Skip("a per-run processes limit needs the pids cgroup (root); without it runs are spawned")
 	}
 	const limit = 20
 	profiles := "[profiles.default]\ncode_mode = true\nenvironment = \"sandbox\"\n\n[profiles.default.sandbox]\nprocesses = " + strconv.Itoa(limit) + "\n"
-	f := newForkedApp(t, appOptions{profiles: profiles, modules: []string{"codemode", "spill", "sandbox"}})
+	f := newForkedApp(t, appOptions{profiles: profiles, modules: []string{"codemode", "spill"}})
 	code := "import os, time\nn = 0\ntry:\n    while n < 10000:\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)\n"
 	for range 2 { // the second run gets the whole limit again
 		res := f.run(context.Background(), t, code, 30)

@@ -2,6 +2,7 @@ package codemode_test
 
 import (
 	"context"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -101,7 +102,7 @@ func TestRunCodeNoSurvivors(t *testing.T) {
 // TestRunCodeSandboxed: code and its subprocesses see only the sandbox.
 func TestRunCodeSandboxed(t *testing.T) {
 	needPython(t)
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	home, err := os.UserHomeDir()
 	if err != nil {
 		t.Fatal(err)

@@ -120,9 +120,11 @@ type Profile struct {
 	CodeModeTools []string `toml:"code_mode_tools"`
 	// Agent offers agent_run to MCP clients when a model is configured.
 	Agent bool `toml:"agent"`
-	// Environment names the registered environment the profile's tools
-	// run in; empty means environment.DefaultName ("local").
-	Environment string `toml:"environment"`
+	// Environment is [profiles.<name>.environment]: its kind names the
+	// environment module (environment.<kind>) the profile's tools run in,
+	// "" meaning environment.DefaultName ("local"), and its other keys
+	// are that module's own. Parse fills it in; never nil after Parse.
+	Environment *ModuleRef `toml:"-"`
 	// Providers name registered providers (package providers) that
 	// prepare the profile's tools; they run in registration order.
 	Providers []string `toml:"providers"`
@@ -131,9 +133,6 @@ type Profile struct {
 	// characters ('/' included) and '?' one character; empty means the
 	// profile's own session and those derived from it ("<own>/...").
 	Sessions []string `toml:"sessions"`
-	// Sandbox is [profiles.<name>.sandbox]: the limits and mounts of the
-	// "sandbox" environment, read by the sandbox module; nil when absent.
-	Sandbox *Sandbox `toml:"sandbox"`
 	// Confirm are globs over runtime names (as Tools) and annotation
 	// hints ("hint:destructive", see Hints): a matching call, direct or
 	// nested in run_code, runs only once the user approves it (the
@@ -148,25 +147,6 @@ type Profile struct {
 	// The first way that can reach someone is used; empty means
 	// ["elicitation"].
 	ConfirmVia []string `toml:"confirm_via"`
-}
-
-// Sandbox is a profile's sandbox table. Zero values mean no limit, no
-// network and no extra paths; the sandbox module checks the values.
-type Sandbox struct {
-	// Memory is each process's address-space limit, e.g. "256MiB".
-	Memory Size `toml:"memory"`
-	// CPUSeconds is each process's CPU-time limit.
-	CPUSeconds int64 `toml:"cpu_seconds"`
-	// Processes bounds the processes of one spawned tree.
-	Processes int `toml:"processes"`
-	// FileSize is the largest file a process may write, e.g. "100MiB".
-	FileSize Size `toml:"file_size"`
-	// Network is "none" (the default) or "host".
-	Network string `toml:"network"`
-	// ReadOnly and ReadWrite are extra host paths visible inside;
-	// relative ones resolve against the workspace.
-	ReadOnly  []string `toml:"read_only"`
-	ReadWrite []string `toml:"read_write"`
 }
 
 // SessionAllowed reports whether the profile's clients may use the session
@@ -288,6 +268,9 @@ type OAuthRule struct {
 	Claim   string `toml:"claim"`
 	Value   string `toml:"value"`
 	Profile string `toml:"profile"`
+	// Console also lets a matching token use the whole operator console
+	// (as an [[auth.tokens]] token with admin = true).
+	Console bool `toml:"console"`
 }
 
 // Token maps a bearer token to a profile. Only the token's SHA-256 is
@@ -409,6 +392,10 @@ func (c *Config) fill(dir string) {
 	}
 	for name, p := range c.Profiles {
 		p.Name = name
+		if p.Environment == nil {
+			key := []string{"profiles", name, "environment"}
+			p.Environment = &ModuleRef{cfg: c, Table: key, KindKey: key}
+		}
 		if p.Workspace != "" {
 			p.Workspace = expandHome(p.Workspace)
 			if !filepath.IsAbs(p.Workspace) && dir != "" {
@@ -416,6 +403,31 @@ func (c *Config) fill(dir string) {
 			}
 		}
 	}
+}
+
+// environments reads each profile's environment key in either spelling
+// (see ModuleRef), with [profiles.<name>.sandbox] as the old sibling
+// table of kind "sandbox".
+func (c *Config) environments() error {
+	var raw map[string]*struct {
+		Environment toml.Primitive `toml:"environment"`
+		Sandbox     toml.Primitive `toml:"sandbox"`
+	}
+	if err := c.Decode("profiles", &raw); err != nil {
+		return err
+	}
+	for _, name := range c.ProfileNames() {
+		p, r := c.Profiles[name], raw[name]
+		if p == nil || r == nil {
+			continue
+		}
+		ref, err := c.ModuleRefAt(r.Environment, "sandbox", r.Sandbox, "profiles", name, "environment")
+		if err != nil {
+			return err
+		}
+		p.Environment = ref
+	}
+	return nil
 }
 
 // ProfileNames returns the profile names, sorted.
@@ -481,6 +493,9 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 		if err := c.Decode(t.key, t.dst); err != nil { // a fixed order: the same bad table is reported each time
 			return nil, err
 		}
+	}
+	if err := c.environments(); err != nil {
+		return nil, err
 	}
 	fail := c.Fail
 	if c.Server.MaxMessageBytes < 0 {

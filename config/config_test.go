@@ -227,14 +227,6 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.err)
 		}
 	}
-	c, err := Parse("t.toml", "[profiles.p.sandbox]\nmemory = \"256MiB\"\nfile_size = 1024\nnetwork = \"host\"\nread_only = [\"/opt\"]\n", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &Sandbox{Memory: 256 << 20, FileSize: 1024, Network: "host", ReadOnly: []string{"/opt"}}
-	if diff := cmp.Diff(want, c.Profiles["p"].Sandbox); diff != "" {
-		t.Errorf("sandbox table (-want +got):\n%s", diff)
-	}
 }
 
 // FuzzParse holds Parse to its contract on any source: it never panics,
@@ -245,6 +237,8 @@ func FuzzParse(f *testing.F) {
 		"[profiles.a]\nsessions = [\"\"]\n", "[[auth.tokens]]\nprofile = \"x\"\n",
 		"[[auth.tokens]]\nenv = \"T\"\nsha256 = \"ab\"\n", "[server]\nmax_message_bytes = \"16 MiB\"\n",
 		"[server\n", "a.b.c = 1\n[a]\nb = 2\n", "[profiles.\"x.y\"]\n", "[profiles.default]\nworkspace = \"~/w\"\n",
+		"[profiles.p.environment]\nkind = \"sandbox\"\nmemory = 1\n", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nnetwork = \"host\"\n",
+		"[profiles.p]\nenvironment = [1]\n", "[store]\nkind = \"postgres\"\n",
 	} {
 		f.Add(seed)
 	}

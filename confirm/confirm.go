@@ -44,11 +44,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/audit"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/registry"
 )
@@ -192,7 +192,9 @@ func (m *Module) console(ctx context.Context, call *registry.ToolCall, p *config
 		Principal: tc.Conn.Principal, Profile: tc.Conn.Profile, Transport: tc.Conn.Transport, Session: tc.Conn.SessionKey,
 		Host: m.host, PID: os.Getpid(),
 	}
-	pend.Args, pend.ArgsBytes = queuedArgs(call.Args)
+	// Cut as the audit log cuts them, so the console shows a waiting
+	// call's arguments as it shows the calls made.
+	pend.Args, pend.ArgsBytes = audit.CutArgs(call.Args, MaxQueuedArgs)
 	if tc.Conn.ClientName != "" {
 		pend.Client = tc.Conn.ClientName + "/" + tc.Conn.ClientVersion
 	}
@@ -235,23 +237,6 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// queuedArgs are the arguments as queued: whole when at most
-// MaxQueuedArgs bytes, else their start as a JSON string, with the size.
-func queuedArgs(args json.RawMessage) (json.RawMessage, int) {
-	if len(args) == 0 {
-		return json.RawMessage(`{}`), 0
-	}
-	if len(args) <= MaxQueuedArgs && json.Valid(args) {
-		return args, 0
-	}
-	cut := min(len(args), MaxQueuedArgs)
-	for cut > 0 && cut < len(args) && !utf8.RuneStart(args[cut]) {
-		cut--
-	}
-	s, _ := json.Marshal(strings.ToValidUTF8(string(args[:cut]), "\uFFFD") + fmt.Sprintf("… (%d more bytes)", len(args)-cut))
-	return s, len(args)
 }
 
 // answerKey names the question across the rounds of a 2026-07-28

@@ -2,12 +2,15 @@ package confirm_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
@@ -177,5 +180,31 @@ func TestConfirmViaConfig(t *testing.T) {
 		if _, err := config.Parse("t.toml", src, nil); err == nil || !strings.Contains(err.Error(), "profiles.x.confirm_via") {
 			t.Errorf("Parse(%q) = %v; want an error naming profiles.x.confirm_via", src, err)
 		}
+	}
+}
+
+// TestQueuedArgsCutAsAudited: a call's arguments wait in the queue cut
+// as the audit log cuts them (one rule for both, so the console shows a
+// waiting call as it shows the calls made): bounded, marked, with the
+// full size.
+func TestQueuedArgsCutAsAudited(t *testing.T) {
+	var ran atomic.Int64
+	home := t.TempDir()
+	q := confirm.NewFileQueue(filepath.Join(home, "approvals"))
+	c := connect(t, viaServer(t, &ran, home, ""), nil, "default")
+	seen := decideWhenQueued(t, q, false)
+	what := strings.Repeat("é", confirm.MaxQueuedArgs) // 2 bytes each
+	call(t, c, "test_write", map[string]any{"what": what})
+	p, ok := <-seen
+	if !ok {
+		t.Fatal("the call was not queued")
+	}
+	full := len(`{"what":""}`) + len(what)
+	var s string
+	if err := json.Unmarshal(p.Args, &s); err != nil {
+		t.Fatalf("queued args %.80q…: want a JSON string (cut): %v", p.Args, err)
+	}
+	if p.ArgsBytes != full || len(s) > confirm.MaxQueuedArgs+64 || !strings.HasSuffix(s, fmt.Sprintf("…[cut: %d of %d bytes]", confirm.MaxQueuedArgs-1, full)) || !utf8.ValidString(s) {
+		t.Errorf("queued args: %d bytes ending %q, ArgsBytes %d; want at most %d bytes, cut on a rune as audited, ArgsBytes %d", len(s), s[max(0, len(s)-40):], p.ArgsBytes, confirm.MaxQueuedArgs, full)
 	}
 }

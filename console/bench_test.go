@@ -42,7 +42,7 @@ func BenchmarkLiveFeedCost(b *testing.B) {
 				l = f.log
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/calls/events", nil)
+				req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/console/calls/events", nil)
 				res, err := http.DefaultClient.Do(req)
 				if err != nil {
 					b.Fatal(err)

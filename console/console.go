@@ -37,6 +37,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/audit"
+	"github.com/bubbuild/bub-mcp/auth"
 	"github.com/bubbuild/bub-mcp/confirm"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -65,7 +66,21 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is shown in the footer.
 	Version string
+	// OAuth, when set, accepts OAuth principals whose bearer tokens it
+	// authenticates: a resource server over [auth.oauth] with only the
+	// rules that grant the console (console = true). They use the whole
+	// console, as [[auth.tokens]] with admin = true do.
+	OAuth *auth.ResourceServer
+	// Standalone says the console has its listener to itself (bub-mcp
+	// console): / then leads to its pages too. Mounted on a serve it
+	// answers only under Prefix.
+	Standalone bool
 }
+
+// Prefix is where the console's pages are, whether bub-mcp console serves
+// them or an HTTP serve mounts them beside /mcp: the same links work in
+// both, and a mounted console claims nothing else of the serve's paths.
+const Prefix = "/console"
 
 // Console serves the pages. Close it to stop following the audit log.
 type Console struct {
@@ -101,17 +116,24 @@ type principal struct {
 
 // viewer is who is looking at a page.
 type viewer struct {
-	Name  string
+	// Name is for people: a token's name, an OAuth principal's display
+	// name.
+	Name string
+	// ID is unique: a token's name, an OAuth principal's issuer#sub.
+	ID    string
 	Admin bool
 	// Local is set for the person at a loopback console without tokens.
 	Local bool
+	// OAuth is set for an OAuth principal (a bearer token on every
+	// request, no login to end).
+	OAuth bool
 	// Profile limits a non-admin's tools page.
 	Profile string
 }
 
 // ErrNeedsAuth is New's error for a console that would listen beyond
 // loopback with no token configured.
-var ErrNeedsAuth = errors.New("console: refusing to serve beyond loopback without auth: add [[console.tokens]] or [[auth.tokens]] with admin = true to bub.toml, or bind 127.0.0.1")
+var ErrNeedsAuth = errors.New("console: refusing to serve beyond loopback without auth: add [[console.tokens]], [[auth.tokens]] with admin = true, or an [[auth.oauth.rules]] rule with console = true to bub.toml, or bind 127.0.0.1")
 
 // New builds the console and starts following the audit log.
 func New(o Options) (*Console, error) {
@@ -136,7 +158,7 @@ func New(o Options) (*Console, error) {
 	}
 	c.tokens = tokens
 	if !o.Loopback {
-		admin := false
+		admin := o.OAuth != nil
 		for _, t := range c.tokens {
 			admin = admin || t.Admin
 		}
@@ -186,7 +208,9 @@ func (c *Console) Close() error {
 	return nil
 }
 
-// Handler is the console's HTTP handler, with its security checks.
+// Handler is the console's HTTP handler, with its security checks: its
+// pages under Prefix (and / when Standalone); any other path is not
+// found.
 func (c *Console) Handler() http.Handler {
 	var h http.Handler = c.mux
 	h = c.securityHeaders(h)
@@ -230,48 +254,67 @@ func (c *Console) mac(parts ...string) string {
 }
 
 // needsLogin says whether requests must carry a token or a login.
-func (c *Console) needsLogin() bool { return len(c.tokens) > 0 || !c.o.Loopback }
+func (c *Console) needsLogin() bool { return len(c.tokens) > 0 || c.o.OAuth != nil || !c.o.Loopback }
 
-// who finds the request's viewer: a bearer token, a login cookie, or the
-// local user of a loopback console without tokens.
-func (c *Console) who(r *http.Request) (viewer, bool) {
+// errNoLogin is who's answer for a request with neither a bearer token
+// nor a login cookie; errBadLogin for a token or cookie it refuses
+// (OAuth refusals are *auth.Error, with their own status).
+var (
+	errNoLogin  = errors.New("unauthorized: log in with a console token")
+	errBadLogin = errors.New("unauthorized: that token or login is not valid for the console")
+)
+
+// who finds the request's viewer: a bearer token (a console or
+// [[auth.tokens]] token, else an OAuth access token the console's rules
+// grant), a login cookie, or the local user of a loopback console
+// without tokens.
+func (c *Console) who(r *http.Request) (viewer, error) {
 	if !c.needsLogin() {
-		return viewer{Name: "local", Admin: true, Local: true}, true
+		return viewer{Name: "local", ID: "local", Admin: true, Local: true}, nil
 	}
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		scheme, tok, ok := strings.Cut(auth, " ")
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
 		if ok && strings.EqualFold(scheme, "Bearer") {
 			if p, ok := c.byToken(strings.TrimSpace(tok)); ok {
-				return viewer{Name: p.Name, Admin: p.Admin, Profile: p.Profile}, true
+				return viewer{Name: p.Name, ID: p.Name, Admin: p.Admin, Profile: p.Profile}, nil
 			}
 		}
-		return viewer{}, false
+		if c.o.OAuth == nil {
+			return viewer{}, errBadLogin
+		}
+		// No rule without console = true is in this resource server:
+		// a principal none of them matches is refused (403).
+		p, err := c.o.OAuth.Authenticate(r.Context(), r)
+		if err != nil {
+			return viewer{}, err
+		}
+		return viewer{Name: p.Name, ID: p.ID(), Admin: true, OAuth: true}, nil
 	}
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return viewer{}, false
+		return viewer{}, errNoLogin
 	}
 	parts := strings.Split(ck.Value, ".")
 	if len(parts) != 3 {
-		return viewer{}, false
+		return viewer{}, errBadLogin
 	}
 	name, err := base64.RawURLEncoding.DecodeString(parts[0])
 	if err != nil {
-		return viewer{}, false
+		return viewer{}, errBadLogin
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || time.Now().Unix() > exp {
-		return viewer{}, false
+		return viewer{}, errBadLogin
 	}
 	if subtle.ConstantTimeCompare([]byte(c.mac("session", string(name), parts[1])), []byte(parts[2])) != 1 {
-		return viewer{}, false
+		return viewer{}, errBadLogin
 	}
 	for _, p := range c.tokens {
 		if p.Name == string(name) {
-			return viewer{Name: p.Name, Admin: p.Admin, Profile: p.Profile}, true
+			return viewer{Name: p.Name, ID: p.Name, Admin: p.Admin, Profile: p.Profile}, nil
 		}
 	}
-	return viewer{}, false
+	return viewer{}, errBadLogin
 }
 
 func (c *Console) byToken(tok string) (principal, bool) {
@@ -295,7 +338,7 @@ func (c *Console) sessionValue(name string) string {
 
 // csrfToken is the token every POST form of v's pages carries: a MAC of
 // the viewer, which a page on another origin cannot read.
-func (c *Console) csrfToken(v viewer) string { return c.mac("csrf", v.Name) }
+func (c *Console) csrfToken(v viewer) string { return c.mac("csrf", v.ID) }
 
 // checkCSRF refuses a POST without the viewer's token, or from another
 // origin. Origin "null" (an opaque origin: privacy settings, sandboxed

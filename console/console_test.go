@@ -135,7 +135,7 @@ func (f *fixture) waitRows(t *testing.T, n int) {
 
 func TestSecurityHeaders(t *testing.T) {
 	f := newFixture(t, plainConfig, true)
-	for _, path := range []string{"/calls", "/approvals", "/charts", "/sessions", "/tools", "/upstreams", "/static/console.css"} {
+	for _, path := range []string{"/console/calls", "/console/approvals", "/console/charts", "/console/sessions", "/console/tools", "/console/upstreams", "/console/static/console.css"} {
 		res, _ := f.get(t, path, "")
 		if res.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: status %d", path, res.StatusCode)
@@ -155,7 +155,7 @@ func TestSecurityHeaders(t *testing.T) {
 func TestNoInlineCode(t *testing.T) {
 	f := newFixture(t, plainConfig, true)
 	inline := regexp.MustCompile(`<script>|<script [^>]*>[^<]|<style|style="|\son[a-z]+="`)
-	for _, path := range []string{"/calls", "/approvals", "/charts", "/sessions", "/tools", "/upstreams"} {
+	for _, path := range []string{"/console/calls", "/console/approvals", "/console/charts", "/console/sessions", "/console/tools", "/console/upstreams"} {
 		_, body := f.get(t, path, "")
 		if m := inline.FindString(body); m != "" {
 			t.Errorf("GET %s has inline code %q", path, m)
@@ -174,7 +174,7 @@ func TestHostCheck(t *testing.T) {
 		{"evil.example", "", 403},
 		{"127.0.0.1", "http://evil.example", 403},
 	} {
-		req, _ := http.NewRequest("GET", f.srv.URL+"/calls", nil)
+		req, _ := http.NewRequest("GET", f.srv.URL+"/console/calls", nil)
 		req.Host = tc.host
 		if tc.origin != "" {
 			req.Header.Set("Origin", tc.origin)
@@ -229,17 +229,17 @@ func TestAuth(t *testing.T) {
 		path, token string
 		want        int
 	}{
-		{"/calls", "", http.StatusSeeOther}, // to the login page
-		{"/calls/events", "", http.StatusUnauthorized},
-		{"/calls", "wrong", http.StatusUnauthorized},
-		{"/calls", adminToken, http.StatusOK},
-		{"/upstreams", adminToken, http.StatusOK},
-		{"/sessions", adminToken, http.StatusOK},
-		{"/calls", userToken, http.StatusOK},
-		{"/upstreams", userToken, http.StatusForbidden},
-		{"/sessions", userToken, http.StatusForbidden},
-		{"/login", "", http.StatusOK},
-		{"/static/htmx.min.js", "", http.StatusOK},
+		{"/console/calls", "", http.StatusSeeOther}, // to the login page
+		{"/console/calls/events", "", http.StatusUnauthorized},
+		{"/console/calls", "wrong", http.StatusUnauthorized},
+		{"/console/calls", adminToken, http.StatusOK},
+		{"/console/upstreams", adminToken, http.StatusOK},
+		{"/console/sessions", adminToken, http.StatusOK},
+		{"/console/calls", userToken, http.StatusOK},
+		{"/console/upstreams", userToken, http.StatusForbidden},
+		{"/console/sessions", userToken, http.StatusForbidden},
+		{"/console/login", "", http.StatusOK},
+		{"/console/static/htmx.min.js", "", http.StatusOK},
 	} {
 		res, _ := f.get(t, tc.path, tc.token)
 		if res.StatusCode != tc.want {
@@ -247,25 +247,25 @@ func TestAuth(t *testing.T) {
 		}
 	}
 	// A non-admin sees only their own calls.
-	_, body := f.get(t, "/calls", userToken)
+	_, body := f.get(t, "/console/calls", userToken)
 	if !strings.Contains(body, "ls") || strings.Contains(body, "secret-of-bob") {
 		t.Errorf("alice's calls page shows another principal's call or misses hers:\n%s", body)
 	}
 	// Logging in sets a cookie that works without the header.
-	_, page := f.get(t, "/login", "")
+	_, page := f.get(t, "/console/login", "")
 	m := csrfRE.FindStringSubmatch(page)
 	if m == nil {
 		t.Fatal("login page without CSRF token")
 	}
-	res, err := noRedirect.PostForm(f.srv.URL+"/login", url.Values{"token": {adminToken}, "csrf": {m[1]}, "next": {"/charts"}})
+	res, err := noRedirect.PostForm(f.srv.URL+"/console/login", url.Values{"token": {adminToken}, "csrf": {m[1]}, "next": {"/console/charts"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/charts" || len(res.Cookies()) == 0 {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/console/charts" || len(res.Cookies()) == 0 {
 		t.Fatalf("login: status %d location %q cookies %v", res.StatusCode, res.Header.Get("Location"), res.Cookies())
 	}
-	req, _ := http.NewRequest("GET", f.srv.URL+"/upstreams", nil)
+	req, _ := http.NewRequest("GET", f.srv.URL+"/console/upstreams", nil)
 	req.AddCookie(res.Cookies()[0])
 	res2, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -276,7 +276,7 @@ func TestAuth(t *testing.T) {
 		t.Errorf("GET /upstreams with the login cookie: status %d", res2.StatusCode)
 	}
 	// A bad token is refused at login.
-	res, err = noRedirect.PostForm(f.srv.URL+"/login", url.Values{"token": {"nope"}, "csrf": {m[1]}})
+	res, err = noRedirect.PostForm(f.srv.URL+"/console/login", url.Values{"token": {"nope"}, "csrf": {m[1]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestAuth(t *testing.T) {
 
 func TestCSRF(t *testing.T) {
 	f := newFixture(t, plainConfig, true)
-	_, page := f.get(t, "/approvals", "")
+	_, page := f.get(t, "/console/approvals", "")
 	m := regexp.MustCompile(`"X-CSRF-Token":"([^"]+)"`).FindStringSubmatch(page)
 	if m == nil {
 		t.Fatalf("no CSRF token for htmx on the approvals page:\n%s", page)
@@ -312,7 +312,7 @@ func TestCSRF(t *testing.T) {
 			if tc.csrf != "" {
 				form.Set("csrf", tc.csrf)
 			}
-			req, _ := http.NewRequest("POST", f.srv.URL+"/approvals/"+strings.Repeat("a", 26), strings.NewReader(form.Encode()))
+			req, _ := http.NewRequest("POST", f.srv.URL+"/console/approvals/"+strings.Repeat("a", 26), strings.NewReader(form.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			if tc.origin != "" {
 				req.Header.Set("Origin", tc.origin)
@@ -331,7 +331,7 @@ func TestCSRF(t *testing.T) {
 
 func TestLiveCallsFeed(t *testing.T) {
 	f := newFixture(t, plainConfig, true)
-	res, err := http.Get(f.srv.URL + "/calls/events?tool=bash")
+	res, err := http.Get(f.srv.URL + "/console/calls/events?tool=bash")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,12 +375,12 @@ func TestLiveCallsFeed(t *testing.T) {
 		{"?q=MAKE", "make test", "&#34;path&#34;"},
 		{"?since=1h", "make test", ""},
 	} {
-		res, body := f.get(t, "/calls"+tc.query, "")
+		res, body := f.get(t, "/console/calls"+tc.query, "")
 		if res.StatusCode != 200 || !strings.Contains(body, tc.want) || (tc.miss != "" && strings.Contains(body, tc.miss)) {
-			t.Errorf("/calls%s: status %d; want %q and not %q in\n%s", tc.query, res.StatusCode, tc.want, tc.miss, body)
+			t.Errorf("/console/calls%s: status %d; want %q and not %q in\n%s", tc.query, res.StatusCode, tc.want, tc.miss, body)
 		}
 	}
-	if res, _ := f.get(t, "/calls?outcome=maybe", ""); res.StatusCode != http.StatusBadRequest {
+	if res, _ := f.get(t, "/console/calls?outcome=maybe", ""); res.StatusCode != http.StatusBadRequest {
 		t.Errorf("bad outcome filter: status %d; want 400", res.StatusCode)
 	}
 	// A call's detail page, by seq.
@@ -388,17 +388,17 @@ func TestLiveCallsFeed(t *testing.T) {
 	if len(calls) != 1 {
 		t.Fatal("bash call not in the ring")
 	}
-	res2, body := f.get(t, fmt.Sprintf("/calls/%d", calls[0].Seq), "")
+	res2, body := f.get(t, fmt.Sprintf("/console/calls/%d", calls[0].Seq), "")
 	if res2.StatusCode != 200 || !strings.Contains(body, "make test") {
 		t.Errorf("detail page: status %d\n%s", res2.StatusCode, body)
 	}
-	if res, _ := f.get(t, "/calls/99999", ""); res.StatusCode != http.StatusNotFound {
+	if res, _ := f.get(t, "/console/calls/99999", ""); res.StatusCode != http.StatusNotFound {
 		t.Errorf("unknown call: status %d; want 404", res.StatusCode)
 	}
 	// The chain check is shown.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, body := f.get(t, "/calls", "")
+		_, body := f.get(t, "/console/calls", "")
 		if strings.Contains(body, "Audit chain intact: 2 records") {
 			break
 		}
@@ -473,27 +473,27 @@ func TestApprovalsPage(t *testing.T) {
 	if err := f.q.Add(t.Context(), expired); err != nil {
 		t.Fatal(err)
 	}
-	res, body := f.get(t, "/approvals", "")
+	res, body := f.get(t, "/console/approvals", "")
 	if res.StatusCode != 200 || !strings.Contains(body, "appr-"+p.ID) || !strings.Contains(body, "<h3>Code</h3>") || !strings.Contains(body, "rm -rf build") {
 		t.Fatalf("approvals page misses the pending run_code call or its code:\n%s", body)
 	}
 	if strings.Contains(body, expired.ID) {
 		t.Error("an expired call is listed")
 	}
-	_, list := f.get(t, "/approvals/list", "")
+	_, list := f.get(t, "/console/approvals/list", "")
 	if !strings.Contains(list, "appr-"+p.ID) || strings.Contains(list, "<html") {
 		t.Errorf("the list fragment: %s", list)
 	}
 	csrf := csrfRE.FindStringSubmatch(body)[1]
 	post := func() *http.Response {
-		res, err := noRedirect.PostForm(f.srv.URL+"/approvals/"+p.ID, url.Values{"decision": {"deny"}, "reason": {"too broad"}, "csrf": {csrf}})
+		res, err := noRedirect.PostForm(f.srv.URL+"/console/approvals/"+p.ID, url.Values{"decision": {"deny"}, "reason": {"too broad"}, "csrf": {csrf}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		res.Body.Close()
 		return res
 	}
-	if res := post(); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/approvals?done=denied" {
+	if res := post(); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/console/approvals?done=denied" {
 		t.Fatalf("deny: status %d location %q", res.StatusCode, res.Header.Get("Location"))
 	}
 	d, err := f.q.Wait(t.Context(), p.ID)
@@ -504,7 +504,7 @@ func TestApprovalsPage(t *testing.T) {
 		t.Errorf("decision %+v; want denied by local for 'too broad'", d)
 	}
 	// Only the first decision counts.
-	if res := post(); res.Header.Get("Location") != "/approvals?done=gone" {
+	if res := post(); res.Header.Get("Location") != "/console/approvals?done=gone" {
 		t.Errorf("second decision: location %q; want done=gone", res.Header.Get("Location"))
 	}
 	// htmx gets the item's new content instead of a redirect.
@@ -512,7 +512,7 @@ func TestApprovalsPage(t *testing.T) {
 	if err := f.q.Add(t.Context(), p2); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest("POST", f.srv.URL+"/approvals/"+p2.ID, strings.NewReader(url.Values{"decision": {"approve"}}.Encode()))
+	req, _ := http.NewRequest("POST", f.srv.URL+"/console/approvals/"+p2.ID, strings.NewReader(url.Values{"decision": {"approve"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("HX-Request", "true")
 	req.Header.Set("X-CSRF-Token", csrf)
@@ -544,7 +544,7 @@ func TestChartsData(t *testing.T) {
 	recs = append(recs, rec("fs.read", "", "ok", `{}`))
 	f.record(t, recs...)
 	f.waitRows(t, 21)
-	res, body := f.get(t, "/charts/data?range=hour", "")
+	res, body := f.get(t, "/console/charts/data?range=hour", "")
 	if res.StatusCode != 200 {
 		t.Fatalf("status %d: %s", res.StatusCode, body)
 	}
@@ -563,21 +563,40 @@ func TestChartsData(t *testing.T) {
 	if b.P50 < 10 || b.P50 > 11 || b.P99 < 20 || b.P99 > 22 {
 		t.Errorf("bash p50 %v p99 %v; want about 10 and 20", b.P50, b.P99)
 	}
-	if res, _ := f.get(t, "/charts/data?range=year", ""); res.StatusCode != http.StatusBadRequest {
+	if res, _ := f.get(t, "/console/charts/data?range=year", ""); res.StatusCode != http.StatusBadRequest {
 		t.Errorf("range=year: status %d; want 400", res.StatusCode)
 	}
-	if res, body := f.get(t, "/charts?range=week", ""); res.StatusCode != 200 || !strings.Contains(body, "uPlot.iife.min.js") {
+	if res, body := f.get(t, "/console/charts?range=week", ""); res.StatusCode != 200 || !strings.Contains(body, "uPlot.iife.min.js") {
 		t.Errorf("charts page: status %d", res.StatusCode)
+	}
+	// The page carries the series its table came from, so its script
+	// draws them without asking for them again (one pass over the log
+	// per view, not two).
+	_, page := f.get(t, "/console/charts?range=hour", "")
+	m := regexp.MustCompile(`data-chart="([^"]*)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("charts page without data-chart:\n%s", page)
+	}
+	var inPage ChartData
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &inPage); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(d, inPage); diff != "" {
+		t.Errorf("the page's series differ from /charts/data's (-data +page):\n%s", diff)
+	}
+	_, js := f.get(t, "/console/static/charts.js", "")
+	if strings.Contains(js, "fetch(") {
+		t.Error("charts.js fetches its data again")
 	}
 }
 
 func TestReadOnlyPages(t *testing.T) {
 	f := newFixture(t, "[profiles.default]\nworkspace = \"WS\"\n[profiles.coder]\nworkspace = \"WS\"\ncode_mode = true\n", true)
 	for _, tc := range []struct{ path, want string }{
-		{"/sessions", "mcp:coder"},
-		{"/sessions?profile=default", "mcp:default"},
-		{"/tools", "coder"},
-		{"/upstreams", "No upstream servers"},
+		{"/console/sessions", "mcp:coder"},
+		{"/console/sessions?profile=default", "mcp:default"},
+		{"/console/tools", "coder"},
+		{"/console/upstreams", "No upstream servers"},
 	} {
 		res, body := f.get(t, tc.path, "")
 		if res.StatusCode != 200 || !strings.Contains(body, tc.want) {
@@ -598,7 +617,7 @@ func TestLiveCallsNoGap(t *testing.T) {
 	f := newFixture(t, plainConfig, true)
 	f.record(t, rec("fs.read", "", "ok", `{"path":"a"}`))
 	f.waitRows(t, 1)
-	page, err := http.Get(f.srv.URL + "/calls?tool=bash")
+	page, err := http.Get(f.srv.URL + "/console/calls?tool=bash")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -471,4 +472,37 @@ func scanLog(dir string, since time.Time, fn func(Call) bool) {
 			return
 		}
 	}
+}
+
+// Who is a recorded principal as the pages show it. A call through an
+// OAuth token is recorded as issuer#sub (auth.Principal.ID), one through
+// a static token by the token's name.
+type Who struct {
+	// ID is the principal as recorded.
+	ID string `json:"id"`
+	// Issuer and Subject are an OAuth principal's; Host is the issuer's
+	// host, shown beside the subject. Empty for a static token.
+	Issuer  string `json:"issuer,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	Host    string `json:"host,omitempty"`
+}
+
+// whoOf splits a recorded principal. An issuer URL has no fragment, so
+// the first "#" after one ends it; a token name is anything else.
+func whoOf(id string) Who {
+	iss, sub, ok := strings.Cut(id, "#")
+	if !ok || sub == "" {
+		return Who{ID: id}
+	}
+	u, err := url.Parse(iss)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return Who{ID: id}
+	}
+	return Who{ID: id, Issuer: iss, Subject: sub, Host: u.Host}
+}
+
+// callEvent is a call as the live table's event stream sends it.
+type callEvent struct {
+	*Call
+	Who Who `json:"who"`
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/audit"
+	"github.com/bubbuild/bub-mcp/auth"
 	"github.com/bubbuild/bub-mcp/confirm"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
@@ -55,9 +56,16 @@ var pages = sync.OnceValue(func() map[string]*template.Template {
 			return s[:n] + "…"
 		},
 		"deref": func(b *bool) bool { return b != nil && *b },
+		"who":   whoOf,
 		"pct":   func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + "%" },
 		"num":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
 		"left":  func(t time.Time) string { return time.Until(t).Round(time.Second).String() },
+		// json puts data in an attribute for a script to read: the
+		// charts page carries its series, computed once with the page.
+		"json": func(v any) (string, error) {
+			b, err := json.Marshal(v)
+			return string(b), err
+		},
 	}
 	out := map[string]*template.Template{}
 	names, err := fs.Glob(templateFS, "templates/*.html")
@@ -76,6 +84,9 @@ var pages = sync.OnceValue(func() map[string]*template.Template {
 
 // page is what every template gets.
 type page struct {
+	// Base is where the console's paths start (Prefix): every link,
+	// form, script and fetch of a page is under it.
+	Base    string
 	Title   string
 	Nav     string
 	Viewer  viewer
@@ -88,24 +99,29 @@ func (c *Console) routes() {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.FileServerFS(static)
-	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheStatic(files)))
-	mux.HandleFunc("GET /login", c.loginPage)
-	mux.HandleFunc("POST /login", c.login)
-	mux.HandleFunc("POST /logout", c.auth(c.logout))
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/calls", http.StatusSeeOther) })
-	mux.HandleFunc("GET /calls", c.auth(c.callsPage))
-	mux.HandleFunc("GET /calls/events", c.auth(c.callEvents))
-	mux.HandleFunc("GET /calls/{seq}", c.auth(c.callPage))
-	mux.HandleFunc("GET /approvals", c.auth(c.approvalsPage))
-	mux.HandleFunc("GET /approvals/list", c.auth(c.approvalsList))
-	mux.HandleFunc("POST /approvals/{id}", c.auth(c.decide))
-	mux.HandleFunc("GET /charts", c.auth(c.chartsPage))
-	mux.HandleFunc("GET /charts/data", c.auth(c.chartsData))
-	mux.HandleFunc("GET /sessions", c.admin(c.sessionsPage))
-	mux.HandleFunc("GET /tools", c.auth(c.toolsPage))
-	mux.HandleFunc("GET /upstreams", c.admin(c.upstreamsPage))
-	mux.HandleFunc("POST /upstreams/{name}/approve", c.admin(c.upstreamDecide))
-	mux.HandleFunc("POST /upstreams/{name}/reject", c.admin(c.upstreamDecide))
+	mux.Handle("GET "+Prefix+"/static/", http.StripPrefix(Prefix+"/static/", cacheStatic(files)))
+	mux.HandleFunc("GET "+Prefix+"/login", c.loginPage)
+	mux.HandleFunc("POST "+Prefix+"/login", c.login)
+	mux.HandleFunc("POST "+Prefix+"/logout", c.auth(c.logout))
+	home := http.RedirectHandler(Prefix+"/calls", http.StatusSeeOther)
+	mux.Handle("GET "+Prefix, home)
+	mux.Handle("GET "+Prefix+"/{$}", home)
+	if c.o.Standalone {
+		mux.Handle("GET /{$}", home)
+	}
+	mux.HandleFunc("GET "+Prefix+"/calls", c.auth(c.callsPage))
+	mux.HandleFunc("GET "+Prefix+"/calls/events", c.auth(c.callEvents))
+	mux.HandleFunc("GET "+Prefix+"/calls/{seq}", c.auth(c.callPage))
+	mux.HandleFunc("GET "+Prefix+"/approvals", c.auth(c.approvalsPage))
+	mux.HandleFunc("GET "+Prefix+"/approvals/list", c.auth(c.approvalsList))
+	mux.HandleFunc("POST "+Prefix+"/approvals/{id}", c.auth(c.decide))
+	mux.HandleFunc("GET "+Prefix+"/charts", c.auth(c.chartsPage))
+	mux.HandleFunc("GET "+Prefix+"/charts/data", c.auth(c.chartsData))
+	mux.HandleFunc("GET "+Prefix+"/sessions", c.admin(c.sessionsPage))
+	mux.HandleFunc("GET "+Prefix+"/tools", c.auth(c.toolsPage))
+	mux.HandleFunc("GET "+Prefix+"/upstreams", c.admin(c.upstreamsPage))
+	mux.HandleFunc("POST "+Prefix+"/upstreams/{name}/approve", c.admin(c.upstreamDecide))
+	mux.HandleFunc("POST "+Prefix+"/upstreams/{name}/reject", c.admin(c.upstreamDecide))
 	c.mux = mux
 }
 
@@ -121,14 +137,25 @@ func cacheStatic(h http.Handler) http.Handler {
 // get 401 (everything else).
 func (c *Console) auth(h func(http.ResponseWriter, *http.Request, viewer)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v, ok := c.who(r)
-		if !ok {
-			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" && !strings.Contains(r.URL.Path[1:], "/") {
-				http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.Path), http.StatusSeeOther)
+		v, err := c.who(r)
+		if err != nil {
+			// A page (one path segment under Prefix) leads to the login;
+			// its parts (event streams, lists, forms) are refused.
+			if errors.Is(err, errNoLogin) && r.Method == http.MethodGet && !strings.Contains(strings.TrimPrefix(r.URL.Path, Prefix+"/"), "/") {
+				http.Redirect(w, r, Prefix+"/login?next="+urlQueryEscape(r.URL.Path), http.StatusSeeOther)
+				return
+			}
+			if e := auth.AsError(err); e != nil {
+				// An OAuth refusal: 401 with the resource metadata, 403
+				// for a principal no console rule grants, 503 when the
+				// issuer cannot be reached; its cause (never a token) is
+				// logged.
+				c.log.Debug("console: OAuth token refused", "status", e.Status, "error", err)
+				c.o.OAuth.WriteError(w, r, err)
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="bub-mcp console"`)
-			http.Error(w, "unauthorized: log in with a console token", http.StatusUnauthorized)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -155,10 +182,7 @@ func (c *Console) admin(h func(http.ResponseWriter, *http.Request, viewer)) http
 }
 
 func urlQueryEscape(s string) string {
-	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") {
-		return "/calls"
-	}
-	return template.URLQueryEscaper(s)
+	return template.URLQueryEscaper(nextPage(s))
 }
 
 func (c *Console) render(w http.ResponseWriter, status int, name string, p page) {
@@ -174,45 +198,48 @@ func (c *Console) render(w http.ResponseWriter, status int, name string, p page)
 }
 
 func (c *Console) page(v viewer, nav, title string, data any) page {
-	return page{Title: title, Nav: nav, Viewer: v, CSRF: c.csrfToken(v), Version: c.o.Version, Data: data}
+	return page{Base: Prefix, Title: title, Nav: nav, Viewer: v, CSRF: c.csrfToken(v), Version: c.o.Version, Data: data}
 }
 
 // --- login ---
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	if !c.needsLogin() {
-		http.Redirect(w, r, "/calls", http.StatusSeeOther)
+		http.Redirect(w, r, Prefix+"/calls", http.StatusSeeOther)
 		return
 	}
-	c.render(w, http.StatusOK, "login", c.page(viewer{Name: "login"}, "", "Log in", map[string]string{"Next": urlQueryEscapeRaw(r.URL.Query().Get("next"))}))
+	c.render(w, http.StatusOK, "login", c.page(viewer{Name: "login", ID: "login"}, "", "Log in", map[string]string{"Next": nextPage(r.URL.Query().Get("next"))}))
 }
 
-func urlQueryEscapeRaw(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
-		return "/calls"
+// nextPage is where a login leads: next when it is a console page (a
+// path under Prefix, never another host or another part of a serve),
+// else the live calls.
+func nextPage(next string) string {
+	if !strings.HasPrefix(next, Prefix+"/") || strings.Contains(next, "//") || strings.Contains(next, "\\") || strings.Contains(next, "..") {
+		return Prefix + "/calls"
 	}
 	return next
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if err := c.checkCSRF(r, viewer{Name: "login"}); err != nil {
+	if err := c.checkCSRF(r, viewer{Name: "login", ID: "login"}); err != nil {
 		http.Error(w, "forbidden: "+err.Error(), http.StatusForbidden)
 		return
 	}
 	p, ok := c.byToken(strings.TrimSpace(r.PostFormValue("token")))
 	if !ok {
-		c.render(w, http.StatusUnauthorized, "login", c.page(viewer{Name: "login"}, "", "Log in", map[string]string{"Next": urlQueryEscapeRaw(r.PostFormValue("next")), "Error": "That token is not valid for the console."}))
+		c.render(w, http.StatusUnauthorized, "login", c.page(viewer{Name: "login", ID: "login"}, "", "Log in", map[string]string{"Next": nextPage(r.PostFormValue("next")), "Error": "That token is not valid for the console."}))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: c.sessionValue(p.Name), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: c.sessionValue(p.Name), Path: Prefix + "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https", MaxAge: int(sessionTTL.Seconds())})
-	http.Redirect(w, r, urlQueryEscapeRaw(r.PostFormValue("next")), http.StatusSeeOther)
+	http.Redirect(w, r, nextPage(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, v viewer) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix + "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
 }
 
 // --- live calls ---
@@ -302,7 +329,7 @@ func (c *Console) callsPage(w http.ResponseWriter, r *http.Request, v viewer) {
 		// The stream starts where this render ended, so a call added
 		// between the two is sent, not lost.
 		ev.Set("after", strconv.FormatInt(c.feed.lastSeq(), 10))
-		d.EventsURL = "/calls/events?" + ev.Encode()
+		d.EventsURL = Prefix + "/calls/events?" + ev.Encode()
 	}
 	if v.Admin {
 		rep, at, verr := c.auditReport()
@@ -376,7 +403,7 @@ func (c *Console) callEvents(w http.ResponseWriter, r *http.Request, v viewer) {
 			return // sent already (backlog and channel overlap), or filtered out
 		}
 		after = call.Seq
-		b, _ := json.Marshal(call)
+		b, _ := json.Marshal(callEvent{Call: call, Who: whoOf(call.Principal)})
 		fmt.Fprintf(w, "id: %d\nevent: call\ndata: %s\n\n", call.Seq, b)
 	}
 	for i := range backlog {
@@ -543,7 +570,7 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, v viewer) {
 // content, a plain form post is redirected to the page with a notice.
 func (c *Console) decided(w http.ResponseWriter, r *http.Request, v viewer, id, done string) {
 	if r.Header.Get("HX-Request") != "true" {
-		http.Redirect(w, r, "/approvals?done="+done, http.StatusSeeOther)
+		http.Redirect(w, r, Prefix+"/approvals?done="+done, http.StatusSeeOther)
 		return
 	}
 	msg := map[string]string{
@@ -822,7 +849,7 @@ func (c *Console) upstreamDecide(w http.ResponseWriter, r *http.Request, v viewe
 			if len(tools) == 0 || slices.Contains(tools, ch.Tool) {
 				rejected = append(rejected, ch.Tool)
 				args, _ := json.Marshal(map[string]string{"upstream": name, "tool": ch.Tool, "reason": ch.Reason, "note": strings.TrimSpace(r.PostFormValue("reason"))})
-				c.a.Audit(audit.Record{Principal: v.Name, Transport: "console", Mode: "pin", Tool: "upstream.reject", Args: args, Outcome: "ok"})
+				c.a.Audit(audit.Record{Principal: v.ID, Transport: "console", Mode: "pin", Tool: "upstream.reject", Args: args, Outcome: "ok"})
 			}
 		}
 		if len(rejected) == 0 {
@@ -831,14 +858,14 @@ func (c *Console) upstreamDecide(w http.ResponseWriter, r *http.Request, v viewe
 		}
 		c.log.Info("console.upstream.reject", "upstream", name, "tools", rejected, "by", v.Name)
 	} else {
-		approved, err := m.Approve(name, tools, "console:"+v.Name)
+		approved, err := m.Approve(name, tools, "console:"+v.ID)
 		if err != nil {
 			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		c.log.Info("console.upstream.approve", "upstream", name, "tools", approved, "by", v.Name)
 	}
-	http.Redirect(w, r, "/upstreams?done="+done+"&server="+url.QueryEscape(name), http.StatusSeeOther)
+	http.Redirect(w, r, Prefix+"/upstreams?done="+done+"&server="+url.QueryEscape(name), http.StatusSeeOther)
 }
 
 type toolDesc struct{ name, desc, ann, schema string }

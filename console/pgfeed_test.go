@@ -105,12 +105,12 @@ func TestConsoleAuditInPostgres(t *testing.T) {
 	srv := httptest.NewServer(c.Handler())
 	defer srv.Close()
 	f := &fixture{c: c, srv: srv}
-	_, body := f.get(t, "/calls", "")
+	_, body := f.get(t, "/console/calls", "")
 	if !strings.Contains(body, "not hash-chained") {
 		t.Errorf("calls page does not explain the missing chain check:\n%s", body)
 	}
 	// A filter reaching before the ring reads the table.
-	_, body = f.get(t, "/calls?principal=before&since=2000-01-01T00:00", "")
+	_, body = f.get(t, "/console/calls?principal=before&since=2000-01-01T00:00", "")
 	if !strings.Contains(body, "fs.read") {
 		t.Errorf("a filter over the table found nothing:\n%s", body)
 	}

@@ -2,6 +2,7 @@ package environment
 
 import (
 	"context"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
@@ -78,9 +79,7 @@ func BenchmarkSpawnTrueEnvs(b *testing.B) {
 			if kind == "local" {
 				e, err = NewLocal(&LocalOptions{Workspace: b.TempDir()})
 			} else {
-				if _, lerr := exec.LookPath(DefaultBwrap); lerr != nil {
-					b.Skip("bubblewrap not installed")
-				}
+				testenv.MustHaveBwrap(b)
 				e, err = NewSandbox(&SandboxOptions{Workspace: b.TempDir()})
 			}
 			if err != nil {

@@ -3,8 +3,10 @@ package environment
 import (
 	"bufio"
 	"context"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -15,9 +17,8 @@ import (
 // through the shell that moves itself in) and kills it by its cgroup.
 func TestCgroupHierarchies(t *testing.T) {
 	hs := findHierarchies()
-	if len(hs) == 0 {
-		t.Skip("no cgroup hierarchy mounted")
-	}
+	testenv.MustHave(t, slices.ContainsFunc(hs, func(h *cgroupHier) bool { return h.usable() }), "a writable cgroup hierarchy",
+		"run as root, or in a container with a delegated cgroup v2 hierarchy")
 	for _, h := range hs {
 		name := "v1-pids"
 		if h.v2 {

@@ -1,6 +1,7 @@
 package environment_test
 
 import (
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/environment"
@@ -20,7 +21,7 @@ func TestContractLocal(t *testing.T) {
 
 func TestContractSandbox(t *testing.T) {
 	t.Parallel()
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	envtest.Run(t, func(t *testing.T, ws string) environment.Environment {
 		e, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws})
 		if err != nil {

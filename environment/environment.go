@@ -5,11 +5,15 @@
 // It is the Go counterpart of Bub's Environment protocol. The contract is
 // the [Environment] and [Process] interfaces; [LocalEnvironment] implements
 // them on the host and [SandboxEnvironment] in bubblewrap sandboxes
-// ("sandbox"); package envtest checks both against the contract. Other implementations (a container, a remote machine)
-// plug in by name with [Register], the database/sql driver pattern and the
-// analogue of Bub's provide_environment hook; a profile picks one with
-// `environment = "<name>"`. Extra abilities are optional interfaces found
-// by type assertion, like [PythonInterpreter].
+// ("sandbox", configured by the module environment.sandbox in package
+// sandbox); package envtest checks both against the contract. Other
+// implementations (a container, a remote machine) plug in as modules
+// (environment.<kind>, see [Module]), with configuration keys of their
+// own, or by name with [Register] when they have none: the database/sql
+// driver pattern and the analogue of Bub's provide_environment hook. A
+// profile picks one with [profiles.<name>.environment] kind = "<kind>"
+// (or `environment = "<kind>"`). Extra abilities are optional interfaces
+// found by type assertion, like [PythonInterpreter].
 //
 // Code mode needs nothing beyond Spawn: it starts its interpreter as a
 // process of the environment, so every Environment runs run_code. An

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"github.com/bubbuild/bub-mcp/internal/proctest"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
@@ -189,10 +190,7 @@ func TestSpawnErrors(t *testing.T) {
 
 // TestSpawnShFallback hides bash from PATH; commands then run under sh.
 func TestSpawnShFallback(t *testing.T) {
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
+	sh := testenv.MustHaveExec(t, "sh", "apt-get install -y dash")
 	bin := t.TempDir()
 	if err := os.Symlink(sh, filepath.Join(bin, "sh")); err != nil {
 		t.Fatal(err)

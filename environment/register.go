@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
-	"sync"
+
+	"github.com/bubbuild/bub-mcp/modules"
 )
 
 // Options are what the application knows when it asks a factory for a
@@ -29,13 +29,6 @@ type Options struct {
 	// Logger receives the environment's own records; nil means
 	// slog.Default().
 	Logger *slog.Logger
-	// Sandbox is the profile's sandbox policy, used by the "sandbox"
-	// environment (which is always confined, whatever Confine says).
-	Sandbox SandboxPolicy
-	// PythonCache is the owner's memory of where Python lives (the
-	// sandbox module keeps one per App), so that a new session's sandbox
-	// does not ask the interpreter again; nil means asking each time.
-	PythonCache *PythonCache
 }
 
 // Factory makes the environment for one session, like Bub's
@@ -44,55 +37,88 @@ type Options struct {
 // while it starts things.
 type Factory func(ctx context.Context, o Options) (Environment, error)
 
-var (
-	factoriesMu sync.RWMutex
-	factories   = map[string]Factory{}
-)
+// Module is an environment module, registered in package modules under
+// the ID "environment.<kind>": the application makes one instance per use
+// (a profile's environment, an upstream server's), decodes that use's own
+// configuration table into it ([profiles.<name>.environment] with kind =
+// "<kind>"), provisions it when it can be, and then asks it for each
+// session's Environment. A configurable Environment is thus a module
+// with toml-tagged fields; nothing in config or here needs to know them.
+type Module interface {
+	modules.Module
+	// NewEnvironment makes the Environment of one session. The caller
+	// owns the result and closes it when the session ends or the
+	// application stops; it must honour ctx while it starts things.
+	NewEnvironment(ctx context.Context, o Options) (Environment, error)
+}
+
+// Namespace is the module namespace of environments.
+const Namespace = "environment"
 
 // DefaultName is the environment a profile gets when it names none.
 const DefaultName = "local"
 
-// Register makes an environment available by name, for profiles to pick
-// with `environment = "<name>"`. It is meant for init functions and
-// panics, as database/sql's Register does, on an empty name, a nil
-// factory or a name registered twice.
+// factoryModule is an environment registered with Register: a Factory
+// with no configuration of its own.
+type factoryModule struct {
+	name string
+	f    Factory
+}
+
+func (m *factoryModule) BubModule() modules.Info {
+	return modules.Info{ID: Namespace + "." + m.name, New: func() modules.Module { return m }}
+}
+
+func (m *factoryModule) NewEnvironment(ctx context.Context, o Options) (Environment, error) {
+	return m.f(ctx, o)
+}
+
+// Register makes an environment without configuration keys available by
+// name, for profiles to pick with [profiles.<name>.environment] kind =
+// "<name>": it registers the module environment.<name> (see Module) whose
+// NewEnvironment is f. It is meant for init functions and panics, as
+// database/sql's Register does, on a bad or empty name, a nil factory or
+// a name registered twice.
 func Register(name string, f Factory) {
-	factoriesMu.Lock()
-	defer factoriesMu.Unlock()
 	if strings.TrimSpace(name) == "" {
 		panic("environment: Register with an empty name")
+	}
+	if strings.Contains(name, ".") {
+		panic("environment: Register of " + name + ": a name has no dots (it is the last word of the module ID)")
 	}
 	if f == nil {
 		panic("environment: Register of a nil factory for " + name)
 	}
-	if _, dup := factories[name]; dup {
-		panic("environment: Register called twice for " + name)
-	}
-	factories[name] = f
+	modules.Register(&factoryModule{name, f})
 }
 
-// Names returns the registered environment names, sorted.
-func Names() []string {
-	factoriesMu.RLock()
-	defer factoriesMu.RUnlock()
-	out := make([]string, 0, len(factories))
-	for n := range factories {
-		out = append(out, n)
+// Names returns the registered environment kinds, sorted.
+func Names() []string { return modules.Names(Namespace) }
+
+// LookupModule returns the module registered as environment.<name>; the
+// error for an unknown one lists the registered kinds and hints at the
+// usual cause.
+func LookupModule(name string) (modules.Info, error) {
+	info, err := modules.Lookup(Namespace + "." + name)
+	if err != nil {
+		return modules.Info{}, fmt.Errorf("environment: %w", err)
 	}
-	sort.Strings(out)
-	return out
+	if _, ok := info.New().(Module); !ok {
+		return modules.Info{}, fmt.Errorf("environment: module %s makes no Environment (it lacks NewEnvironment)", info.ID)
+	}
+	return info, nil
 }
 
-// Lookup returns the factory registered under name; the error for an
-// unknown one lists the registered names and hints at the usual cause.
+// Lookup returns a Factory for the environment kind name made with no
+// configuration keys, as a profile naming only its kind gets it.
 func Lookup(name string) (Factory, error) {
-	factoriesMu.RLock()
-	f, ok := factories[name]
-	factoriesMu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("environment: unknown environment %q (registered: %s; forgotten import?)", name, strings.Join(Names(), ", "))
+	info, err := LookupModule(name)
+	if err != nil {
+		return nil, err
 	}
-	return f, nil
+	return func(ctx context.Context, o Options) (Environment, error) {
+		return info.New().(Module).NewEnvironment(ctx, o)
+	}, nil
 }
 
 func init() {
@@ -101,11 +127,5 @@ func init() {
 			return nil, err
 		}
 		return NewLocal(&LocalOptions{Workspace: o.Workspace, Confine: o.Confine, AllowPaths: o.AllowPaths, Python: o.Python})
-	})
-	Register(SandboxName, func(ctx context.Context, o Options) (Environment, error) {
-		if err := checkCtx(ctx); err != nil {
-			return nil, err
-		}
-		return NewSandbox(&SandboxOptions{Workspace: o.Workspace, AllowPaths: o.AllowPaths, Python: o.Python, Policy: o.Sandbox, PythonCache: o.PythonCache})
 	})
 }

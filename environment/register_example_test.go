@@ -41,17 +41,31 @@ func init() {
 // ExampleRegister picks a custom Environment for a profile and serves a
 // call through it, on the path every MCP call takes (app.App.Call).
 func ExampleRegister() {
-	dir, err := os.MkdirTemp("", "bub-example-")
+	out, err := readNote("environment = \"shouting\"\n")
 	if err != nil {
 		log.Fatal(err)
+	}
+	fmt.Print(out)
+	// Output:
+	// SHIP IT
+}
+
+// readNote writes notes.txt ("ship it") to a new workspace, makes an App
+// whose default profile works there, with the bub.toml lines env after
+// its workspace key, and reads the note with a tool, through the
+// profile's Environment, as an MCP client's call would.
+func readNote(env string) (string, error) {
+	dir, err := os.MkdirTemp("", "bub-example-")
+	if err != nil {
+		return "", err
 	}
 	defer os.RemoveAll(dir)
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("ship it\n"), 0o644); err != nil {
-		log.Fatal(err)
+		return "", err
 	}
-	cfg, err := config.Parse("bub.toml", fmt.Sprintf("[profiles.default]\nenvironment = \"shouting\"\nworkspace = %q\n", dir), nil)
+	cfg, err := config.Parse("bub.toml", fmt.Sprintf("[profiles.default]\nworkspace = %q\n%s", dir, env), nil)
 	if err != nil {
-		log.Fatal(err)
+		return "", err
 	}
 	type readArgs struct {
 		Path string `json:"path"`
@@ -62,17 +76,14 @@ func ExampleRegister() {
 	}))
 	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: reg, Modules: []string{}, Home: filepath.Join(dir, ".bub"), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		log.Fatal(err)
+		return "", err
 	}
 	defer a.Close()
-
 	ctx := context.Background()
 	conn := &providers.Connection{Transport: "stdio"}
 	if err := a.Resolve(ctx, conn); err != nil {
-		log.Fatal(err)
+		return "", err
 	}
 	res := a.Call(ctx, conn, app.Request{Tool: "notes_read", Args: []byte(`{"path":"notes.txt"}`)})
-	fmt.Print(res.Output())
-	// Output:
-	// SHIP IT
+	return res.Output(), nil
 }

@@ -23,7 +23,7 @@ import (
 // cleanup.
 func newSandbox(t *testing.T, pol environment.SandboxPolicy) (*environment.SandboxEnvironment, string) {
 	t.Helper()
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	ws := t.TempDir()
 	s, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws, Policy: pol})
 	if err != nil {
@@ -318,7 +318,7 @@ func TestSandboxEscapeFileToolsOutside(t *testing.T) {
 
 func TestSandboxBadSetup(t *testing.T) {
 	t.Parallel()
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	ws := t.TempDir()
 	for _, tt := range []struct {
 		name string
@@ -366,7 +366,7 @@ func TestSandboxCancelDaemon(t *testing.T) {
 // (here a virtualenv put first on PATH meanwhile), while the first keeps
 // the answer it had. The cache is bounded.
 func TestPythonCachePerOwner(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	testenv.MustHaveExec(t, "python3", "apt-get install python3")
 	venv := filepath.Join(t.TempDir(), "venv")
 	if out, err := exec.Command("python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {

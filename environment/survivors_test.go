@@ -2,6 +2,7 @@ package environment_test
 
 import (
 	"context"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"path/filepath"
 	"testing"
 
@@ -21,13 +22,12 @@ func TestNoSurvivors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !e.TracksTrees() {
-				t.Skip("no writable cgroup hierarchy: setsid daemons escape the local environment")
-			}
+			testenv.MustHave(t, e.TracksTrees(), "a writable cgroup hierarchy (without one, setsid daemons escape the local environment)",
+				"run as root, or in a container with a delegated cgroup v2 hierarchy")
 			return e
 		},
 		"sandbox": func(t *testing.T, ws string) environment.Environment {
-			envtest.RequireBwrap(t)
+			testenv.MustHaveBwrap(t)
 			e, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws})
 			if err != nil {
 				t.Fatal(err)

@@ -2,6 +2,7 @@ package environment_test
 
 import (
 	"errors"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/environment"
-	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -33,7 +33,7 @@ func TestOpenTree(t *testing.T) {
 			return e
 		}},
 		{"sandbox", func(t *testing.T, ws string) environment.Environment {
-			envtest.RequireBwrap(t)
+			testenv.MustHaveBwrap(t)
 			e, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws})
 			if err != nil {
 				t.Fatal(err)

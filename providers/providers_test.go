@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/bubbuild/bub-mcp/modules"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,12 +212,12 @@ func TestRegisteredProviders(t *testing.T) {
 			return out, "dropped " + name, nil
 		}
 	}
-	Register("test.drop_bash", drop("bash"))
-	Register("test.drop_fs_read", drop("fs.read"))
+	Register("test_drop_bash", drop("bash"))
+	Register("test_drop_fs_read", drop("fs.read"))
 	for _, bad := range []struct {
 		name string
 		p    Provider
-	}{{"", drop("x")}, {"test.nil", nil}, {"test.drop_bash", drop("x")}} {
+	}{{"", drop("x")}, {"test_nil", nil}, {"Test Upper", drop("x")}, {"test.dotted", drop("x")}, {"test_drop_bash", drop("x")}} {
 		func() {
 			defer func() {
 				if recover() == nil {
@@ -226,11 +227,15 @@ func TestRegisteredProviders(t *testing.T) {
 			Register(bad.name, bad.p)
 		}()
 	}
-	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), `unknown provider "nope" (registered: readonly_first, test.drop_bash, test.drop_fs_read; forgotten import?)`) {
+	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), `unknown provider "nope" (registered: readonly_first, test_drop_bash, test_drop_fs_read; forgotten import?)`) {
 		t.Errorf("Lookup(nope) = %v", err)
 	}
+	// Each is the module provider.<name> of the one module registry.
+	if info, err := modules.Lookup("provider.test_drop_bash"); err != nil || info.Namespace() != Namespace || info.Name() != "test_drop_bash" {
+		t.Errorf("modules.Lookup(provider.test_drop_bash) = %+v, %v; want the provider's module", info, err)
+	}
 	// Picked in any order, they run in registration order.
-	tools, prompt, err := Run(context.Background(), []string{"test.drop_fs_read", "test.drop_bash"}, &Connection{}, testRegistry(t).Tools())
+	tools, prompt, err := Run(context.Background(), []string{"test_drop_fs_read", "test_drop_bash"}, &Connection{}, testRegistry(t).Tools())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ type Registry struct {
 // error names.
 type registered struct {
 	tool *Tool
-	site string
+	site site
 }
 
 // New returns an empty registry.
@@ -58,7 +58,7 @@ func (r *Registry) MustRegister(t *Tool) {
 	}
 }
 
-func (r *Registry) register(t *Tool, site string) error {
+func (r *Registry) register(t *Tool, site site) error {
 	if t == nil {
 		return fmt.Errorf("registry: Register of a nil tool at %s", site)
 	}
@@ -182,10 +182,27 @@ func MustRegister(t *Tool) {
 // AddHooks registers hooks on Default.
 func AddHooks(h Hooks) { Default.AddHooks(h) }
 
-func callSite(skip int) string {
-	_, file, line, ok := runtime.Caller(skip)
-	if !ok {
+func callSite(skip int) site {
+	var pc [1]uintptr
+	if runtime.Callers(skip+1, pc[:]) == 0 {
+		return 0
+	}
+	return site(pc[0])
+}
+
+// site is a registration's call site, as a program counter: the file and
+// line are looked up only for an error that names them (runtime.Caller at
+// every registration was a visible part of a cold start).
+type site uintptr
+
+// String is the site's file:line.
+func (s site) String() string {
+	if s == 0 {
 		return "unknown"
 	}
-	return fmt.Sprintf("%s:%d", file, line)
+	f, _ := runtime.CallersFrames([]uintptr{uintptr(s)}).Next()
+	if f.File == "" {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s:%d", f.File, f.Line)
 }

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -49,9 +50,11 @@ var (
 // reflection gives; internal/schemaseed, which seeds bub-mcp's own tool
 // types, has a test that regenerates and compares its file.
 func SeedSchemas(data []byte) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("registry: schema seeds: %w", err)
+	m, ok := seedLines(data)
+	if !ok {
+		if err := json.Unmarshal(data, &m); err != nil {
+			return fmt.Errorf("registry: schema seeds: %w", err)
+		}
 	}
 	if seeds == nil {
 		seeds = make(map[string]json.RawMessage, len(m))
@@ -60,6 +63,47 @@ func SeedSchemas(data []byte) error {
 		seeds[k] = slices.Clip(v)
 	}
 	return nil
+}
+
+// seedLines reads the form internal/schemaseed's generator writes — "{",
+// one `"key": schema,` line per seed, "}" — without decoding the schemas:
+// json.Unmarshal of the whole file was ~3% of the CPU of a cold start to
+// the first tools/list, in every command. Any other form reports false.
+func seedLines(data []byte) (map[string]json.RawMessage, bool) {
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	if len(lines) < 2 || string(lines[0]) != "{" || string(lines[len(lines)-1]) != "}" {
+		return nil, false
+	}
+	m := make(map[string]json.RawMessage, len(lines)-2)
+	for _, l := range lines[1 : len(lines)-1] {
+		end := stringEnd(l)
+		if end < 0 || !bytes.HasPrefix(l[end:], []byte(": {")) {
+			return nil, false
+		}
+		var key string
+		if err := json.Unmarshal(l[:end], &key); err != nil {
+			return nil, false
+		}
+		m[key] = slices.Clip(bytes.TrimSuffix(l[end+2:], []byte(",")))
+	}
+	return m, true
+}
+
+// stringEnd is the index just past the JSON string that b starts with,
+// or -1.
+func stringEnd(b []byte) int {
+	if len(b) == 0 || b[0] != '"' {
+		return -1
+	}
+	for i := 1; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
 }
 
 // ReflectedSchemas returns the schemas this process reflected (seeded

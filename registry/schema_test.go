@@ -2,7 +2,11 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -96,5 +100,57 @@ func TestTypeKey(t *testing.T) {
 	// Two instantiations of one generic type are two types.
 	if a, b := TypeKey(reflect.TypeFor[keyGeneric[int]]()), TypeKey(reflect.TypeFor[keyGeneric[string]]()); a == b {
 		t.Errorf("TypeKey of keyGeneric[int] and keyGeneric[string] are both %q", a)
+	}
+}
+
+// The seeds file is read line by line, without decoding its schemas; what
+// that gives must be what decoding the whole file gives, and anything not
+// in the generator's form falls back to decoding.
+func TestSeedLines(t *testing.T) {
+	real, err := os.ReadFile("../internal/schemaseed/schemas.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		data  string
+		lines bool // read by seedLines, not the fallback
+	}{
+		{"schemaseed's file", string(real), true},
+		{"escaped quotes in a key", "{\n\"struct { P string \\\"json:\\\\\\\"p\\\\\\\"\\\": x\\\" }\": {\"type\":\"object\"},\n\"b\": {\"type\":\"string\"}\n}\n", true},
+		{"one line", `{"a": {"type":"object"}}`, false},
+		{"not an object value", "{\n\"a\": 1\n}", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(tc.data), &want); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := seedLines([]byte(tc.data))
+			if ok != tc.lines {
+				t.Fatalf("seedLines ok = %v; want %v", ok, tc.lines)
+			}
+			if !ok {
+				return
+			}
+			if len(got) < 2 {
+				t.Fatalf("got %d seeds", len(got))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("seedLines differs from json.Unmarshal (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// validModelName is the pattern every major model API enforces on tool
+// names, written as a loop; it must agree with the pattern.
+func TestValidModelName(t *testing.T) {
+	re := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	for _, s := range []string{"", "a", "fs_read", "A-Z_09", "fs.read", "tab\t", "é", "a b", "日本",
+		strings.Repeat("x", 64), strings.Repeat("x", 65), "x\n", "-", "_"} {
+		if got, want := validModelName(s), re.MatchString(s); got != want {
+			t.Errorf("validModelName(%q) = %v; the pattern says %v", s, got, want)
+		}
 	}
 }

@@ -17,7 +17,6 @@ import (
 	_ "github.com/bubbuild/bub-mcp/builtin"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
-	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	_ "github.com/bubbuild/bub-mcp/sandbox"
@@ -30,7 +29,7 @@ func newApp(t *testing.T, src string) (*app.App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"builtin", "sandbox"},
+	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"builtin"},
 		Home: t.TempDir(), Workspace: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Getenv: func(string) string { return "" }})
 	if err != nil {
 		return nil, err
@@ -49,14 +48,14 @@ func bash(t *testing.T, a *app.App, profile, cmd string) registry.Result {
 	return a.Call(t.Context(), conn, app.Request{Tool: "bash", Args: b, Mode: app.Direct})
 }
 
-// TestProfilePolicy: a profile's [profiles.<name>.sandbox] table reaches
-// its sandbox; another profile's limits do not.
+// TestProfilePolicy: a profile's sandbox keys reach its sandbox; another
+// profile's limits do not. tight uses the nested table, limited the
+// spelling from before modules were namespaced: both configure the same.
 func TestProfilePolicy(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	a, err := newApp(t, `
-[profiles.tight]
-environment = "sandbox"
-[profiles.tight.sandbox]
+[profiles.tight.environment]
+kind = "sandbox"
 memory = "256MiB"
 file_size = 4096
 processes = 30
@@ -64,6 +63,11 @@ cpu_seconds = 100
 
 [profiles.loose]
 environment = "sandbox"
+
+[profiles.limited]
+environment = "sandbox"
+[profiles.limited.sandbox]
+memory = "256MiB"
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +75,9 @@ environment = "sandbox"
 	alloc := `python3 -c 'b = bytearray(1 << 30); print("allocated")'`
 	if res := bash(t, a, "tight", alloc); res.Err == nil || !strings.Contains(res.Err.Message, "MemoryError") {
 		t.Errorf("1 GiB in tight = %+v; want a MemoryError", res)
+	}
+	if res := bash(t, a, "limited", alloc); res.Err == nil || !strings.Contains(res.Err.Message, "MemoryError") {
+		t.Errorf("1 GiB in limited (old spelling) = %+v; want a MemoryError", res)
 	}
 	if res := bash(t, a, "loose", alloc); res.Err != nil || res.Text != "allocated" {
 		t.Errorf("1 GiB in loose = %+v; want allocated", res)
@@ -96,14 +103,20 @@ environment = "sandbox"
 }
 
 func TestBadConfig(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	tests := []struct{ name, src, want string }{
 		{"network", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nnetwork = \"wifi\"\n", `t.toml:4: profiles.p.sandbox.network: must be "none" or "host"`},
-		{"memory unit", "[profiles.p.sandbox]\nmemory = \"12 parsecs\"\n", "t.toml:2"},
-		{"memory too small", "[profiles.p.sandbox]\nmemory = 1000\n", "profiles.p.sandbox.memory: must be at least 16MiB"},
-		{"negative processes", "[profiles.p.sandbox]\nprocesses = -1\n", "profiles.p.sandbox.processes: must be >= 0"},
-		{"unknown key", "[profiles.p.sandbox]\nmemroy = \"1GiB\"\n", "profiles.p.sandbox.memroy: unknown key"},
+		{"memory unit", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nmemory = \"12 parsecs\"\n", "t.toml:4"},
+		{"memory too small", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nmemory = 1000\n", "profiles.p.sandbox.memory: must be at least 16MiB"},
+		{"negative processes", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nprocesses = -1\n", "profiles.p.sandbox.processes: must be >= 0"},
+		{"unknown key", "[profiles.p]\nenvironment = \"sandbox\"\n[profiles.p.sandbox]\nmemroy = \"1GiB\"\n", "t.toml:4: profiles.p.sandbox.memroy: unknown key"},
+		{"sandbox table of a local profile", "[profiles.p.sandbox]\nmemory = \"1GiB\"\n", `profiles.p.sandbox: only read with environment = "sandbox"; write [profiles.p.environment] kind = "sandbox"`},
 		{"missing bwrap", "[sandbox]\nbwrap = \"/nonexistent/bwrap\"\n[profiles.p]\nenvironment = \"sandbox\"\n", `t.toml:2: sandbox.bwrap: profile "p" runs in the sandbox, which needs bubblewrap`},
+		{"nested: network", "[profiles.p.environment]\nkind = \"sandbox\"\nnetwork = \"wifi\"\n", `t.toml:3: profiles.p.environment.network: must be "none" or "host"`},
+		{"nested: unknown key", "[profiles.p.environment]\nkind = \"sandbox\"\nmemroy = \"1GiB\"\n", "t.toml:3: profiles.p.environment.memroy: unknown key"},
+		{"nested: key of another kind", "[profiles.p.environment]\nkind = \"local\"\nmemory = \"1GiB\"\n", "t.toml:3: profiles.p.environment.memory: unknown key"},
+		{"nested: unknown kind", "[profiles.p.environment]\nkind = \"docker\"\n", `t.toml:2: profiles.p.environment.kind: unknown environment "docker" (registered: local, sandbox; forgotten import?)`},
+		{"nested: missing bwrap", "[profiles.p.environment]\nkind = \"sandbox\"\nbwrap = \"/nonexistent/bwrap\"\n", `t.toml:3: profiles.p.environment.bwrap: profile "p" runs in the sandbox, which needs bubblewrap`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,7 +133,7 @@ func TestBadConfig(t *testing.T) {
 // (here after a virtualenv was put first on PATH) instead of reusing the
 // first App's answer.
 func TestPythonAskedPerApp(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	testenv.MustHaveExec(t, "python3", "apt-get install python3")
 	venv := filepath.Join(t.TempDir(), "venv")
 	if out, err := exec.Command("python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {

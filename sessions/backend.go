@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sync"
+	"strings"
+
+	"github.com/bubbuild/bub-mcp/modules"
 )
 
 // A Backend keeps a Store's tapes: files under $BUB_HOME (the default,
-// kind "file"), or a database shared by replicas (sessions/pgstore
-// registers "postgres"). Tapes of temp/ sessions never reach a backend:
+// kind "file"), this process's memory (kind "memory"), or a database
+// shared by replicas (sessions/pgstore registers "postgres"). Tapes of temp/ sessions never reach a backend:
 // they live in memory. The Tape above a backend does what every engine
 // shares (ids, the summary, the AppendAsync queue, settings replay,
 // spills); a backend only stores lines and the summary of them.
@@ -137,51 +138,71 @@ type BackendOptions struct {
 // kind with Register.
 type OpenBackend func(o BackendOptions) (Backend, error)
 
-var (
-	backendsMu sync.RWMutex
-	backends   = map[string]OpenBackend{"file": openFileBackend}
-)
+// StoreNamespace is the module namespace of stores: [store] kind =
+// "<kind>" picks the module store.<kind>, and the table's other keys are
+// that module's own.
+const StoreNamespace = "store"
 
-// Register makes a backend available under kind, for [Options.Store]. A
-// store package calls it from init, so a blank import enables it (the
-// database/sql driver pattern). It panics when open is nil, kind is
-// empty or kind is registered already.
+// StoreModule is a store module, registered in package modules under the
+// ID "store.<kind>" ("store.file" and "store.memory" here, "store.postgres" in
+// sessions/pgstore). The application decodes the [store] table into a
+// new instance and opens the Store's backend with it.
+type StoreModule interface {
+	modules.Module
+	// OpenBackend opens the backend. A module configured by its own
+	// keys uses them; one registered with Register reads o.DSN and
+	// o.PoolSize.
+	OpenBackend(o BackendOptions) (Backend, error)
+}
+
+// funcStore is a store registered with Register.
+type funcStore struct {
+	kind string
+	open OpenBackend
+}
+
+func (m *funcStore) BubModule() modules.Info {
+	return modules.Info{ID: StoreNamespace + "." + m.kind, New: func() modules.Module { return m }}
+}
+
+func (m *funcStore) OpenBackend(o BackendOptions) (Backend, error) { return m.open(o) }
+
+func init() { Register("file", openFileBackend) }
+
+// Register makes a backend available under kind, for [Options.Store]: it
+// registers the module store.<kind> (see StoreModule) with no keys of its
+// own. A store package calls it from init, so a blank import enables it
+// (the database/sql driver pattern). It panics when open is nil, kind is
+// empty or has a dot, or kind is registered already.
 func Register(kind string, open OpenBackend) {
-	backendsMu.Lock()
-	defer backendsMu.Unlock()
 	if open == nil {
 		panic("sessions: Register backend is nil")
 	}
 	if kind == "" {
 		panic("sessions: Register with an empty kind")
 	}
-	if _, dup := backends[kind]; dup {
-		panic("sessions: Register called twice for backend " + kind)
+	if strings.Contains(kind, ".") {
+		panic("sessions: Register of " + kind + ": a kind has no dots (it is the last word of the module ID)")
 	}
-	backends[kind] = open
+	modules.Register(&funcStore{kind, open})
 }
 
 // Backends returns the registered kinds, sorted.
-func Backends() []string {
-	backendsMu.RLock()
-	defer backendsMu.RUnlock()
-	kinds := make([]string, 0, len(backends))
-	for k := range backends {
-		kinds = append(kinds, k)
-	}
-	slices.Sort(kinds)
-	return kinds
-}
+func Backends() []string { return modules.Names(StoreNamespace) }
 
-func lookupBackend(kind string) (OpenBackend, error) {
+// lookupStore returns a new instance of the store module of kind ("" is
+// "file").
+func lookupStore(kind string) (StoreModule, error) {
 	if kind == "" {
 		kind = "file"
 	}
-	backendsMu.RLock()
-	open, ok := backends[kind]
-	backendsMu.RUnlock()
-	if !ok {
+	info, err := modules.Lookup(StoreNamespace + "." + kind)
+	if err != nil {
 		return nil, fmt.Errorf("sessions: unknown store %q (forgotten import?)", kind)
 	}
-	return open, nil
+	m, ok := info.New().(StoreModule)
+	if !ok {
+		return nil, fmt.Errorf("sessions: module %s opens no store (it lacks OpenBackend)", info.ID)
+	}
+	return m, nil
 }

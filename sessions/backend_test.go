@@ -1,7 +1,7 @@
 package sessions
 
 import (
-	"os"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os/exec"
 	"strings"
 	"testing"
@@ -28,6 +28,7 @@ func TestRegister(t *testing.T) {
 		{"nil", "x", nil},
 		{"empty kind", "", openFileBackend},
 		{"twice", "file", openFileBackend},
+		{"dotted kind", "x.y", openFileBackend},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,7 +40,7 @@ func TestRegister(t *testing.T) {
 			Register(tt.kind, tt.open)
 		})
 	}
-	if diff := cmp.Diff([]string{"file"}, Backends()); diff != "" {
+	if diff := cmp.Diff([]string{"file", MemoryKind}, Backends()); diff != "" {
 		t.Errorf("Backends (-want +got):\n%s", diff)
 	}
 }
@@ -48,13 +49,7 @@ func TestRegister(t *testing.T) {
 // tools import), links no database driver; PostgreSQL comes with
 // sessions/pgstore only.
 func TestNoDatabaseDriverLinked(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no go command: %v", err)
-		}
-		t.Skipf("no go command: %v", err)
-	}
+	goBin := testenv.MustHaveExec(t, "go", "install Go (go.dev/dl)")
 	for _, pkg := range []string{"github.com/bubbuild/bub-mcp/sessions", "github.com/bubbuild/bub-mcp/registry"} {
 		out, err := exec.Command(goBin, "list", "-deps", pkg).CombinedOutput()
 		if err != nil {

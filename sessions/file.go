@@ -3,6 +3,7 @@ package sessions
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -424,13 +425,37 @@ func archiveFile(path, stamp string, mustArchive bool) (string, error) {
 	return "", errors.New("too many archives with the same timestamp")
 }
 
-// memTape keeps a temp/ session's tape in this process only.
-type memTape struct{ mem []byte }
+// memTape keeps a tape in this process only: a temp/ session's, or any
+// tape of the memory store.
+type memTape struct {
+	mem []byte
+	// kept is the summary at Close, as JSON (a copy: the closed Tape's
+	// maps are not shared with the next), for the next Load of the same
+	// tape in the memory store.
+	kept []byte
+}
 
-func (t *memTape) Load(*Summary) error          { return nil }
+func (t *memTape) Load(sum *Summary) error {
+	if t.kept == nil {
+		return nil
+	}
+	if err := json.Unmarshal(t.kept, sum); err != nil {
+		return fmt.Errorf("sessions: memory tape summary: %w", err)
+	}
+	return nil
+}
+
 func (t *memTape) Refresh(*Summary, bool) error { return nil }
 func (t *memTape) Sync() error                  { return nil }
-func (t *memTape) Close(*Summary) error         { return nil }
+
+func (t *memTape) Close(sum *Summary) error {
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return fmt.Errorf("sessions: memory tape summary: %w", err)
+	}
+	t.kept = b
+	return nil
+}
 
 func (t *memTape) Append(sum *Summary, build func(*Summary) []Line, _ bool) error {
 	lines := build(sum)

@@ -51,6 +51,10 @@ type Options struct {
 	DSN string
 	// PoolSize caps the backend's connections; 0 means its default.
 	PoolSize int
+	// Module is the store module to open, configured (the application
+	// decodes [store] into it); nil means a new instance of the one Store
+	// names, which reads DSN and PoolSize.
+	Module StoreModule
 }
 
 // Store owns the session tapes under one $BUB_HOME and the background
@@ -131,11 +135,13 @@ func Open(home string, opts *Options) (*Store, error) {
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("sessions: create home directory: %w", err)
 	}
-	openBackend, err := lookupBackend(o.Store)
-	if err != nil {
-		return nil, err
+	mod := o.Module
+	if mod == nil {
+		if mod, err = lookupStore(o.Store); err != nil {
+			return nil, err
+		}
 	}
-	backend, err := openBackend(BackendOptions{Home: abs, DSN: o.DSN, PoolSize: o.PoolSize, Logger: log})
+	backend, err := mod.OpenBackend(BackendOptions{Home: abs, DSN: o.DSN, PoolSize: o.PoolSize, Logger: log})
 	if err != nil {
 		return nil, err
 	}

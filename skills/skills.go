@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/bubbuild/bub-mcp/environment"
 	"go.yaml.in/yaml/v4"
@@ -35,7 +36,7 @@ const (
 	SkillFileName = "SKILL.md"
 )
 
-var skillNameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+var skillNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`) })
 
 // Skill is a discovered, valid skill: a directory holding a SKILL.md whose
 // frontmatter names it.
@@ -64,7 +65,7 @@ func (s Skill) Body(python string) string {
 }
 
 // configRE matches ${config.a.b} (Bub's CONFIG_TEMPLATE_PATTERN).
-var configRE = regexp.MustCompile(`\$\{\s*config\.([a-zA-Z0-9_.-]+)\s*\}`)
+var configRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{\s*config\.([a-zA-Z0-9_.-]+)\s*\}`) })
 
 // render is Body with a lookup for ${config.a.b}; nil leaves them as
 // written. A name the lookup does not have stays as written too, and is
@@ -82,8 +83,8 @@ func (s Skill) render(python string, vars func(path string) (any, bool)) (text s
 		python = environment.DefaultPython
 	}
 	if vars != nil {
-		text = configRE.ReplaceAllStringFunc(text, func(m string) string {
-			name := configRE.FindStringSubmatch(m)[1]
+		text = configRE().ReplaceAllStringFunc(text, func(m string) string {
+			name := configRE().FindStringSubmatch(m)[1]
 			v, ok := vars(name)
 			if !ok {
 				if !slices.Contains(missing, name) {
@@ -119,13 +120,13 @@ func configText(v any) string {
 }
 
 // hintRE finds the $name hints of a prompt (Bub's HINT_RE).
-var hintRE = regexp.MustCompile(`\$([A-Za-z0-9_.-]+)`)
+var hintRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$([A-Za-z0-9_.-]+)`) })
 
 // Hinted returns the names of the skills among skills that prompt names
 // as $name (case-insensitively), whose bodies the skills prompt inlines.
 func Hinted(prompt string, skills []Skill) map[string]bool {
 	out := map[string]bool{}
-	for _, m := range hintRE.FindAllStringSubmatch(prompt, -1) {
+	for _, m := range hintRE().FindAllStringSubmatch(prompt, -1) {
 		for _, s := range skills {
 			if strings.EqualFold(s.Name, m[1]) {
 				out[s.Name] = true
@@ -233,7 +234,7 @@ func readSkill(dir string, log *slog.Logger) (Skill, bool) {
 	name, desc = strings.TrimSpace(name), strings.TrimSpace(desc)
 	var reason string
 	switch {
-	case name == "" || len(name) > 64 || !skillNameRE.MatchString(name):
+	case name == "" || len(name) > 64 || !skillNameRE().MatchString(name):
 		reason = "name must match ^[a-z0-9]+(-[a-z0-9]+)*$ and be at most 64 characters"
 	case name != filepath.Base(dir):
 		reason = "name differs from the directory name"
@@ -318,12 +319,14 @@ func splitFrontmatter(text string) (fm, body string, ok bool) {
 	return "", text, false
 }
 
-var templateRE = regexp.MustCompile(`\$(?:(\$)|([_a-zA-Z][_a-zA-Z0-9]*)|\{([_a-zA-Z][_a-zA-Z0-9]*)\})`)
+var templateRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\$(?:(\$)|([_a-zA-Z][_a-zA-Z0-9]*)|\{([_a-zA-Z][_a-zA-Z0-9]*)\})`)
+})
 
 // substitute expands $NAME and ${NAME} from vars and "$$" to "$", leaving
 // unknown names as they are (Python's Template.safe_substitute).
 func substitute(text string, vars map[string]string) string {
-	return templateRE.ReplaceAllStringFunc(text, func(m string) string {
+	return templateRE().ReplaceAllStringFunc(text, func(m string) string {
 		// m is "$$", "$NAME" or "${NAME}": no need to match it again.
 		if m == "$$" {
 			return "$"

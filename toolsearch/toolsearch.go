@@ -156,11 +156,8 @@ func (m *Module) tool() *registry.Tool {
 				return Result{}, err
 			}
 			out := m.search(v, in.Query, in.Limit)
-			if len(out.Loaded) > 0 {
-				if err := tc.Session.LoadTools(out.Loaded); err != nil {
-					return Result{}, fmt.Errorf("record the loaded tools: %w", err)
-				}
-				m.app.ToolsLoaded(tc.Conn)
+			if err := m.app.LoadTools(tc.Session, tc.Conn, out.Loaded); err != nil {
+				return Result{}, err
 			}
 			return out, nil
 		},

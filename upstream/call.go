@@ -37,6 +37,8 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 		f.token = "bub-" + strconv.FormatInt(f.seq, 10)
 		params.Meta = &callMeta{ProgressToken: f.token}
 	}
+	u.active.add()
+	defer u.active.done()
 	u.calls.Store(f.seq, f)
 	defer u.calls.Delete(f.seq)
 	// The transport, not Client.CallTool: the request id is ours, so a

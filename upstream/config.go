@@ -11,10 +11,12 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/sandbox"
 )
 
 // Defaults of the [upstreams.<name>] settings, each next to its use.
@@ -52,7 +54,7 @@ type Server struct {
 	// Sandbox is [upstreams.<name>.sandbox], with the keys of a profile's
 	// sandbox table (network, read_only, read_write, memory, ...); only
 	// with environment = "sandbox".
-	Sandbox *config.Sandbox `toml:"sandbox"`
+	Sandbox *sandbox.Config `toml:"sandbox"`
 	// URL is a streamable HTTP endpoint; Headers are sent with every
 	// request and BearerTokenEnv names a variable whose value is sent as
 	// "Authorization: Bearer <value>".
@@ -98,21 +100,22 @@ type Server struct {
 
 	name   string // the table's name
 	origin string // "bub.toml" or the mcp.json path, for messages
-	// policy is Sandbox checked, with [sandbox] bwrap and its paths
-	// absolute; set by the module for environment = "sandbox".
-	policy environment.SandboxPolicy
+	// envModule is the environment.sandbox module Sandbox configures,
+	// checked, with [sandbox] as its defaults; set by the module for
+	// environment = "sandbox", nil otherwise.
+	envModule environment.Module
 }
 
 // serverNameRE is what a server name may be: it becomes the tools'
 // namespace, so it must fit the model-name rule.
-var serverNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`)
+var serverNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`) })
 
 // failFunc reports a bad value at a key path under the server's table.
 type failFunc func(msg string, key ...string) error
 
 // check validates a server's settings and fills in defaults.
 func (s *Server) check(fail failFunc) error {
-	if !serverNameRE.MatchString(s.name) {
+	if !serverNameRE().MatchString(s.name) {
 		return fail("server name must match ^[a-zA-Z0-9_-]{1,32}$ (it prefixes the tool names)")
 	}
 	switch s.Type {
@@ -431,7 +434,7 @@ func (e *mcpJSONServer) server(getenv func(string) string, fail failFunc) (*Serv
 }
 
 // varRE is a ${NAME}, ${env:NAME} or ${NAME:-default} reference.
-var varRE = regexp.MustCompile(`\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+var varRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`) })
 
 // expandVars replaces the variable references in v; an unset (or empty)
 // variable without a default is an error naming it, so a server never
@@ -441,8 +444,8 @@ func expandVars(v string, getenv func(string) string) (string, error) {
 		return v, nil
 	}
 	var missing []string
-	out := varRE.ReplaceAllStringFunc(v, func(ref string) string {
-		m := varRE.FindStringSubmatch(ref)
+	out := varRE().ReplaceAllStringFunc(v, func(ref string) string {
+		m := varRE().FindStringSubmatch(ref)
 		if val := getenv(m[2]); val != "" {
 			return val
 		}
@@ -457,7 +460,7 @@ func expandVars(v string, getenv func(string) string) (string, error) {
 	}
 	// What is left of v without the references bub-mcp expands: another
 	// client's ${input:x} or ${workspaceFolder} is an error, not a literal.
-	if rest := varRE.ReplaceAllString(v, ""); strings.Contains(rest, "${") {
+	if rest := varRE().ReplaceAllString(v, ""); strings.Contains(rest, "${") {
 		ref := rest[strings.Index(rest, "${"):]
 		if j := strings.IndexByte(ref, '}'); j >= 0 {
 			return "", fmt.Errorf("%s is not a variable bub-mcp expands (only ${VAR}, ${env:VAR} and ${VAR:-default})", ref[:j+1])
@@ -495,9 +498,11 @@ func (s *Server) resolveCwd(base string) {
 		return p
 	}
 	s.Cwd = abs(s.Cwd)
-	for _, l := range [][]string{s.policy.ReadOnly, s.policy.ReadWrite} {
-		for i, p := range l {
-			l[i] = abs(p)
+	if s.Sandbox != nil {
+		for _, l := range [][]string{s.Sandbox.ReadOnly, s.Sandbox.ReadWrite} {
+			for i, p := range l {
+				l[i] = abs(p)
+			}
 		}
 	}
 }

@@ -100,7 +100,47 @@ type upstream struct {
 
 	seq   atomic.Int64
 	calls sync.Map // int64 → *inflight
+	// active counts the calls in flight, so a reload that retires the
+	// server waits for them without polling.
+	active activeCalls
 }
+
+// activeCalls counts calls in flight and says when there are none.
+type activeCalls struct {
+	mu   sync.Mutex
+	n    int
+	none chan struct{} // closed while n is 0; nil before the first call
+}
+
+func (a *activeCalls) add() {
+	a.mu.Lock()
+	if a.n == 0 {
+		a.none = make(chan struct{})
+	}
+	a.n++
+	a.mu.Unlock()
+}
+
+func (a *activeCalls) done() {
+	a.mu.Lock()
+	if a.n--; a.n == 0 {
+		close(a.none)
+	}
+	a.mu.Unlock()
+}
+
+// idle is closed once no call is in flight (at once if none is now).
+func (a *activeCalls) idle() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == 0 {
+		return closedChan
+	}
+	return a.none
+}
+
+// closedChan is a closed channel, never reopened.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // inflight is a call being served, which notifications and requests from
 // the upstream are routed to.

@@ -77,11 +77,8 @@ func (m *Module) describeTool() *registry.Tool {
 			if len(unknown) > 0 {
 				return describeResult{}, registry.NewError(registry.KindNotFound, "unknown tool name(s): '"+strings.Join(unknown, "', '")+"'", nil)
 			}
-			if len(out.Loaded) > 0 {
-				if err := tc.Session.LoadTools(out.Loaded); err != nil {
-					return describeResult{}, fmt.Errorf("record the loaded tools: %w", err)
-				}
-				m.app.ToolsLoaded(tc.Conn)
+			if err := m.app.LoadTools(tc.Session, tc.Conn, out.Loaded); err != nil {
+				return describeResult{}, err
 			}
 			return out, nil
 		},

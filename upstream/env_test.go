@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -82,7 +83,7 @@ exec "$@"`
 // A stdio server with environment = "sandbox" runs in bubblewrap: it
 // cannot read $HOME or $BUB_HOME, which the same server run locally can.
 func TestSandboxedUpstream(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	bin := fakeBinary(t)
 	home := t.TempDir() // $BUB_HOME
 	userHome, err := os.UserHomeDir()
@@ -137,7 +138,7 @@ read_only = [`+strconv.Quote(filepath.Dir(bin))+`]
 // works in the sandbox with its installation mounted read-only and no
 // network.
 func TestSandboxedNPMServer(t *testing.T) {
-	envtest.RequireBwrap(t)
+	testenv.MustHaveBwrap(t)
 	cmd, args := npmServer(t, "server-everything", "stdio")
 	// The sandbox mounts real, absolute paths (a relative one is taken
 	// from bub.toml's directory): e2e/node_modules may be a symlink, or

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,9 +50,6 @@ type Module struct {
 	ups     []*upstream // sorted by name
 	cache   string      // directory of remembered tool lists
 	memory  memory      // gives back what large results cost
-	// pythons is where Python lives, for sandboxed servers' sandboxes
-	// (which mount its installation), asked once per module.
-	pythons *environment.PythonCache
 	// pinStore keeps the servers' pinned tool definitions; pins is what
 	// this process knows of each server's (pin.go).
 	pinStore PinStore
@@ -104,7 +102,6 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		}
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.pythons = environment.NewPythonCache(0)
 	m.cache = filepath.Join(a.Home(), "upstreams")
 	m.pinStore = FilePinStore{Dir: m.cache}
 	m.hot.init(a)
@@ -258,14 +255,16 @@ func (m *Module) servers(cfg *config.Config) ([]*Server, error) {
 		if err := s.check(fail); err != nil {
 			return nil, err
 		}
+		s.resolveCwd(base)
 		if s.URL == "" && s.envName() == environment.SandboxName {
-			pol, err := sandbox.Policy(cfg, s.Sandbox, fmt.Sprintf("upstream %q", name), "upstreams", name, "sandbox")
+			at := cfg.NewModuleRef(environment.SandboxName, "upstreams", name, "sandbox")
+			at.KindKey = []string{"upstreams", name, "environment"}
+			m, err := sandbox.Policy(at, s.Sandbox)
 			if err != nil {
 				return nil, err
 			}
-			s.policy = pol
+			s.envModule = m
 		}
-		s.resolveCwd(base)
 		if prev, ok := byName[name]; ok {
 			m.log.Info("upstream.override", "upstream", name, "used", "bub.toml", "ignored", prev.origin)
 		}
@@ -321,6 +320,13 @@ type Status struct {
 	Pin         string `json:"pin"`
 	Quarantined int    `json:"quarantined"`
 	Unapproved  int    `json:"unapproved,omitempty"`
+	// BearerTokenEnv, Headers and Env say what credentials bub-mcp sends
+	// the server, by name only, never a value: the variable of
+	// bearer_token_env, the header names, a stdio server's environment
+	// variable names (sorted). Every principal's calls use them alike.
+	BearerTokenEnv string   `json:"bearer_token_env,omitempty"`
+	Headers        []string `json:"headers,omitempty"`
+	Env            []string `json:"env,omitempty"`
 }
 
 // Status reports every upstream, sorted by name.
@@ -331,6 +337,9 @@ func (m *Module) Status() []Status {
 		st := u.status()
 		st.Pin = u.cfg.pinMode()
 		st.Quarantined, st.Unapproved = m.pinCounts(u.cfg.name)
+		st.BearerTokenEnv = u.cfg.BearerTokenEnv
+		st.Headers = slices.Sorted(maps.Keys(u.cfg.Headers))
+		st.Env = slices.Sorted(maps.Keys(u.cfg.Env))
 		out = append(out, st)
 	}
 	return out

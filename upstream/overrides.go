@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/bubbuild/bub-mcp/registry"
 )
@@ -39,7 +40,7 @@ type Override struct {
 }
 
 // overrideNameRE is what a new name may be: the model-name alphabet.
-var overrideNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var overrideNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // check validates one override (fail names keys under the server's
 // table).
@@ -49,7 +50,7 @@ func (o *Override) check(server, tool string, fail failFunc) error {
 		return fail("empty override", at()...)
 	}
 	if o.Name != "" {
-		if !overrideNameRE.MatchString(o.Name) {
+		if !overrideNameRE().MatchString(o.Name) {
 			return fail(fmt.Sprintf("%q is not a tool name (want ^[a-zA-Z0-9_-]{1,64}$)", o.Name), at("name")...)
 		}
 		if len(server)+1+len(o.Name) > maxModelName {

@@ -37,6 +37,36 @@ type hotState struct {
 	others string
 	// files are the watched files' contents' digests.
 	files map[string]string
+	// seen is what each watched file's digest was last computed from, so
+	// a poll reads and hashes a file only when its size or time changed.
+	seen map[string]seenFile
+}
+
+// seenFile is a watched file's size and modification time, with the
+// digest of its content then.
+type seenFile struct {
+	size   int64
+	mod    time.Time
+	digest string
+}
+
+// digest is path's content digest (fileDigest), computed again only
+// when the file's size or modification time changed since the last one.
+func (h *hotState) digest(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		delete(h.seen, path)
+		return "missing"
+	}
+	if f, ok := h.seen[path]; ok && f.size == fi.Size() && f.mod.Equal(fi.ModTime()) {
+		return f.digest
+	}
+	d := fileDigest(path)
+	if h.seen == nil {
+		h.seen = map[string]seenFile{}
+	}
+	h.seen[path] = seenFile{size: fi.Size(), mod: fi.ModTime(), digest: d}
+	return d
 }
 
 func (h *hotState) init(a *app.App) {
@@ -44,7 +74,7 @@ func (h *hotState) init(a *app.App) {
 	h.mcpJSON = filepath.Join(a.Home(), MCPJSONName)
 	h.files = map[string]string{}
 	for _, f := range h.watched() {
-		h.files[f] = fileDigest(f)
+		h.files[f] = h.digest(f)
 	}
 	if h.path != "" {
 		if b, err := os.ReadFile(h.path); err == nil {
@@ -89,7 +119,7 @@ func othersDigest(src []byte) string {
 // serverDigest identifies everything a server's table says (configDigest
 // is only what process it is): any difference restarts the server.
 func serverDigest(s *Server) string {
-	b, _ := json.Marshal([]any{s, s.origin, s.policy})
+	b, _ := json.Marshal([]any{s, s.origin, s.envModule})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -121,7 +151,8 @@ func (m *Module) Reload() (Changes, error) {
 		return ch, fmt.Errorf("upstream: shutting down, not reloading")
 	}
 	for _, f := range h.watched() {
-		h.files[f] = fileDigest(f)
+		delete(h.seen, f) // asked to reload: read it whatever its time says
+		h.files[f] = h.digest(f)
 	}
 	cfg := &config.Config{}
 	if h.path != "" {
@@ -217,14 +248,13 @@ func (m *Module) retire(u *upstream) {
 	go func() {
 		defer m.wg.Done()
 		deadline := time.Now().Add(min(drainMax, u.cfg.Timeout.Duration))
-		for time.Now().Before(deadline) && m.ctx.Err() == nil {
-			busy := false
-			u.calls.Range(func(any, any) bool { busy = true; return false })
-			if !busy {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		drain := time.NewTimer(time.Until(deadline))
+		select {
+		case <-u.active.idle():
+		case <-drain.C:
+		case <-m.ctx.Done():
 		}
+		drain.Stop()
 		u.cancel()
 		// The run loop stops the session when its ctx ends; wait for
 		// that before closing the environment it ran in.
@@ -263,7 +293,7 @@ func (m *Module) Watch(ctx context.Context, interval time.Duration) {
 		var now []string
 		changed := ""
 		for _, f := range h.watched() {
-			d := fileDigest(f)
+			d := h.digest(f)
 			now = append(now, d)
 			if d != h.files[f] {
 				changed = f

@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +36,8 @@ func TestServeLargeResultRSS(t *testing.T) {
 	}
 	cmd := exec.Command(bin, "serve", "--workspace", ws)
 	cmd.Env = append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+filepath.Join(home, "bub.toml"))
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -82,13 +86,16 @@ func TestServeLargeResultRSS(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	recv(1)
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	for i := 0; ; i++ { // until the upstream's tools are listed
+	// Until the upstream's tools are listed: a bound for a wedged start,
+	// generous because make test runs this beside every other package.
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; ; i++ {
 		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, 100+i))
 		if strings.Contains(fmt.Sprint(recv(100+i)), "fake_big") {
 			break
 		}
-		if i > 200 {
-			t.Fatal("the upstream's tools never appeared")
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream's tools never appeared; serve's log:\n%s", stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -106,7 +113,7 @@ func TestServeLargeResultRSS(t *testing.T) {
 	if ratio > 4 {
 		t.Errorf("a 40 MiB upstream result took %.1fx its size in RSS at the peak; want at most 4x", ratio)
 	}
-	deadline := time.Now().Add(6 * time.Second)
+	deadline = time.Now().Add(6 * time.Second)
 	for {
 		rss := status("VmRSS:")
 		if rss-base < 16 {
@@ -119,4 +126,23 @@ func TestServeLargeResultRSS(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer a process's output goes into while the
+// test may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -33,9 +33,14 @@ func (u *upstream) environment(ctx context.Context) (environment.Environment, er
 		return u.env, nil
 	}
 	name := u.cfg.envName()
-	factory, err := environment.Lookup(name)
-	if err != nil {
-		return nil, err
+	factory := environment.Factory(nil)
+	if m := u.cfg.envModule; m != nil {
+		factory = m.NewEnvironment
+	} else {
+		var err error
+		if factory, err = environment.Lookup(name); err != nil {
+			return nil, err
+		}
 	}
 	ws := u.cfg.Cwd
 	if ws == "" && name != environment.DefaultName {
@@ -49,7 +54,7 @@ func (u *upstream) environment(ctx context.Context) (environment.Environment, er
 		ws = u.envDir
 	}
 	env, err := factory(ctx, environment.Options{Session: "upstream:" + u.cfg.name, Workspace: ws,
-		Logger: u.m.log.With("upstream", u.cfg.name), Sandbox: u.cfg.policy, PythonCache: u.m.pythons})
+		Logger: u.m.log.With("upstream", u.cfg.name)})
 	if err != nil {
 		return nil, fmt.Errorf("environment %q: %w", name, err)
 	}

@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Message is one message of the conversation, in the Chat Completions
@@ -183,12 +184,14 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-var contextLengthRE = regexp.MustCompile(`(?i)context.{0,20}(?:length|window)|maximum.{0,20}context|token.{0,10}limit|prompt.{0,10}too long|tokens? > \d+ maximum`)
+var contextLengthRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)context.{0,20}(?:length|window)|maximum.{0,20}context|token.{0,10}limit|prompt.{0,10}too long|tokens? > \d+ maximum`)
+})
 
 // IsContextLength reports whether err says the prompt did not fit the
 // model's context window (Bub's is_context_length_error patterns).
 func IsContextLength(err error) bool {
-	return err != nil && contextLengthRE.MatchString(err.Error())
+	return err != nil && contextLengthRE().MatchString(err.Error())
 }
 
 // IsRetryable reports whether another attempt may succeed: a retryable

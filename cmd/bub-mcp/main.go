@@ -9,6 +9,9 @@ import (
 	"syscall"
 
 	"github.com/bubbuild/bub-mcp/cli"
+	// The standard modules: builtin tools, code mode, upstreams, the
+	// sandbox, the PostgreSQL store and the rest (see the package).
+	_ "github.com/bubbuild/bub-mcp/modules/standard"
 	// The schemas of the builtin tools, so that start-up does not reflect
 	// them (see the package).
 	_ "github.com/bubbuild/bub-mcp/internal/schemaseed"

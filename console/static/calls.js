@@ -8,6 +8,8 @@
   var body = table.tBodies[0];
   var status = document.getElementById("live-status");
   var maxRows = 500;
+  // Call pages are under the console's prefix, which the table names.
+  var callsBase = table.dataset.calls;
 
   function pad(n) { return (n < 10 ? "0" : "") + n; }
   function cell(tr, text, cls) {
@@ -23,14 +25,28 @@
     var t = new Date(c.time);
     var td = document.createElement("td");
     var a = document.createElement("a");
-    a.href = "/calls/" + c.seq;
+    a.href = callsBase + c.seq;
     var tm = document.createElement("time");
     tm.dateTime = c.time;
     tm.textContent = pad(t.getHours()) + ":" + pad(t.getMinutes()) + ":" + pad(t.getSeconds());
     a.appendChild(tm);
     td.appendChild(a);
     tr.appendChild(td);
-    cell(tr, c.principal);
+    // An OAuth principal: its subject, the issuer's host beside it, the
+    // whole issuer#sub on hover; as the server renders it.
+    var pc = cell(tr, c.who && c.who.issuer ? "" : (c.principal || "\u2014"));
+    if (c.who && c.who.issuer) {
+      var sub = document.createElement("span");
+      sub.className = "principal";
+      sub.title = c.who.id;
+      sub.textContent = c.who.subject;
+      var host = document.createElement("small");
+      host.className = "issuer";
+      host.textContent = c.who.host;
+      pc.appendChild(sub);
+      pc.appendChild(document.createTextNode(" "));
+      pc.appendChild(host);
+    }
     cell(tr, c.profile);
     cell(tr, c.client);
     cell(tr, c.tool);
@@ -49,8 +65,9 @@
     return tr;
   }
   var seen = {};
-  Array.prototype.forEach.call(body.querySelectorAll("a[href^='/calls/']"), function (a) {
-    seen[a.getAttribute("href").slice(7)] = true;
+  Array.prototype.forEach.call(body.querySelectorAll("a"), function (a) {
+    var href = a.getAttribute("href");
+    if (href.indexOf(callsBase) === 0) seen[href.slice(callsBase.length)] = true;
   });
   var count = 0;
   var es = new EventSource(table.dataset.events);

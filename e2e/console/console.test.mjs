@@ -39,6 +39,8 @@ workspace = "${ws}"
 confirm = ["bash"]
 confirm_via = ["elicitation", "console"]
 confirm_timeout = "60s"
+[console]
+enabled = true
 [upstreams.fake]
 command = ${JSON.stringify(fakeBin)}
 args = ${JSON.stringify(flags)}
@@ -115,7 +117,8 @@ before(async () => {
   await new Promise((r) => { first.on("exit", r); first.kill("SIGTERM"); });
   writeConfig("-describe", `lists=${injected}`);
   mcpURL = await start(["serve", "--http", "127.0.0.1:0"], /url=(http:\/\/\S+\/mcp)/);
-  consoleURL = (await start(["console", "--http", "127.0.0.1:0"], /^(http:\/\/127\.0\.0\.1:\d+)\//m));
+  // The console's pages are under /console, standalone as on a serve.
+  consoleURL = (await start(["console", "--http", "127.0.0.1:0"], /^(http:\/\/127\.0\.0\.1:\d+\/console)\/$/m));
   await rpc("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "claude-desktop-like", version: "1.0" } });
   await rpc("notifications/initialized", {}, true);
   browser = await chromium.launch({
@@ -144,10 +147,15 @@ async function open(opts = {}) {
   });
   page.on("pageerror", (e) => page.problems.push(String(e)));
   page.bytes = {};
+  page.paths = new Set();
+  page.on("request", (req) => {
+    const u = new URL(req.url());
+    if (u.protocol.startsWith("http")) page.paths.add(u.pathname);
+  });
   page.on("response", async (res) => {
     try {
       const u = new URL(res.url());
-      if (u.pathname === "/calls/events") return;
+      if (u.pathname.endsWith("/calls/events")) return;
       page.bytes[u.pathname] = (await res.body()).length;
     } catch {}
   });
@@ -155,9 +163,9 @@ async function open(opts = {}) {
 }
 
 // visit loads path and records its weight and time to first render.
-async function visit(page, path, name) {
+async function visit(page, path, name, base = consoleURL) {
   page.bytes = {};
-  await page.goto(consoleURL + path, { waitUntil: "load" });
+  await page.goto(base + path, { waitUntil: "load" });
   const fcp = await page.evaluate(() => new Promise((resolve) => {
     const done = (e) => resolve(e ? Math.round(e.startTime) : null);
     const e = performance.getEntriesByName("first-contentful-paint")[0];
@@ -235,6 +243,42 @@ test("a held call from a client without elicitation is approved in the console",
   // The completed call is in the live table.
   await visit(page, "/calls?tool=bash");
   await page.locator("#calls tbody tr", { hasText: "bash" }).first().waitFor();
+  assert.deepEqual(page.problems, []);
+  await page.context().close();
+});
+
+test("the console mounted on serve: every page, asset, stream and form under /console", async () => {
+  const root = mcpURL.replace(/\/mcp$/, "");
+  const base = root + "/console";
+  const page = await open();
+  await visit(page, "/calls", "calls-on-serve", base);
+  await page.waitForFunction(() => document.getElementById("live-status").dataset.live === "on");
+  const r = await callTool("fs_read", { path: "hello.txt" });
+  assert.match(text(r), /hello from the workspace/);
+  await page.locator("#calls tbody tr", { hasText: "fs_read" }).first().waitFor({ timeout: 10000 });
+  // The new row links to its detail page under the prefix.
+  await page.locator("#calls tbody tr.new a").first().click();
+  await page.waitForURL(/\/console\/calls\/\d+$/);
+  await page.click("nav a:text('Approvals')");
+  await page.waitForURL(/\/console\/approvals$/);
+  const held = callTool("bash", { command: "echo approved-on-serve" });
+  const item = page.locator("li.pending", { hasText: "approved-on-serve" });
+  await item.waitFor({ timeout: 10000 });
+  await item.locator("button.approve").click();
+  await page.locator("li.decided", { hasText: "Approved by local" }).waitFor();
+  const done = await held;
+  assert.ok(!done.isError, text(done));
+  assert.match(text(done), /approved-on-serve/);
+  await page.click("nav a:text('Charts')");
+  await page.waitForSelector("#charts[data-ready='1'] canvas");
+  await shot(page, "charts-on-serve");
+  const outside = [...page.paths].filter((p) => !p.startsWith("/console/"));
+  assert.deepEqual(outside, [], "requests the mounted console made outside /console/");
+  // The serve's root is not the console's.
+  for (const p of ["/calls", "/approvals", "/static/htmx.min.js"]) {
+    const res = await fetch(root + p);
+    assert.equal(res.status, 404, `GET ${p} on the serve`);
+  }
   assert.deepEqual(page.problems, []);
   await page.context().close();
 });

@@ -16,7 +16,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -407,21 +407,7 @@ func sameError(a, b error) bool {
 	return strings.Contains(b.Error(), a.Error()) || a.Error() == b.Error()
 }
 
-// RequireBwrap fails the test when bubblewrap is missing and CI=true (the
-// project's setup installs it: a missing dependency must not pass
-// silently), and skips it otherwise.
-func RequireBwrap(t testing.TB) {
-	t.Helper()
-	if _, err := exec.LookPath(environment.DefaultBwrap); err == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("bubblewrap (bwrap) is not installed; make test installs it as root (apt-get install -y bubblewrap)")
-	}
-	t.Skip("bubblewrap (bwrap) is not installed; make test installs it (apt-get install -y bubblewrap)")
-}
-
-// RequireTreeTracking skips the test when the local environment cannot
+// RequireTreeTracking skips the test (fails it with CI=true) when the local environment cannot
 // follow a setsid or double-forked daemon (no writable cgroup hierarchy:
 // see environment.LocalEnvironment.TracksTrees).
 func RequireTreeTracking(t testing.TB) {
@@ -431,7 +417,6 @@ func RequireTreeTracking(t testing.TB) {
 		t.Fatal(err)
 	}
 	le.Close()
-	if !le.TracksTrees() {
-		t.Skip("no writable cgroup hierarchy: setsid daemons escape the local environment")
-	}
+	testenv.MustHave(t, le.TracksTrees(), "a writable cgroup hierarchy (without one, setsid daemons escape the local environment)",
+		"run as root, or in a container with a delegated cgroup v2 hierarchy")
 }

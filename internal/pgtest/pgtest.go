@@ -9,6 +9,7 @@ package pgtest
 import (
 	"context"
 	"fmt"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"net"
 	"os"
 	"os/exec"
@@ -51,10 +52,7 @@ func DSN(tb testing.TB) string {
 	tb.Helper()
 	once.Do(func() { cluster, failed = start() })
 	if failed != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("pgtest: %v (CI=true: PostgreSQL must be installed; see internal/pgtest/setup.sh)", failed)
-		}
-		tb.Skipf("pgtest: %v (run internal/pgtest/setup.sh as root to install PostgreSQL)", failed)
+		testenv.Missing(tb, fmt.Sprintf("pgtest: %v: run internal/pgtest/setup.sh as root to install PostgreSQL", failed))
 	}
 	name := fmt.Sprintf("test_%d_%d", os.Getpid(), dbs.Add(1))
 	ctx := context.Background()

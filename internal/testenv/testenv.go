@@ -37,6 +37,22 @@ func MustHaveExec(t testing.TB, name, hint string) string {
 	return p
 }
 
+// MustHaveBwrap returns the path of bubblewrap (the sandbox environment's
+// program), or skips t (fails it under CI).
+func MustHaveBwrap(t testing.TB) string {
+	t.Helper()
+	return MustHaveExec(t, "bwrap", "apt-get install -y bubblewrap (make test-deps installs it)")
+}
+
+// MustHave skips t (fails it under CI) unless ok: what names the machine's
+// missing capability and hint how to provide it.
+func MustHave(t testing.TB, ok bool, what, hint string) {
+	t.Helper()
+	if !ok {
+		Missing(t, fmt.Sprintf("%s missing: %s", what, hint))
+	}
+}
+
 // MustHaveFile skips t (fails it under CI) when path does not exist; what
 // names the file and hint how to get it.
 func MustHaveFile(t testing.TB, path, what, hint string) {

@@ -12,21 +12,29 @@ func TestMustHave(t *testing.T) {
 	if p := testenv.MustHaveExec(t, "sh", "apt-get install dash"); p == "" {
 		t.Fatal("sh: empty path")
 	}
-	for _, ci := range []string{"", "true"} {
-		t.Run("CI="+ci, func(t *testing.T) {
-			t.Setenv("CI", ci)
-			var ft fakeT
-			func() {
-				defer func() { recover() }()
-				testenv.MustHaveExec(&ft, "no-such-program-bub", "nothing")
-			}()
-			if ci == "true" && (!ft.failed || ft.skipped) {
-				t.Errorf("under CI: failed=%v skipped=%v; want a failure", ft.failed, ft.skipped)
-			}
-			if ci == "" && (!ft.skipped || ft.failed) {
-				t.Errorf("outside CI: failed=%v skipped=%v; want a skip", ft.failed, ft.skipped)
-			}
-		})
+	testenv.MustHave(t, true, "nothing", "nothing")
+	missing := map[string]func(t testing.TB){
+		"MustHaveExec": func(t testing.TB) { testenv.MustHaveExec(t, "no-such-program-bub", "nothing") },
+		"MustHave":     func(t testing.TB) { testenv.MustHave(t, false, "a capability", "nothing") },
+		"MustHaveFile": func(t testing.TB) { testenv.MustHaveFile(t, "/no/such/file/bub", "a file", "nothing") },
+	}
+	for name, call := range missing {
+		for _, ci := range []string{"", "true"} {
+			t.Run(name+"/CI="+ci, func(t *testing.T) {
+				t.Setenv("CI", ci)
+				var ft fakeT
+				func() {
+					defer func() { recover() }()
+					call(&ft)
+				}()
+				if ci == "true" && (!ft.failed || ft.skipped) {
+					t.Errorf("under CI: failed=%v skipped=%v; want a failure", ft.failed, ft.skipped)
+				}
+				if ci == "" && (!ft.skipped || ft.failed) {
+					t.Errorf("outside CI: failed=%v skipped=%v; want a skip", ft.failed, ft.skipped)
+				}
+			})
+		}
 	}
 }
 

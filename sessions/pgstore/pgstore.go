@@ -1,7 +1,7 @@
 // Package pgstore keeps session tapes, settings and spill chunks in
-// PostgreSQL, so replicas share them. It registers the "postgres" store
-// kind with package sessions when imported, the database/sql driver
-// pattern, so only a program that blank-imports it links pgx:
+// PostgreSQL, so replicas share them. It registers the module
+// store.postgres when imported, the database/sql driver pattern, so only a
+// program that blank-imports it links pgx:
 //
 //	import _ "github.com/bubbuild/bub-mcp/sessions/pgstore"
 //
@@ -23,9 +23,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/app"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/internal/pgschema"
 	"github.com/bubbuild/bub-mcp/sessions"
 	"github.com/jackc/pgx/v5"
@@ -36,7 +39,62 @@ import (
 // "postgres" in bub.toml, sessions.Options.Store in Go.
 const Kind = "postgres"
 
-func init() { sessions.Register(Kind, Open) }
+func init() { app.RegisterModule(new(Module)) }
+
+// Module is the module store.postgres: its fields are the keys of
+// [store] with kind = "postgres".
+type Module struct {
+	// DSN is the PostgreSQL connection string; DSNEnv names a variable
+	// holding it instead (keeps passwords out of the file).
+	DSN    string `toml:"dsn"`
+	DSNEnv string `toml:"dsn_env"`
+	// PoolSize caps the store's connections; 0 means pgxpool's default.
+	PoolSize int `toml:"pool_size"`
+
+	dsn string // DSN, or DSNEnv's value
+}
+
+// BubModule registers the module as store.postgres.
+func (*Module) BubModule() app.ModuleInfo {
+	return app.ModuleInfo{ID: sessions.StoreNamespace + "." + Kind, New: func() app.Module { return new(Module) }}
+}
+
+// ProvisionUse checks the keys and reads the connection string, naming the
+// key at fault.
+func (m *Module) ProvisionUse(ctx context.Context, a *app.App, at *config.ModuleRef) error {
+	if m.PoolSize < 0 {
+		return at.Fail("must be >= 0", "pool_size")
+	}
+	switch {
+	case m.DSN != "" && m.DSNEnv != "":
+		return at.Fail("set dsn or dsn_env, not both", "dsn")
+	case m.DSNEnv != "":
+		if m.dsn = strings.TrimSpace(a.Getenv(m.DSNEnv)); m.dsn == "" {
+			return at.Fail("environment variable "+m.DSNEnv+" is empty or unset", "dsn_env")
+		}
+	case m.DSN == "":
+		return at.FailKind(`kind = "` + Kind + `" needs dsn or dsn_env`)
+	default:
+		m.dsn = m.DSN
+	}
+	return nil
+}
+
+// ConnString is the connection string the module was configured with,
+// for what else keeps its data in the same database (the audit log).
+func (m *Module) ConnString() string { return m.dsn }
+
+// OpenBackend opens the store with the module's keys; a module made
+// without them (sessions.Options.Store = "postgres") uses o's.
+func (m *Module) OpenBackend(o sessions.BackendOptions) (sessions.Backend, error) {
+	if m.dsn != "" {
+		o.DSN = m.dsn
+	}
+	if m.PoolSize > 0 {
+		o.PoolSize = m.PoolSize
+	}
+	return Open(o)
+}
 
 // RefreshInterval is how stale a replica's view of a tape may be: the
 // most a settings switch made elsewhere takes to show.
@@ -391,4 +449,9 @@ var (
 	_ sessions.Backend     = (*Store)(nil)
 	_ sessions.TapeBackend = (*tape)(nil)
 	_ sessions.Source      = (*source)(nil)
+)
+
+var (
+	_ sessions.StoreModule = (*Module)(nil)
+	_ app.UseProvisioner   = (*Module)(nil)
 )

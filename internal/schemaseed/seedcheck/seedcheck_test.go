@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/cli"
+	_ "github.com/bubbuild/bub-mcp/modules/standard" // the tools whose schemas are seeded
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )

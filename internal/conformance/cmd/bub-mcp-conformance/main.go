@@ -11,6 +11,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/cli"
 	_ "github.com/bubbuild/bub-mcp/internal/conformance"
+	_ "github.com/bubbuild/bub-mcp/modules/standard"
 )
 
 func main() {
