@@ -106,6 +106,25 @@ func TestServeOAuthProxy(t *testing.T) {
 		}
 	}
 	read()
+	// The console on serve takes the front's token too (console = true).
+	tok, err := store.GetToken(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bearer := range []string{tok.AccessToken, ""} {
+		req, _ := http.NewRequest(http.MethodGet, public+"/console/calls", nil)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		res, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if ok := res.StatusCode == 200; ok != (bearer != "") {
+			t.Errorf("console with token %v: %s", bearer != "", res.Status)
+		}
+	}
 	log := waitFile(t, filepath.Join(home, "audit", "audit.jsonl"))
 	if want := `"principal":"` + public + `#alice"`; !strings.Contains(log, want) {
 		t.Errorf("audit log has no %s:\n%s", want, log)
@@ -113,10 +132,6 @@ func TestServeOAuthProxy(t *testing.T) {
 
 	// The access token runs out: the client refreshes, and bub-mcp
 	// rotates the refresh token.
-	tok, err := store.GetToken(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
 	old := *tok
 	tok.ExpiresAt = time.Now().Add(-time.Minute)
 	if err := store.SaveToken(t.Context(), tok); err != nil {
@@ -354,6 +369,10 @@ audience = ["api://for-the-idps-own-tokens"]
 claim = "groups"
 value = "eng"
 profile = "default"
+console = true
+
+[console]
+enabled = true
 
 [auth.oauth.proxy]
 client_id = %q
