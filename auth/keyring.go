@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,21 +102,11 @@ func NewKeyRing(ctx context.Context, opts KeyRingOptions) (*KeyRing, error) {
 	}
 	k := &KeyRing{opts: opts}
 	if opts.Store != nil {
-		blob, err := opts.Store.Load(ctx)
-		switch {
-		case err == nil:
-			if err := json.Unmarshal(blob, &k.keys); err != nil {
-				return nil, fmt.Errorf("auth: key ring: %w", err)
-			}
-			for i, rk := range k.keys {
-				if rk.JWK.IsPublic() || !rk.JWK.Valid() {
-					return nil, fmt.Errorf("auth: key ring: key %d is not a valid private key", i)
-				}
-			}
-		case errors.Is(err, fs.ErrNotExist):
-		default:
-			return nil, fmt.Errorf("auth: key ring: %w", err)
+		keys, err := k.load(ctx)
+		if err != nil {
+			return nil, err
 		}
+		k.keys = keys
 	}
 	if len(k.keys) == 0 {
 		if err := k.Rotate(ctx); err != nil {
@@ -125,8 +116,48 @@ func NewKeyRing(ctx context.Context, opts KeyRingOptions) (*KeyRing, error) {
 	return k, nil
 }
 
+// load reads the stored ring; nil without one.
+func (k *KeyRing) load(ctx context.Context) ([]ringKey, error) {
+	blob, err := k.opts.Store.Load(ctx)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("auth: key ring: %w", err)
+	}
+	var keys []ringKey
+	if err := json.Unmarshal(blob, &keys); err != nil {
+		return nil, fmt.Errorf("auth: key ring: %w", err)
+	}
+	for i, rk := range keys {
+		if rk.JWK.IsPublic() || !rk.JWK.Valid() {
+			return nil, fmt.Errorf("auth: key ring: key %d is not a valid private key", i)
+		}
+	}
+	return keys, nil
+}
+
+// Reload replaces the ring with the stored one, so processes sharing a
+// store (replicas, several serves on one $BUB_HOME) sign with, and
+// publish, the keys another one rotated in. A ring without a store, or a
+// store without a ring, is left as it is.
+func (k *KeyRing) Reload(ctx context.Context) error {
+	if k.opts.Store == nil {
+		return nil
+	}
+	keys, err := k.load(ctx)
+	if err != nil || len(keys) == 0 {
+		return err
+	}
+	k.mu.Lock()
+	k.keys = keys
+	k.mu.Unlock()
+	return nil
+}
+
 // Rotate makes a new signing key; the previous one stays published for
-// Retain, and keys retired longer ago are dropped.
+// Retain, and keys retired longer ago are dropped. The stored ring is read
+// first, so a key another process rotated in stays published.
 func (k *KeyRing) Rotate(ctx context.Context) error {
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -137,10 +168,24 @@ func (k *KeyRing) Rotate(ctx context.Context) error {
 	now := k.opts.Now()
 	nk := ringKey{JWK: jose.JSONWebKey{Key: priv, KeyID: fmt.Sprintf("%x", id), Algorithm: string(jose.ES256), Use: "sig"}, Created: now}
 
+	var stored []ringKey
+	if k.opts.Store != nil {
+		var err error
+		if stored, err = k.load(ctx); err != nil {
+			return err
+		}
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	keys := make([]ringKey, 0, len(k.keys)+1)
-	for _, rk := range k.keys {
+	old := slices.Clone(k.keys)
+	for _, rk := range stored {
+		if !slices.ContainsFunc(old, func(o ringKey) bool { return o.JWK.KeyID == rk.JWK.KeyID }) {
+			old = append(old, rk)
+		}
+	}
+	slices.SortStableFunc(old, func(a, b ringKey) int { return a.Created.Compare(b.Created) })
+	keys := make([]ringKey, 0, len(old)+1)
+	for _, rk := range old {
 		if rk.Retired.IsZero() {
 			rk.Retired = now
 		}
@@ -182,6 +227,14 @@ func (k *KeyRing) Sign(claims any) (string, error) {
 		return "", fmt.Errorf("auth: signing: %w", err)
 	}
 	return jws.CompactSerialize()
+}
+
+// SigningKeyCreated returns when the current signing key was made, for a
+// caller that rotates on age.
+func (k *KeyRing) SigningKeyCreated() time.Time {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.keys[len(k.keys)-1].Created
 }
 
 // JWKS returns the public keys still valid for verification.

@@ -71,3 +71,45 @@ func TestKeyRingRotation(t *testing.T) {
 		t.Errorf("JWKS has %d keys after Retain; want 1", n)
 	}
 }
+
+// TestKeyRingShared: two rings on one store (two processes, replicas).
+// One rotates; the other, after Reload, signs with the new key and
+// publishes both, and a rotation by the second keeps the first's key.
+func TestKeyRingShared(t *testing.T) {
+	clk := newClock()
+	store := auth.FileKeyStore{Path: filepath.Join(t.TempDir(), "ring.json")}
+	opts := auth.KeyRingOptions{Store: store, Retain: 2 * time.Hour, Now: clk.Now}
+	a, err := auth.NewKeyRing(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := auth.NewKeyRing(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	if err := a.Rotate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !b.SigningKeyCreated().Equal(a.SigningKeyCreated()) || len(b.JWKS().Keys) != 2 {
+		t.Errorf("after Reload: signing key of %v, %d keys; want %v, 2", b.SigningKeyCreated(), len(b.JWKS().Keys), a.SigningKeyCreated())
+	}
+	// b rotates without having reloaded a's next key: both stay.
+	clk.Advance(time.Minute)
+	if err := a.Rotate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	if err := b.Rotate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(a.JWKS().Keys); n != 4 {
+		t.Errorf("%d keys published after rotations by both; want 4", n)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bubbuild/bub-mcp/auth"
+	"github.com/bubbuild/bub-mcp/auth/asfront"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/console"
 	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
@@ -53,7 +54,7 @@ func runConsole(ctx context.Context, env *Env, c *common, addr string) error {
 		addr = console.DefaultListen
 	}
 	loopback := streamhttp.IsLoopback(addr)
-	oauth, err := consoleOAuth(a.Config())
+	oauth, err := consoleOAuth(a.Config(), nil)
 	if err != nil {
 		return err
 	}
@@ -93,6 +94,6 @@ func runConsole(ctx context.Context, env *Env, c *common, addr string) error {
 // principals with: [auth.oauth] with only the rules that grant the
 // console (console = true); nil when no rule does. Tokens are for this
 // server as for /mcp (their audience is public_url or its /mcp).
-func consoleOAuth(cfg *config.Config) (*auth.ResourceServer, error) {
-	return oauthServer(cfg, func(r config.OAuthRule) bool { return r.Console })
+func consoleOAuth(cfg *config.Config, front *asfront.Front) (*auth.ResourceServer, error) {
+	return oauthServer(cfg, front, func(r config.OAuthRule) bool { return r.Console })
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/auth"
+	"github.com/bubbuild/bub-mcp/auth/asfront"
 	"github.com/bubbuild/bub-mcp/auth/ratelimit"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/console"
@@ -129,10 +130,11 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	for i, t := range cfg.Auth.Tokens {
 		tokens[i] = streamhttp.Token{Name: t.Name, SHA256: t.SHA256, Profile: t.Profile}
 	}
-	oauth, err := oauthServer(cfg, nil)
+	front, oauth, closeFront, err := oauthFront(ctx, cfg, a.Home(), env.Logger)
 	if err != nil {
 		return err
 	}
+	defer closeFront()
 	requestLimits, err := requestLimitsOf(a, env)
 	if err != nil {
 		return err
@@ -153,7 +155,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		// The console's own auth: [[console.tokens]], [[auth.tokens]]
 		// (admin = true for everything) and OAuth rules with console =
 		// true; beyond loopback it needs one of them.
-		conOAuth, err := consoleOAuth(cfg)
+		conOAuth, err := consoleOAuth(cfg, front)
 		if err != nil {
 			return err
 		}
@@ -166,6 +168,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	}
 	handler := streamhttp.New(srv, streamhttp.Options{
 		Console:        con,
+		Routes:         frontRoutes(front),
 		Metrics:        metrics,
 		DefaultProfile: c.profile,
 		Profiles:       profiles,
@@ -250,11 +253,14 @@ func hotReload(ctx context.Context, a *app.App, poll time.Duration) (stop func()
 }
 
 // oauthServer builds the OAuth resource server of [auth.oauth]; nil
-// without one. It contacts the issuer only on the first request.
+// without one. It contacts the issuer only on the first request. With
+// [auth.oauth.proxy] it accepts the front's tokens: front, in this
+// process, gives their keys in memory; without it (bub-mcp console) they
+// come from the front's jwks_uri.
 //
 // keep, when set, keeps only the rules it accepts (the console's); nil
 // when none is kept.
-func oauthServer(cfg *config.Config, keep func(config.OAuthRule) bool) (*auth.ResourceServer, error) {
+func oauthServer(cfg *config.Config, front *asfront.Front, keep func(config.OAuthRule) bool) (*auth.ResourceServer, error) {
 	o := cfg.Auth.OAuth
 	if o == nil || (keep != nil && !slices.ContainsFunc(o.Rules, keep)) {
 		return nil, nil
@@ -276,6 +282,19 @@ func oauthServer(cfg *config.Config, keep func(config.OAuthRule) bool) (*auth.Re
 	}
 	if in := o.Introspection; in != nil {
 		opts.Introspection = &auth.Introspection{URL: in.URL, ClientID: in.ClientID, ClientSecret: in.ClientSecret}
+	}
+	if o.Proxy != nil {
+		issuer, err := proxyIssuer(cfg)
+		if err != nil {
+			return nil, err
+		}
+		// The front's tokens name the resource itself; audience is for
+		// the IdP's own tokens (Entra's api://…).
+		opts.Issuer, opts.JWKSURL, opts.Audience, opts.Introspection = issuer, issuer+asfront.JWKSPath, nil, nil
+		if front != nil {
+			// In-process fetches are cheap: a rotated key is seen at once.
+			opts.HTTPClient, opts.MinRefetchInterval = front.KeysClient(), time.Second
+		}
 	}
 	rs, err := auth.NewResourceServer(opts)
 	if err != nil {

@@ -246,6 +246,9 @@ type OAuth struct {
 	// Rules map claims to profiles, first match first; a token matching
 	// none is refused (403).
 	Rules []OAuthRule `toml:"rules"`
+	// Proxy makes bub-mcp the authorization server clients see, in front
+	// of Issuer (oauthproxy.go); nil means clients go to Issuer directly.
+	Proxy *OAuthProxy `toml:"proxy"`
 }
 
 // Introspection is [auth.oauth.introspection]. The client secret is read
@@ -647,7 +650,7 @@ func (c *Config) checkOAuth(getenv func(string) string, fail func(string, ...str
 			}
 		}
 	}
-	return nil
+	return c.checkProxy(getenv, fail)
 }
 
 // checkHTTPURL accepts an absolute https URL, and http on a loopback host

@@ -59,6 +59,7 @@ type Provider struct {
 
 	mu      sync.Mutex
 	pending map[string]TokenRequest // by OAuth state
+	logins  map[string]TokenRequest // by client id, for flows not started here
 }
 
 // Run runs the tests and then stops the provider, if one was started. Use
@@ -137,6 +138,7 @@ func start() (*Provider, error) {
 		logs:      &syncBuffer{},
 		client:    &http.Client{Timeout: 10 * time.Second},
 		pending:   map[string]TokenRequest{},
+		logins:    map[string]TokenRequest{},
 		done:      make(chan struct{}),
 	}
 	p.app = httptest.NewServer(p.appHandler())
@@ -241,6 +243,13 @@ type ClientOptions struct {
 	// Opaque makes the client's access tokens opaque (for introspection)
 	// instead of JWTs.
 	Opaque bool
+	// RedirectURIs replace the test's own callback: for a client that
+	// runs the flow itself (bub-mcp's authorization-server front).
+	RedirectURIs []string
+	// Login answers the login and consent of flows this package did not
+	// start (their state is not the test's): the subject to sign in as
+	// and the claims put in both the access and the ID token.
+	Login *TokenRequest
 }
 
 // NewClient registers a confidential client for the authorization-code
@@ -252,13 +261,17 @@ func (p *Provider) NewClient(tb testing.TB, o ClientOptions) Client {
 		strategy = "opaque"
 	}
 	redirect := p.app.URL + "/callback"
+	redirects := []string{redirect}
+	if len(o.RedirectURIs) > 0 {
+		redirects = o.RedirectURIs
+	}
 	body := map[string]any{
 		"client_name":                "bub-mcp test",
 		"grant_types":                []string{"authorization_code", "refresh_token"},
 		"response_types":             []string{"code"},
 		"scope":                      strings.Join(append([]string{"openid", "offline_access"}, o.Scopes...), " "),
 		"audience":                   o.Audience,
-		"redirect_uris":              []string{redirect},
+		"redirect_uris":              redirects,
 		"token_endpoint_auth_method": "client_secret_basic",
 		"access_token_strategy":      strategy,
 	}
@@ -268,6 +281,11 @@ func (p *Provider) NewClient(tb testing.TB, o ClientOptions) Client {
 	}
 	if err := p.send(http.MethodPost, p.AdminURL+"/admin/clients", body, &out); err != nil {
 		tb.Fatalf("oidctest: creating client: %v\n%s", err, p.Logs())
+	}
+	if o.Login != nil {
+		p.mu.Lock()
+		p.logins[out.ClientID] = *o.Login
+		p.mu.Unlock()
 	}
 	return Client{ID: out.ClientID, Secret: out.ClientSecret, RedirectURI: redirect}
 }
@@ -380,13 +398,16 @@ func (p *Provider) appHandler() http.Handler {
 		challenge := r.URL.Query().Get("login_challenge")
 		var lr struct {
 			RequestURL string `json:"request_url"`
+			Client     struct {
+				ID string `json:"client_id"`
+			} `json:"client"`
 		}
 		q := url.Values{"login_challenge": {challenge}}
 		if err := p.getJSON(p.AdminURL+"/admin/oauth2/auth/requests/login?"+q.Encode(), &lr); err != nil {
 			http.Error(w, err.Error(), 500)
 			return
 		}
-		tr, ok := p.requestFor(lr.RequestURL)
+		tr, ok := p.requestFor(lr.RequestURL, lr.Client.ID)
 		if !ok {
 			http.Error(w, "oidctest: no pending token request for this login", 400)
 			return
@@ -399,13 +420,16 @@ func (p *Provider) appHandler() http.Handler {
 			RequestURL string   `json:"request_url"`
 			Scopes     []string `json:"requested_scope"`
 			Audience   []string `json:"requested_access_token_audience"`
+			Client     struct {
+				ID string `json:"client_id"`
+			} `json:"client"`
 		}
 		q := url.Values{"consent_challenge": {challenge}}
 		if err := p.getJSON(p.AdminURL+"/admin/oauth2/auth/requests/consent?"+q.Encode(), &cr); err != nil {
 			http.Error(w, err.Error(), 500)
 			return
 		}
-		tr, ok := p.requestFor(cr.RequestURL)
+		tr, ok := p.requestFor(cr.RequestURL, cr.Client.ID)
 		if !ok {
 			http.Error(w, "oidctest: no pending token request for this consent", 400)
 			return
@@ -413,7 +437,7 @@ func (p *Provider) appHandler() http.Handler {
 		p.accept(w, "consent", challenge, map[string]any{
 			"grant_scope":                 cr.Scopes,
 			"grant_access_token_audience": cr.Audience,
-			"session":                     map[string]any{"access_token": tr.Claims},
+			"session":                     map[string]any{"access_token": tr.Claims, "id_token": tr.Claims},
 		})
 	})
 	mux.HandleFunc("/callback", func(w http.ResponseWriter, r *http.Request) {
@@ -422,15 +446,19 @@ func (p *Provider) appHandler() http.Handler {
 	return mux
 }
 
-// requestFor finds the test's request by the state in Hydra's request_url.
-func (p *Provider) requestFor(requestURL string) (TokenRequest, bool) {
+// requestFor finds the test's request by the state in Hydra's request_url,
+// else the login registered for the client.
+func (p *Provider) requestFor(requestURL, clientID string) (TokenRequest, bool) {
 	u, err := url.Parse(requestURL)
 	if err != nil {
 		return TokenRequest{}, false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	tr, ok := p.pending[u.Query().Get("state")]
+	if tr, ok := p.pending[u.Query().Get("state")]; ok {
+		return tr, true
+	}
+	tr, ok := p.logins[clientID]
 	return tr, ok
 }
 

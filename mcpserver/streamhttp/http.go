@@ -81,6 +81,11 @@ type Options struct {
 	// it). It checks its own tokens and logins; the Host/Origin check and
 	// bounds apply to it as to /mcp.
 	Console http.Handler
+	// Routes are more handlers, by ServeMux pattern, answered beside
+	// /mcp with the Host/Origin check and bounds (the OAuth front's
+	// endpoints). A pattern that clashes with the transport's own is a
+	// programming error: New panics, as ServeMux does.
+	Routes map[string]http.Handler
 	// Loopback says the listener binds only loopback interfaces. Without
 	// Tokens, /healthz then shows Health's details to any caller (only
 	// local users reach it); on other binds they need a valid token.
@@ -193,6 +198,9 @@ func New(srv *mcpserver.Server, o Options) *Handler {
 	})
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", chain(o.Metrics, requireToken(o.Tokens, o.OAuth, h.log)))
+	}
+	for pattern, rh := range o.Routes {
+		mux.Handle(pattern, rh)
 	}
 	if o.Console != nil {
 		mux.Handle(ConsolePrefix, o.Console)

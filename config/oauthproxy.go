@@ -1,0 +1,98 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// OAuthProxy is [auth.oauth.proxy]: bub-mcp as the authorization server
+// clients see (RFC 8414 metadata, registration, /authorize, /token), in
+// front of [auth.oauth] issuer, the real IdP, where users sign in with
+// one pre-registered client. The front's own tokens are what the resource
+// server then accepts.
+type OAuthProxy struct {
+	// ClientID is bub-mcp's client at the IdP; its redirect URI there is
+	// [server] public_url + "/oauth/callback".
+	ClientID string `toml:"client_id"`
+	// ClientSecretEnv names the variable holding the client's secret.
+	ClientSecretEnv string `toml:"client_secret_env"`
+	// ClientSecret is filled from ClientSecretEnv at load; not a key.
+	ClientSecret string `toml:"-"`
+	// Scopes asked of the IdP; default openid email profile.
+	Scopes []string `toml:"scopes"`
+	// Claims are the ID-token claims copied into bub-mcp's tokens (what
+	// the rules and name_claim look at); default email, email_verified,
+	// name, preferred_username, groups, roles.
+	Claims []string `toml:"claims"`
+	// AccessTokenTTL is the access tokens' lifetime (default 10m, at most
+	// 1h: they cannot be revoked).
+	AccessTokenTTL Duration `toml:"access_token_ttl"`
+	// RefreshTokenTTL is the refresh tokens' lifetime (default 720h).
+	RefreshTokenTTL Duration `toml:"refresh_token_ttl"`
+	// KeyRotation is the signing key's age at which a new one takes over
+	// (default 24h); old keys stay published as long, so no one is logged
+	// out.
+	KeyRotation Duration `toml:"key_rotation"`
+	// MaxClients bounds dynamic client registrations (default 10000).
+	MaxClients int `toml:"max_clients"`
+	// Store keeps clients, grants, codes and refresh tokens: "file"
+	// (default; $BUB_HOME/oauth, one machine) or "postgres" (replicas).
+	Store string `toml:"store"`
+	// DSNEnv names the variable holding the PostgreSQL connection string
+	// for store = "postgres".
+	DSNEnv string `toml:"dsn_env"`
+	// DSN is filled from DSNEnv at load; not a key.
+	DSN string `toml:"-"`
+}
+
+// checkProxy validates [auth.oauth.proxy] and reads its secrets from the
+// environment.
+func (c *Config) checkProxy(getenv func(string) string, fail func(string, ...string) error) error {
+	p := c.Auth.OAuth.Proxy
+	if p == nil {
+		return nil
+	}
+	key := func(k string) []string { return []string{"auth", "oauth", "proxy", k} }
+	if p.ClientID == "" {
+		return fail("needs client_id: bub-mcp's client at the IdP", "auth", "oauth", "proxy")
+	}
+	if p.ClientSecretEnv == "" {
+		return fail("needs client_secret_env: the variable holding the client's secret (never the secret itself)", "auth", "oauth", "proxy")
+	}
+	if p.ClientSecret = getenv(p.ClientSecretEnv); p.ClientSecret == "" {
+		return fail(fmt.Sprintf("environment variable %s is empty or unset", p.ClientSecretEnv), key("client_secret_env")...)
+	}
+	if len(p.Scopes) > 0 && !slices.Contains(p.Scopes, "openid") {
+		return fail(`must include "openid": the user's identity comes from the ID token`, key("scopes")...)
+	}
+	switch d := p.AccessTokenTTL.Duration; {
+	case d < 0, d > time.Hour:
+		return fail("between 1s and 1h (access tokens cannot be revoked)", key("access_token_ttl")...)
+	}
+	if p.RefreshTokenTTL.Duration < 0 {
+		return fail("must not be negative", key("refresh_token_ttl")...)
+	}
+	if d := p.KeyRotation.Duration; d < 0 || (d > 0 && d < time.Hour) {
+		return fail("at least 1h", key("key_rotation")...)
+	}
+	if p.MaxClients < 0 {
+		return fail("must not be negative", key("max_clients")...)
+	}
+	switch p.Store {
+	case "", "file":
+		if p.DSNEnv != "" {
+			return fail(`only with store = "postgres"`, key("dsn_env")...)
+		}
+	case "postgres":
+		if p.DSNEnv == "" {
+			return fail(`store = "postgres" needs dsn_env: the variable holding the connection string`, key("dsn_env")...)
+		}
+		if p.DSN = getenv(p.DSNEnv); p.DSN == "" {
+			return fail(fmt.Sprintf("environment variable %s is empty or unset", p.DSNEnv), key("dsn_env")...)
+		}
+	default:
+		return fail(fmt.Sprintf(`unknown store %q: want "file" or "postgres"`, p.Store), key("store")...)
+	}
+	return nil
+}
