@@ -74,6 +74,7 @@ type App struct {
 	store     *sessions.Store
 	audit     *audit.Log         // nil when [audit] enabled = false
 	replica   string             // "" on a file store
+	storeDSN  string             // the [store] database's, "" unless kind = "postgres"
 	onDemand  bool               // Options.OnDemand
 	exec      *registry.Executor // direct calls: rendered, hooked
 	commands  *registry.Executor // a human's commands: rendered, no hooks, no spill
@@ -188,6 +189,7 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 		return nil, o.Config.Fail("must be >= 0", "tools", "max_concurrency")
 	}
 	pgDSN, err := a.openStore(ctx, &o)
+	a.storeDSN = pgDSN
 	if err != nil {
 		return nil, err
 	}
@@ -385,6 +387,11 @@ func (a *App) Store() *sessions.Store { return a.store }
 // there are no replicas. Replica-local things (background shells) carry
 // it in their ids.
 func (a *App) Replica() string { return a.replica }
+
+// StoreDSN is the connection string of the [store] database when [store]
+// kind = "postgres", else "": what the parts that replicas must share
+// (approvals, rate-limit buckets) keep their state in.
+func (a *App) StoreDSN() string { return a.storeDSN }
 
 // AuditDir is where the audit log is written, "" when it is turned off.
 func (a *App) AuditDir() string {

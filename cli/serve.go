@@ -320,5 +320,5 @@ func requestLimitsOf(a *app.App, env *Env) (*ratelimit.Limits, error) {
 	if len(rules) == 0 {
 		return nil, nil
 	}
-	return ratelimit.New(ratelimit.Options{Rules: rules, Logger: env.Logger})
+	return ratelimit.New(ratelimit.Options{Rules: rules, Limiter: m.Buckets(), Logger: env.Logger})
 }

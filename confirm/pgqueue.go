@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -198,24 +197,8 @@ func (q *PGQueue) Decide(ctx context.Context, id string, d Decision) error {
 	})
 }
 
-// storeTable is what the queue reads of [store].
-type storeTable struct {
-	Kind   string `toml:"kind"`
-	DSN    string `toml:"dsn"`
-	DSNEnv string `toml:"dsn_env"`
-}
-
 // PostgresDSN is the [store] database's DSN when [store] kind = "postgres"
-// ("" otherwise; the App checked the table already).
-func PostgresDSN(a *app.App) string {
-	var st storeTable
-	if a.Config().Decode("store", &st) != nil || st.Kind != "postgres" {
-		return ""
-	}
-	if st.DSNEnv != "" {
-		return strings.TrimSpace(a.Getenv(st.DSNEnv))
-	}
-	return st.DSN
-}
+// ("" otherwise).
+func PostgresDSN(a *app.App) string { return a.StoreDSN() }
 
 var _ Queue = (*PGQueue)(nil)

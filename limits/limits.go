@@ -2,7 +2,7 @@
 // in bub.toml, by principal, profile and tool glob, each with calls per
 // minute and a burst. A call over its limit fails with a tool error the
 // model can act on ("limit NAME: retry in N s", retryAfterSeconds in the
-// error's details) instead of running. Rules without a tool glob limit
+// error's details and in the result's _meta) instead of running. Rules without a tool glob limit
 // HTTP requests instead; the HTTP edge applies those (auth/ratelimit's
 // middleware), not this hook.
 //
@@ -16,7 +16,8 @@
 // Like confirm, it is built on the public hook API (app.AddHooks), so it
 // sees direct calls and the nested calls of run_code alike; calls a human
 // makes (bub-mcp call, comma commands) run no hooks and are not limited.
-// The buckets live in this process (per replica).
+// The buckets live in this process, or, with [store] kind = "postgres",
+// in that database, so that replicas share them.
 package limits
 
 import (
@@ -26,6 +27,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/auth/ratelimit"
 	"github.com/bubbuild/bub-mcp/registry"
+	"github.com/bubbuild/bub-mcp/sessions/pgstore/ratestore"
 )
 
 func init() {
@@ -51,6 +53,10 @@ type Rule struct {
 type Module struct {
 	rules  []ratelimit.Rule
 	limits *ratelimit.Limits
+	// buckets hold every rule's tokens (the tool calls' and the HTTP
+	// edge's): memory, or the [store] database's shared table.
+	buckets ratelimit.Limiter
+	closer  func()
 }
 
 // BubModule registers the module as "limits".
@@ -80,7 +86,15 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	if len(m.rules) == 0 {
 		return nil
 	}
-	l, err := ratelimit.New(ratelimit.Options{Rules: m.rules, Logger: a.Logger()})
+	m.buckets = ratelimit.NewMemory(nil)
+	if dsn := a.StoreDSN(); dsn != "" {
+		shared, err := ratestore.Open(dsn)
+		if err != nil {
+			return a.Config().Fail(err.Error(), "store")
+		}
+		m.buckets, m.closer = shared, shared.Close
+	}
+	l, err := ratelimit.New(ratelimit.Options{Rules: m.rules, Limiter: m.buckets, Logger: a.Logger()})
 	if err != nil {
 		return a.Config().Fail(err.Error(), "limits")
 	}
@@ -92,6 +106,18 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 // Rules returns the decoded rules, the request-level ones included, for
 // the HTTP edge's middleware.
 func (m *Module) Rules() []ratelimit.Rule { return m.rules }
+
+// Buckets is where the rules' tokens are kept, for the HTTP edge's
+// request limits to share; nil without rules.
+func (m *Module) Buckets() ratelimit.Limiter { return m.buckets }
+
+// Cleanup closes the shared buckets' database connections.
+func (m *Module) Cleanup() error {
+	if m.closer != nil {
+		m.closer()
+	}
+	return nil
+}
 
 // FromApp returns a's limits module, if loaded.
 func FromApp(a *app.App) (*Module, bool) {
@@ -112,6 +138,8 @@ func (m *Module) before(ctx context.Context, call *registry.ToolCall) registry.D
 	if err != nil || d.Allowed {
 		return registry.Proceed() // a failing limiter lets calls through (ratelimit logs it)
 	}
-	return registry.DenyError(registry.NewError(registry.KindTemporary, d.Message(),
-		map[string]any{"retryAfterSeconds": d.RetryAfterSeconds(), "rule": d.Rule}))
+	e := registry.NewError(registry.KindTemporary, d.Message(),
+		map[string]any{"retryAfterSeconds": d.RetryAfterSeconds(), "rule": d.Rule})
+	e.Meta = map[string]any{"retryAfterSeconds": d.RetryAfterSeconds()}
+	return registry.DenyError(e)
 }

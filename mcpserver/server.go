@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -574,7 +575,11 @@ func (s *Server) toResult(v *providers.View, t *registry.Tool, res *registry.Res
 				text += "\n" + string(b)
 			}
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, IsError: true}
+		out := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, IsError: true}
+		if len(res.Err.Meta) > 0 {
+			out.Meta = mcp.NewMetaFromMap(maps.Clone(res.Err.Meta))
+		}
+		return out
 	}
 	if p, ok := res.Value.(passthrough); ok {
 		return p.MCPResult(res.Text)

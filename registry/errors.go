@@ -30,6 +30,10 @@ type Error struct {
 	// Details carries machine-readable context (validator output, the
 	// handler's error, captured output). Nil when there is none.
 	Details map[string]any
+	// Meta, when set, goes into the MCP result's _meta, for the client
+	// or gateway rather than the model: e.g. retryAfterSeconds of a rate
+	// limit. The model sees Message and Details.
+	Meta map[string]any
 	// Cause is the underlying Go error, if any; it is reachable with
 	// errors.Is/As but never serialized.
 	Cause error

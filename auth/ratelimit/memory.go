@@ -61,7 +61,7 @@ func NewMemory(opts *MemoryOptions) *Memory {
 func (m *Memory) Take(_ context.Context, key string, rate Rate) (Decision, error) {
 	now := m.now()
 	perSec := rate.PerMinute / 60
-	burst := float64(rate.burst())
+	burst := float64(rate.BurstSize())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.buckets[key]
@@ -98,7 +98,7 @@ func (m *Memory) evict(now time.Time) {
 	for e := m.lru.Back(); e != nil; {
 		prev := e.Prev()
 		b := e.Value.(*bucket)
-		full := b.tokens+now.Sub(b.last).Seconds()*b.rate.PerMinute/60 >= float64(b.rate.burst())
+		full := b.tokens+now.Sub(b.last).Seconds()*b.rate.PerMinute/60 >= float64(b.rate.BurstSize())
 		if full {
 			m.lru.Remove(e)
 			delete(m.buckets, b.key)

@@ -33,7 +33,9 @@ type Rate struct {
 	Burst int
 }
 
-func (r Rate) burst() int {
+// BurstSize is the bucket's size: Burst, or PerMinute rounded up (at
+// least 1) when Burst is 0.
+func (r Rate) BurstSize() int {
 	if r.Burst > 0 {
 		return r.Burst
 	}
