@@ -70,7 +70,7 @@ func (a *App) record(conn *providers.Connection, req *Request, tool string, tc *
 		return
 	}
 	r := audit.Record{
-		Time: start, Principal: conn.Principal, Profile: conn.Profile, Transport: conn.Transport,
+		Time: start, Principal: conn.Principal, PrincipalName: conn.PrincipalName, Profile: conn.Profile, Transport: conn.Transport,
 		Session: conn.SessionKey, Mode: req.Mode.String(), Tool: tool, Args: req.Args,
 		Outcome: "ok", Duration: res.Duration,
 	}

@@ -104,14 +104,17 @@ type Options struct {
 type Record struct {
 	Time      time.Time
 	Principal string
-	Profile   string
-	Client    string // "name/version" as the client reported it
-	Transport string
-	Session   string
-	RunID     string
-	Mode      string // direct or command
-	Tool      string
-	Args      json.RawMessage
+	// PrincipalName is the principal's name for people, when it differs
+	// (an OAuth principal's name_claim).
+	PrincipalName string
+	Profile       string
+	Client        string // "name/version" as the client reported it
+	Transport     string
+	Session       string
+	RunID         string
+	Mode          string // direct or command
+	Tool          string
+	Args          json.RawMessage
 	// Outcome is "ok" or "error"; ErrorKind and Error say which error.
 	Outcome   string
 	ErrorKind string
@@ -130,6 +133,7 @@ type line struct {
 // the chain's seq.
 type Fields struct {
 	Principal     string          `json:"principal,omitempty"`
+	PrincipalName string          `json:"principal_name,omitempty"`
 	Profile       string          `json:"profile"`
 	Client        string          `json:"client,omitempty"`
 	Transport     string          `json:"transport"`
@@ -246,7 +250,7 @@ func (l *Log) Record(r Record) {
 // encode renders r as one line, newline included.
 func (l *Log) encode(r Record) []byte {
 	ln := line{Time: r.Time.UTC().Format(time.RFC3339Nano), Fields: Fields{
-		Principal: r.Principal, Profile: r.Profile, Client: r.Client,
+		Principal: r.Principal, PrincipalName: r.PrincipalName, Profile: r.Profile, Client: r.Client,
 		Transport: r.Transport, Session: r.Session, RunID: r.RunID, Mode: r.Mode, Tool: r.Tool,
 		Outcome: r.Outcome, ErrorKind: r.ErrorKind, DurationMS: float64(r.Duration.Microseconds()) / 1000,
 	}}

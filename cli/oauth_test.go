@@ -186,8 +186,8 @@ burst = 2
 		}
 		// The audit log names the principal: issuer#sub.
 		log := waitFile(t, filepath.Join(home, "audit", "audit.jsonl"))
-		if want := `"principal":"` + idp.Issuer + `#alice"`; !strings.Contains(log, want) {
-			t.Errorf("audit log has no %s:\n%s", want, log)
+		if want := `"principal":"` + idp.Issuer + `#alice","principal_name":"alice@example.com"`; !strings.Contains(log, want) {
+			t.Errorf("audit log has no %s (name_claim = \"email\" names the principal):\n%s", want, log)
 		}
 	})
 

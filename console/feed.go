@@ -485,6 +485,16 @@ type Who struct {
 	Issuer  string `json:"issuer,omitempty"`
 	Subject string `json:"subject,omitempty"`
 	Host    string `json:"host,omitempty"`
+	// Name is the principal's name for people, as recorded (an OAuth
+	// principal's name_claim); shown in place of the subject.
+	Name string `json:"name,omitempty"`
+}
+
+// whoNamed is whoOf with the recorded name for people.
+func whoNamed(id, name string) Who {
+	w := whoOf(id)
+	w.Name = name
+	return w
 }
 
 // whoOf splits a recorded principal. An issuer URL has no fragment, so

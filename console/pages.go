@@ -57,6 +57,7 @@ var pages = sync.OnceValue(func() map[string]*template.Template {
 		},
 		"deref": func(b *bool) bool { return b != nil && *b },
 		"who":   whoOf,
+		"whoIs": whoNamed,
 		"pct":   func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + "%" },
 		"num":   func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
 		"left":  func(t time.Time) string { return time.Until(t).Round(time.Second).String() },
@@ -403,7 +404,7 @@ func (c *Console) callEvents(w http.ResponseWriter, r *http.Request, v viewer) {
 			return // sent already (backlog and channel overlap), or filtered out
 		}
 		after = call.Seq
-		b, _ := json.Marshal(callEvent{Call: call, Who: whoOf(call.Principal)})
+		b, _ := json.Marshal(callEvent{Call: call, Who: whoNamed(call.Principal, call.PrincipalName)})
 		fmt.Fprintf(w, "id: %d\nevent: call\ndata: %s\n\n", call.Seq, b)
 	}
 	for i := range backlog {

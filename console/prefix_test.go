@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -191,5 +192,24 @@ func TestOAuthIsAuth(t *testing.T) {
 		}
 		srv.Close()
 		c.Close()
+	}
+}
+
+// An OAuth principal recorded with a name (name_claim) is shown by that
+// name, issuer#sub on hover; the call's page shows both.
+func TestPrincipalName(t *testing.T) {
+	f := newFixture(t, tokensConfig, true)
+	r := rec("fs.read", "https://idp.example.com#u-123", "ok", `{"path":"a"}`)
+	r.PrincipalName = "alice@example.com"
+	f.record(t, r)
+	f.waitRows(t, 1)
+	_, page := f.get(t, "/console/calls", adminToken)
+	if want := `<span class="principal" title="https://idp.example.com#u-123">alice@example.com</span>`; !strings.Contains(page, want) {
+		t.Errorf("calls page lacks %s", want)
+	}
+	seq := f.c.feed.recent(&Filter{}, 1)[0].Seq
+	_, detail := f.get(t, fmt.Sprintf("/console/calls/%d", seq), adminToken)
+	if !strings.Contains(detail, "<dt>Name</dt><dd>alice@example.com</dd>") || !strings.Contains(detail, "https://idp.example.com#u-123") {
+		t.Errorf("call page lacks the name and the principal:\n%s", detail)
 	}
 }

@@ -20,6 +20,10 @@ type Connection struct {
 	Profile string
 	// Principal is who authenticated (a token's name), empty when anonymous.
 	Principal string
+	// PrincipalName is the principal's name for people when it is not
+	// Principal itself: an OAuth principal's name_claim (Principal is
+	// issuer#sub). Logs and the audit record carry it beside Principal.
+	PrincipalName string
 	// SessionKey is the Bub session whose tape and settings the connection
 	// uses.
 	SessionKey string

@@ -39,7 +39,7 @@
       var sub = document.createElement("span");
       sub.className = "principal";
       sub.title = c.who.id;
-      sub.textContent = c.who.subject;
+      sub.textContent = c.who.name || c.who.subject;
       var host = document.createElement("small");
       host.className = "issuer";
       host.textContent = c.who.host;

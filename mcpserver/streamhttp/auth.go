@@ -40,6 +40,9 @@ func bearerAuth(tokens []Token, rs *auth.ResourceServer, log *slog.Logger) Middl
 				return
 			}
 			caller.Principal, caller.Profile = p.ID(), p.Profile
+			if p.Name != caller.Principal {
+				caller.PrincipalName = p.Name
+			}
 			next.ServeHTTP(w, r)
 		})
 	}
