@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -17,7 +18,7 @@ const WellKnownPath = server.WellKnownProtectedResourcePath
 
 // profileName is what may follow ProfilePathPrefix: the same names config
 // accepts for profiles, and nothing that could change the path's meaning.
-var profileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var profileName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 // CanonicalURL returns u in the form clients compare resource identifiers
 // in (RFC 9728 §3.3 compares exactly): lower-case scheme and host, no
@@ -122,14 +123,14 @@ func (rs *ResourceServer) ResourceFor(p string) (resource, profile string, ok bo
 	case strings.HasPrefix(p, rs.opts.ProfilePathPrefix):
 		name := strings.TrimPrefix(p, rs.opts.ProfilePathPrefix)
 		name = strings.TrimSuffix(name, "/")
-		if !profileName.MatchString(name) {
+		if !profileName().MatchString(name) {
 			return "", "", false
 		}
 		return join(rs.root, rs.opts.ProfilePathPrefix+name), name, true
 	case strings.HasPrefix(p, "/p/") && strings.HasSuffix(p, rs.opts.EndpointPath):
 		// The older form bub-mcp also serves: /p/<profile>/mcp.
 		name := strings.TrimSuffix(strings.TrimPrefix(p, "/p/"), rs.opts.EndpointPath)
-		if !profileName.MatchString(name) {
+		if !profileName().MatchString(name) {
 			return "", "", false
 		}
 		return join(rs.root, "/p/"+name+rs.opts.EndpointPath), name, true

@@ -449,13 +449,40 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	return Parse(path, string(src), getenv)
 }
 
-var (
-	profileNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-	hexRE         = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	// decodeErrRE matches the toml package's type errors, which carry the
-	// line and key only in their text.
-	decodeErrRE = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
-)
+// decodeErrRE matches the toml package's type errors, which carry the
+// line and key only in their text; compiled on first use, as only a bad
+// file needs it.
+var decodeErrRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
+})
+
+// validProfileName reports whether s matches ^[a-zA-Z0-9_-]{1,64}$ (a
+// loop: every start checks every profile).
+func validProfileName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validSHA256 reports whether s is 64 lowercase hex digits.
+func validSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // checkOrigin accepts an origin as browsers send it in the Origin
 // header: scheme://host[:port], lower case, http or https, nothing after.
@@ -519,7 +546,7 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 		return nil, fail("must be >= 0", "server", "max_sessions_per_principal")
 	}
 	for pname, p := range c.Profiles {
-		if !profileNameRE.MatchString(pname) {
+		if !validProfileName(pname) {
 			return nil, fail("profile names must match ^[a-zA-Z0-9_-]{1,64}$", "profiles", pname)
 		}
 		if p == nil {
@@ -576,7 +603,7 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 			return nil, fail("set sha256 or env, not both", "auth", "tokens", "sha256")
 		case t.SHA256 != "":
 			t.SHA256 = strings.ToLower(t.SHA256)
-			if !hexRE.MatchString(t.SHA256) {
+			if !validSHA256(t.SHA256) {
 				return nil, fail("must be the token's SHA-256 as 64 hex digits (never the token itself): printf %s TOKEN | sha256sum", "auth", "tokens", "sha256")
 			}
 		case t.Env != "":
@@ -683,7 +710,7 @@ func (c *Config) decodeError(err error) error {
 		}
 		return fmt.Errorf("config: %s:%d: %s: %s", c.Path, pe.Position.Line, key, pe.Message)
 	}
-	if m := decodeErrRE.FindStringSubmatch(err.Error()); m != nil {
+	if m := decodeErrRE().FindStringSubmatch(err.Error()); m != nil {
 		return fmt.Errorf("config: %s:%s: %s: %s", c.Path, m[1], m[2], m[3])
 	}
 	return fmt.Errorf("config: %s: %v", c.Path, err)

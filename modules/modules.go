@@ -15,7 +15,6 @@ package modules
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -68,16 +67,32 @@ var (
 	mu       sync.RWMutex
 	registry = map[string]Info{}
 	seq      int
-
-	idRE = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_-]*)*$`)
 )
+
+// validID reports whether id matches ^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_-]*)*$:
+// a loop, since every module registers in init and a regexp compiled
+// there was part of every start.
+func validID(id string) bool {
+	for i, seg := range strings.Split(id, ".") {
+		if seg == "" || seg[0] < 'a' || seg[0] > 'z' {
+			return false
+		}
+		for j := 1; j < len(seg); j++ {
+			c := seg[j]
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-' && i > 0) {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // Register makes a module available. Call it from init(); it panics on a
 // malformed or taken ID or a nil New, since both are programming
 // mistakes (as database/sql's Register does).
 func Register(m Module) {
 	info := m.BubModule()
-	if !idRE.MatchString(info.ID) {
+	if !validID(info.ID) {
 		panic(fmt.Sprintf("modules: Register: bad module ID %q (want lower-case words separated by dots)", info.ID))
 	}
 	if info.New == nil {

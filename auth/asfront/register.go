@@ -50,7 +50,7 @@ type clientMetadata struct {
 	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
 }
 
-var schemeRE = regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`)
+var schemeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9+.-]*$`) })
 
 // checkMetadata validates client metadata: at most maxRedirectURIs
 // redirect URIs, each https, http on a loopback host (RFC 8252 §7.3), or
@@ -73,7 +73,7 @@ func checkMetadata(m *clientMetadata) error {
 		case s == "http" && isLoopbackHost(u.Hostname()):
 		case s == "http" || s == "https":
 			return fmt.Errorf("redirect URI %q: http only on a loopback host", raw)
-		case slices.Contains([]string{"javascript", "data", "file", "vbscript", "about", "blob"}, s) || !schemeRE.MatchString(u.Scheme):
+		case slices.Contains([]string{"javascript", "data", "file", "vbscript", "about", "blob"}, s) || !schemeRE().MatchString(u.Scheme):
 			return fmt.Errorf("redirect URI %q: scheme not allowed", raw)
 		}
 	}
