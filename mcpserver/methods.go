@@ -7,6 +7,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
 	"github.com/bubbuild/bub-mcp/providers"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // MethodFunc answers one request of a method an Extension adds, for the
@@ -18,8 +19,19 @@ import (
 type MethodFunc func(ctx context.Context, conn *providers.Connection, params json.RawMessage, modern bool) (any, error)
 
 // MethodError is a JSON-RPC error a MethodFunc answers with, such as
-// -32602 (mcp.INVALID_PARAMS) for an unknown skill.
+// CodeInvalidParams for an unknown skill.
 type MethodError = mcpgofix.MethodError
+
+// CodeInvalidParams is JSON-RPC's "invalid params" error code.
+const CodeInvalidParams = mcp.INVALID_PARAMS
+
+// CacheableResult, embedded in a MethodFunc's result, carries the
+// 2026-07-28 cache hints (SetCacheHints); the name is this package's so
+// that an Extension needs no mcp-go import.
+type CacheableResult = mcp.CacheableResult
+
+// CacheScopePrivate marks a result as cacheable for this caller only.
+const CacheScopePrivate = mcp.CacheScopePrivate
 
 // addMethods routes the Extensions' methods through mcpgofix.Methods
 // (mcp-go cannot register a request method).

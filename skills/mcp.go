@@ -21,7 +21,6 @@ import (
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/providers"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // Skills over MCP, per SEP-2640 (extension io.modelcontextprotocol/skills):
@@ -128,7 +127,7 @@ func (m *Module) listResources(ctx context.Context, conn *providers.Connection) 
 
 // listResult is skills/list's result.
 type listResult struct {
-	mcp.CacheableResult
+	mcpserver.CacheableResult
 	Skills     []Entry `json:"skills"`
 	NextCursor string  `json:"nextCursor,omitempty"`
 }
@@ -142,7 +141,7 @@ func (m *Module) listMethod(ctx context.Context, conn *providers.Connection, par
 	}
 	if len(params) > 0 {
 		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, &mcpserver.MethodError{Code: mcp.INVALID_PARAMS, Message: "skills/list: params: " + err.Error()}
+			return nil, &mcpserver.MethodError{Code: mcpserver.CodeInvalidParams, Message: "skills/list: params: " + err.Error()}
 		}
 	}
 	skills, err := m.served(ctx, conn)
@@ -153,14 +152,14 @@ func (m *Module) listMethod(ctx context.Context, conn *providers.Connection, par
 	if p.Cursor != nil {
 		i := slices.IndexFunc(skills, func(s Skill) bool { return SkillURI(s.Name) == *p.Cursor })
 		if i < 0 {
-			return nil, &mcpserver.MethodError{Code: mcp.INVALID_PARAMS, Message: fmt.Sprintf("skills/list: invalid cursor %q", *p.Cursor)}
+			return nil, &mcpserver.MethodError{Code: mcpserver.CodeInvalidParams, Message: fmt.Sprintf("skills/list: invalid cursor %q", *p.Cursor)}
 		}
 		start = i + 1
 	}
 	res := listResult{Skills: []Entry{}}
 	if modern {
 		// Skills are files a user may edit at any time.
-		res.SetCacheHints(0, mcp.CacheScopePrivate)
+		res.SetCacheHints(0, mcpserver.CacheScopePrivate)
 	}
 	for i := start; i < len(skills); i++ {
 		if len(res.Skills) == listPageSize {
@@ -185,11 +184,11 @@ func (m *Module) getMethod(ctx context.Context, conn *providers.Connection, para
 	}
 	if len(params) > 0 {
 		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, &mcpserver.MethodError{Code: mcp.INVALID_PARAMS, Message: "skills/get: params: " + err.Error()}
+			return nil, &mcpserver.MethodError{Code: mcpserver.CodeInvalidParams, Message: "skills/get: params: " + err.Error()}
 		}
 	}
 	if p.URI == "" {
-		return nil, &mcpserver.MethodError{Code: mcp.INVALID_PARAMS, Message: "skills/get: params.uri is required (a skill's SKILL.md URI)"}
+		return nil, &mcpserver.MethodError{Code: mcpserver.CodeInvalidParams, Message: "skills/get: params.uri is required (a skill's SKILL.md URI)"}
 	}
 	s, err := m.lookup(ctx, conn, p.URI)
 	if err != nil {
@@ -197,7 +196,7 @@ func (m *Module) getMethod(ctx context.Context, conn *providers.Connection, para
 	}
 	e, err := m.digests.describe(s)
 	if err != nil {
-		return nil, &mcpserver.MethodError{Code: mcp.INVALID_PARAMS, Message: "skills/get: " + err.Error()}
+		return nil, &mcpserver.MethodError{Code: mcpserver.CodeInvalidParams, Message: "skills/get: " + err.Error()}
 	}
 	return struct {
 		Skill Entry `json:"skill"`
@@ -221,7 +220,7 @@ func (m *Module) lookup(ctx context.Context, conn *providers.Connection, uri str
 			}
 		}
 	}
-	return Skill{}, &mcpserver.MethodError{Code: mcp.INVALID_PARAMS, Message: fmt.Sprintf("skills/get: %s is not a skill this server serves", uri)}
+	return Skill{}, &mcpserver.MethodError{Code: mcpserver.CodeInvalidParams, Message: fmt.Sprintf("skills/get: %s is not a skill this server serves", uri)}
 }
 
 // describe builds s's entry: its frontmatter as written and a digest of
