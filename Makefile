@@ -65,9 +65,12 @@ lint:
 	$(GO) run $(STATICCHECK) $(PKGS)
 
 # upstream/'s tests mount the pinned npm MCP servers that e2e/setup.sh
-# installs (idempotent: a no-op once node_modules matches the lockfile).
+# installs (idempotent: a no-op once node_modules matches the lockfile);
+# cli's OAuth browser test and the console suite drive Debian's chromium
+# with the playwright-core that e2e/console/setup.sh installs.
 e2e-deps:
 	bash e2e/setup.sh >/dev/null
+	bash e2e/console/setup.sh >/dev/null
 
 # The PostgreSQL store's tests run a throw-away cluster of Debian's
 # postgresql (installed here when missing; needs root for apt-get).

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/pgtest"
 	"github.com/bubbuild/bub-mcp/internal/testbin"
 
 	"github.com/bubbuild/bub-mcp/app"
@@ -75,7 +76,7 @@ func plainBinary(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := pgtest.Run(m)
 	testbin.Cleanup()
 	os.Exit(code)
 }

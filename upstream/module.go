@@ -33,6 +33,7 @@ import (
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sandbox"
+	"github.com/bubbuild/bub-mcp/sessions/pgstore/docstore"
 )
 
 func init() { app.RegisterModule(new(Module)) }
@@ -52,10 +53,11 @@ type Module struct {
 	memory  memory      // gives back what large results cost
 	// pinStore keeps the servers' pinned tool definitions; pins is what
 	// this process knows of each server's (pin.go).
-	pinStore PinStore
-	pinMu    sync.Mutex
-	pins     map[string]*pinState
-	pinWatch sync.Once // the pin watcher runs once a pinned server is mounted
+	pinStore   PinStore
+	closeStore func() // the shared pin store's connections; nil for files
+	pinMu      sync.Mutex
+	pins       map[string]*pinState
+	pinWatch   sync.Once // the pin watcher runs once a pinned server is mounted
 	// hot is what hot reload (reload.go) compares the next edit with.
 	hot hotState
 }
@@ -104,6 +106,14 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.cache = filepath.Join(a.Home(), "upstreams")
 	m.pinStore = FilePinStore{Dir: m.cache}
+	if dsn := a.StoreDSN(); dsn != "" {
+		// Replicas and the operator's commands share the pins.
+		docs, err := docstore.Open(dsn)
+		if err != nil {
+			return a.Config().Fail(err.Error(), "store")
+		}
+		m.pinStore, m.closeStore = PGPinStore{Docs: docs}, docs.Close
+	}
 	m.hot.init(a)
 	var ups []*upstream
 	for _, s := range servers {
@@ -292,6 +302,9 @@ func (m *Module) Cleanup() error {
 	m.cancel()
 	m.wg.Wait()
 	m.memory.close()
+	if m.closeStore != nil {
+		m.closeStore()
+	}
 	var errs []error
 	for _, u := range ups {
 		if err := u.closeEnvironment(); err != nil {

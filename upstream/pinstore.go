@@ -1,13 +1,17 @@
 package upstream
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/sessions/pgstore/docstore"
 )
 
 // Pin is one tool definition a human (or first use) accepted.
@@ -40,8 +44,8 @@ func newPinSet(now time.Time) *PinSet {
 	return &PinSet{Version: 1, FirstSeen: now, Pins: map[string]Pin{}, Pending: map[string]Pin{}}
 }
 
-// PinStore keeps the pin sets. The file store is the only one today; a
-// store shared by replicas (PostgreSQL) implements the same three methods.
+// PinStore keeps the pin sets: FilePinStore under $BUB_HOME, PGPinStore
+// in the [store] database, shared by replicas.
 type PinStore interface {
 	// Load returns a server's pin set, nil when the server was never seen.
 	Load(server string) (*PinSet, error)
@@ -52,6 +56,68 @@ type PinStore interface {
 	// Stamp is a value that changes whenever the server's pins are
 	// stored: a running server polls it to pick up approvals.
 	Stamp(server string) (string, error)
+}
+
+// PGPinStore keeps each server's pin set as a document of the [store]
+// database (kind "upstream.pins"), so replicas and the operator's
+// commands on other machines share pins, quarantines and approvals.
+type PGPinStore struct{ Docs *docstore.Store }
+
+const pinsKind = "upstream.pins"
+
+// Load reads a server's pin set.
+func (s PGPinStore) Load(server string) (*PinSet, error) {
+	b, err := s.Docs.Load(context.Background(), pinsKind, server)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return decodePins(b, server)
+}
+
+// Update runs fn under the database's lock on the server's pin set.
+func (s PGPinStore) Update(server string, fn func(*PinSet) (*PinSet, bool, error)) error {
+	return s.Docs.Update(context.Background(), pinsKind, server, func(old []byte) ([]byte, bool, error) {
+		var cur *PinSet
+		if old != nil {
+			var err error
+			if cur, err = decodePins(old, server); err != nil {
+				return nil, false, err
+			}
+		}
+		set, changed, err := fn(cur)
+		if err != nil || !changed {
+			return nil, false, err
+		}
+		b, err := json.Marshal(set)
+		if err != nil {
+			return nil, false, fmt.Errorf("upstream pins: %w", err)
+		}
+		return b, true, nil
+	})
+}
+
+// Stamp is the document's version.
+func (s PGPinStore) Stamp(server string) (string, error) {
+	return s.Docs.Stamp(context.Background(), pinsKind, server)
+}
+
+// decodePins reads a stored pin set, of either store; where names it (the
+// file, or the server) for errors.
+func decodePins(b []byte, where string) (*PinSet, error) {
+	var set PinSet
+	if err := json.Unmarshal(b, &set); err != nil {
+		return nil, fmt.Errorf("upstream pins: %s: %w", where, err)
+	}
+	if set.Version != 1 {
+		return nil, fmt.Errorf("upstream pins: %s: unknown version %d (want 1)", where, set.Version)
+	}
+	if set.Pins == nil {
+		set.Pins = map[string]Pin{}
+	}
+	if set.Pending == nil {
+		set.Pending = map[string]Pin{}
+	}
+	return &set, nil
 }
 
 // maxPinFileBytes bounds a pins file: definitions of at most maxTools
@@ -76,20 +142,11 @@ func (s FilePinStore) Load(server string) (*PinSet, error) {
 		return nil, fmt.Errorf("upstream pins: %w", err)
 	}
 	defer f.Close()
-	var set PinSet
-	if err := json.NewDecoder(&limitReader{r: f, n: maxPinFileBytes}).Decode(&set); err != nil {
+	b, err := io.ReadAll(&limitReader{r: f, n: maxPinFileBytes})
+	if err != nil {
 		return nil, fmt.Errorf("upstream pins: %s: %w", s.file(server), err)
 	}
-	if set.Version != 1 {
-		return nil, fmt.Errorf("upstream pins: %s: unknown version %d (want 1)", s.file(server), set.Version)
-	}
-	if set.Pins == nil {
-		set.Pins = map[string]Pin{}
-	}
-	if set.Pending == nil {
-		set.Pending = map[string]Pin{}
-	}
-	return &set, nil
+	return decodePins(b, s.file(server))
 }
 
 // Update holds an exclusive lock (flock on <server>.pins.lock) across
