@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,7 +39,7 @@ func (f *Front) pageError(w http.ResponseWriter, r *http.Request, e *oauthError)
 	securityHeaders(w, "")
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(e.Status)
-	_ = errorPage.Execute(w, e)
+	_ = errorPage().Execute(w, e)
 }
 
 // redirectError sends an error back to the client's redirect URI, with
@@ -212,7 +213,7 @@ func (f *Front) serveCallback(w http.ResponseWriter, r *http.Request) {
 		Secure: strings.HasPrefix(f.opts.Issuer, "https://"), SameSite: http.SameSiteStrictMode, MaxAge: int(DefaultPendingTTL / time.Second)})
 	securityHeaders(w, p.RedirectURI)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = consentPage.Execute(w, map[string]any{
+	_ = consentPage().Execute(w, map[string]any{
 		"Client": p.ClientName, "ClientID": p.ClientID, "RedirectURI": p.RedirectURI,
 		"Scopes": strings.Join(p.Scopes, " "), "User": displayName(s), "ID": id, "CSRF": p.CSRF,
 		"Action": f.opts.Issuer + ConsentPath,
@@ -340,7 +341,10 @@ func securityHeaders(w http.ResponseWriter, redirectURI string) {
 	w.Header().Set("Cache-Control", "no-store")
 }
 
-var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
+// The pages are parsed on first use: most servers never show them, and
+// parsing in init was part of every start.
+var consentPage = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("consent").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Allow {{.Client}}?</title></head>
 <body>
 <h1>Allow {{if .Client}}{{.Client}}{{else}}this application{{end}} to use bub-mcp?</h1>
@@ -360,8 +364,11 @@ var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
 </form>
 </body></html>
 `))
+})
 
-var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
+var errorPage = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("error").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign-in failed</title></head>
 <body><h1>Sign-in failed</h1><p><code>{{.Code}}</code>: {{.Description}}</p></body></html>
 `))
+})
