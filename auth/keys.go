@@ -56,10 +56,10 @@ type keyCache struct {
 // none: every key is a candidate). It refetches the JWKS when the cache is
 // empty or stale, or when kid is unknown and the last attempt is older than
 // minRefetch.
-func (c *keyCache) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
+func (c *keyCache) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, int, error) {
 	now := c.now()
 	c.mu.RLock()
-	keys, fetched, attempted := c.keys, c.fetched, c.attempted
+	keys, fetched, attempted, gen := c.keys, c.fetched, c.attempted, c.fetches
 	c.mu.RUnlock()
 
 	found := match(keys, kid)
@@ -67,14 +67,14 @@ func (c *keyCache) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, e
 	rateOK := attempted.IsZero() || now.Sub(attempted) >= c.minRefetch
 	if (len(found) == 0 || stale) && rateOK {
 		if err := c.refresh(ctx); err != nil && len(found) == 0 {
-			return nil, err
+			return nil, 0, err
 		}
 		c.mu.RLock()
-		keys = c.keys
+		keys, gen = c.keys, c.fetches
 		c.mu.RUnlock()
 		found = match(keys, kid)
 	}
-	return found, nil
+	return found, gen, nil
 }
 
 // match picks the keys a token may be verified with: the one with the

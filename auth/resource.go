@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -92,6 +93,7 @@ type ResourceServer struct {
 	basePath  string // PublicURL's path, "" for the root
 	audiences []string
 	keys      *keyCache
+	verified  verifiedCache
 }
 
 // NewResourceServer checks opts and returns a ResourceServer. It does not
@@ -250,20 +252,43 @@ func (rs *ResourceServer) Verify(ctx context.Context, token, resource string) (*
 // verifyJWT checks the signature against the issuer's keys and returns the
 // claims; the registered claims are checked by principal.
 func (rs *ResourceServer) verifyJWT(ctx context.Context, token string) (map[string]any, *Error) {
+	sum := sha256.Sum256([]byte(token))
+	now := rs.opts.Now()
+	if v, ok := rs.verified.get(sum, now); ok {
+		// The key set must still be the one it was verified with; the
+		// look-up refreshes stale keys as an uncached check would.
+		if keys, gen, err := rs.keys.lookup(ctx, v.kid); err == nil && len(keys) > 0 && gen == v.keys {
+			return v.claims, nil
+		}
+		rs.verified.drop(sum)
+	}
+	claims, kid, gen, e := rs.checkJWT(ctx, token)
+	if e != nil {
+		return nil, e
+	}
+	if exp, ok, err := numericDate(claims, "exp"); err == nil && ok {
+		rs.verified.put(sum, verified{claims: claims, kid: kid, keys: gen, exp: exp}, now)
+	}
+	return claims, nil
+}
+
+// checkJWT verifies the signature and returns the claims, with the key id
+// and the key set's generation it was verified with.
+func (rs *ResourceServer) checkJWT(ctx context.Context, token string) (claims map[string]any, kid string, gen int, e *Error) {
 	tok, err := jwt.ParseSigned(token, AllowedAlgorithms)
 	if err != nil {
-		return nil, invalidToken("malformed or unsupported token", err)
+		return nil, "", 0, invalidToken("malformed or unsupported token", err)
 	}
 	if len(tok.Headers) != 1 {
-		return nil, invalidToken("malformed or unsupported token", fmt.Errorf("%d signatures", len(tok.Headers)))
+		return nil, "", 0, invalidToken("malformed or unsupported token", fmt.Errorf("%d signatures", len(tok.Headers)))
 	}
 	h := tok.Headers[0]
-	keys, err := rs.keys.lookup(ctx, h.KeyID)
+	keys, gen, err := rs.keys.lookup(ctx, h.KeyID)
 	if err != nil {
-		return nil, errorf(503, "", "the authorization server is unavailable", "%w", err)
+		return nil, "", 0, errorf(503, "", "the authorization server is unavailable", "%w", err)
 	}
 	if len(keys) == 0 {
-		return nil, invalidToken("unknown signing key", fmt.Errorf("no key with id %q", h.KeyID))
+		return nil, "", 0, invalidToken("unknown signing key", fmt.Errorf("no key with id %q", h.KeyID))
 	}
 	var raw json.RawMessage
 	for _, k := range keys {
@@ -276,13 +301,12 @@ func (rs *ResourceServer) verifyJWT(ctx context.Context, token string) (map[stri
 		}
 	}
 	if err != nil || raw == nil {
-		return nil, invalidToken("invalid signature", err)
+		return nil, "", 0, invalidToken("invalid signature", err)
 	}
-	var claims map[string]any
 	if err := json.Unmarshal(raw, &claims); err != nil {
-		return nil, invalidToken("malformed claims", err)
+		return nil, "", 0, invalidToken("malformed claims", err)
 	}
-	return claims, nil
+	return claims, h.KeyID, gen, nil
 }
 
 // principal checks the registered claims and builds the Principal.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -269,6 +270,40 @@ func TestKeyRotation(t *testing.T) {
 	step("stale keys are refreshed", mint(t, idp.current(), claims()), 200, 4)
 }
 
+// TestVerifiedTokenCache: a token whose signature checked out is not
+// checked again on its next requests, but its expiry still is, and a key
+// the issuer has dropped stops it once the keys are refreshed, as it
+// would stop an uncached check.
+func TestVerifiedTokenCache(t *testing.T) {
+	idp := newFakeIdP(t)
+	clk := newClock()
+	rs := newRS(t, auth.Options{Issuer: idp.issuer(), Now: clk.Now, KeyRefreshInterval: 10 * time.Minute, MinRefetchInterval: time.Second})
+	srv := serve(t, rs)
+	mintFor := func(k signingKey, ttl time.Duration) string {
+		return mint(t, k, map[string]any{"iss": idp.issuer(), "sub": "alice", "aud": public + "/mcp", "exp": clk.Now().Add(ttl).Unix()})
+	}
+	step := func(name, token string, wantStatus int) {
+		t.Helper()
+		if got := call(t, srv, "/mcp", token); got.status != wantStatus {
+			t.Errorf("%s: status %d; want %d (%s)", name, got.status, wantStatus, got.body)
+		}
+	}
+	long, short := mintFor(idp.current(), time.Hour), mintFor(idp.current(), 5*time.Minute)
+	step("long: first", long, 200)
+	step("short: first", short, 200)
+	step("long: again, cached", long, 200)
+	if f := idp.fetches.Load(); f != 1 {
+		t.Errorf("%d JWKS fetches; want 1", f)
+	}
+	clk.Advance(6 * time.Minute)
+	step("short: expired while cached", short, 401)
+	step("long: still cached", long, 200)
+	idp.rotate(t, "k2")
+	clk.Advance(5 * time.Minute) // the keys are stale: the next check refreshes them
+	step("long: its key is gone from the issuer", long, 401)
+	step("a token with the new key", mintFor(idp.current(), time.Hour), 200)
+}
+
 // TestIntrospection: opaque tokens are checked at an RFC 7662 endpoint with
 // the resource server's credentials; inactive ones are refused.
 func TestIntrospection(t *testing.T) {
@@ -383,10 +418,30 @@ func TestNewResourceServerErrors(t *testing.T) {
 	}
 }
 
-// BenchmarkVerify is the per-request cost of a JWT check with cached keys.
+// BenchmarkVerify is the per-request cost of a JWT check with cached
+// keys: a client's repeated token (its signature verified once), and a
+// token on its first request (fresh: a new token every iteration, minted
+// outside the timer).
 func BenchmarkVerify(b *testing.B) {
 	for _, alg := range []jose.SignatureAlgorithm{jose.RS256, jose.ES256} {
-		b.Run(string(alg), func(b *testing.B) {
+		b.Run(string(alg)+"/fresh", func(b *testing.B) {
+			idp := newFakeIdP(b)
+			k := idp.add(b, "bench", alg)
+			rs := newRS(b, auth.Options{Issuer: idp.issuer(), RequiredScopes: []string{"mcp"}, Rules: testRules})
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				token := mint(b, k, map[string]any{"iss": idp.issuer(), "sub": "alice", "aud": public + "/mcp", "scope": "mcp",
+					"exp": time.Now().Add(time.Hour).Unix(), "groups": []string{"eng"}, "jti": strconv.Itoa(i)})
+				req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+				req.Header.Set("Authorization", "Bearer "+token)
+				b.StartTimer()
+				if _, err := rs.Authenticate(b.Context(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(string(alg)+"/repeated", func(b *testing.B) {
 			idp := newFakeIdP(b)
 			k := idp.add(b, "bench", alg)
 			rs := newRS(b, auth.Options{Issuer: idp.issuer(), RequiredScopes: []string{"mcp"}, Rules: testRules})
