@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 
 	"github.com/bubbuild/bub-mcp/auth"
 )
@@ -18,9 +19,10 @@ func ExampleCanonicalURL() {
 	// https://mcp.example.com/mcp
 }
 
-// A server mounts the middleware in front of its MCP handler; it answers
-// the RFC 9728 metadata itself and challenges requests without a token.
-func ExampleResourceServer_Middleware() {
+// A server answers the RFC 9728 metadata without a token and
+// authenticates every other request, answering refusals with WriteError
+// (the 401 challenge names the metadata).
+func ExampleResourceServer_Authenticate() {
 	rs, err := auth.NewResourceServer(auth.Options{
 		Issuer:         "https://login.example.com",
 		PublicURL:      "https://mcp.example.com",
@@ -30,9 +32,19 @@ func ExampleResourceServer_Middleware() {
 	if err != nil {
 		panic(err)
 	}
-	h := rs.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "hello", auth.FromContext(r.Context()).Name)
-	}))
+	meta := rs.MetadataHandler()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, auth.WellKnownPath) {
+			meta.ServeHTTP(w, r)
+			return
+		}
+		p, err := rs.Authenticate(r.Context(), r)
+		if err != nil {
+			rs.WriteError(w, r, err)
+			return
+		}
+		fmt.Fprintln(w, "hello", p.Name)
+	})
 
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/mcp/p/dev", nil))

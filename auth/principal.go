@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -42,20 +41,6 @@ func (p *Principal) ID() string { return p.Issuer + "#" + p.Subject }
 
 // HasScope reports whether the token grants scope s.
 func (p *Principal) HasScope(s string) bool { return slices.Contains(p.Scopes, s) }
-
-type principalKey struct{}
-
-// NewContext returns ctx carrying p. The middleware does this for every
-// authenticated request.
-func NewContext(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
-}
-
-// FromContext returns the Principal the middleware authenticated, or nil.
-func FromContext(ctx context.Context) *Principal {
-	p, _ := ctx.Value(principalKey{}).(*Principal)
-	return p
-}
 
 // Rule maps a claim value to a profile: `[[auth.oauth.rules]] claim =
 // "groups", value = "eng", profile = "dev"`. Rules are tried in order; the

@@ -391,27 +391,6 @@ func (rs *ResourceServer) audienceOK(aud []string, resource string) bool {
 	return false
 }
 
-// Middleware authenticates every request before next: without a valid
-// token it answers 401 (RFC 6750 challenge with RFC 9728
-// resource_metadata), with too few scopes 403 insufficient_scope, for a
-// profile the rules do not allow 403 with a body naming nothing secret, and
-// 503 when the issuer cannot be reached. next sees the Principal through
-// FromContext. The metadata paths are served without a token.
-func (rs *ResourceServer) Middleware(next http.Handler) http.Handler {
-	meta := rs.MetadataHandler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == WellKnownPath || strings.HasPrefix(r.URL.Path, WellKnownPath+"/") {
-			meta.ServeHTTP(w, r)
-			return
-		}
-		p, err := rs.Authenticate(r.Context(), r)
-		if err != nil {
-			rs.WriteError(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(NewContext(r.Context(), p)))
-	})
-}
 
 // WriteError answers a refused request: status, WWW-Authenticate and a
 // JSON body {"error", "error_description"} (RFC 6750 §3).

@@ -58,13 +58,24 @@ func newRS(t testing.TB, o auth.Options) *auth.ResourceServer {
 	return rs
 }
 
-// serve mounts rs's middleware in front of a handler that echoes the
-// principal, on a real loopback HTTP server.
+// serve is rs in front of a handler that echoes the principal, as
+// streamhttp mounts it (metadata without a token, then Authenticate), on
+// a real loopback HTTP server.
 func serve(t testing.TB, rs *auth.ResourceServer) *httptest.Server {
 	t.Helper()
-	h := rs.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(auth.FromContext(r.Context()))
-	}))
+	meta := rs.MetadataHandler()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, auth.WellKnownPath) {
+			meta.ServeHTTP(w, r)
+			return
+		}
+		p, err := rs.Authenticate(r.Context(), r)
+		if err != nil {
+			rs.WriteError(w, r, err)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(p)
+	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
@@ -376,7 +387,7 @@ func TestMetadata(t *testing.T) {
 		t.Run(tt.publicURL+tt.path, func(t *testing.T) {
 			rs := newRS(t, auth.Options{Issuer: "https://idp.example.com", PublicURL: tt.publicURL, RequiredScopes: []string{"mcp"}})
 			rec := httptest.NewRecorder()
-			rs.Middleware(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
+			rs.MetadataHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
 			if rec.Code != tt.status {
 				t.Fatalf("status %d; want %d", rec.Code, tt.status)
 			}

@@ -20,8 +20,6 @@ import (
 	"path"
 	"strconv"
 	"time"
-
-	"github.com/bubbuild/bub-mcp/auth"
 )
 
 // Rate is a token bucket: PerMinute tokens are added per minute, up to
@@ -193,25 +191,13 @@ func (l *Limits) Check(ctx context.Context, s Subject) (Decision, error) {
 	return out, nil
 }
 
-// SubjectOf is the request-level Subject of an authenticated request: its
-// auth.Principal and profile ("" principal when there is none).
-func SubjectOf(r *http.Request) Subject {
-	p := auth.FromContext(r.Context())
-	if p == nil {
-		return Subject{}
-	}
-	return Subject{Principal: p.ID(), Name: p.Name, Profile: p.Profile}
-}
-
 // Middleware applies the request-level rules (those without a tool) to
 // every request: over the limit it answers 429 with Retry-After. subject
-// says who is asking; nil means SubjectOf. If the Limiter fails, the
+// says who is asking (the transport knows: an explicit function, not a
+// context value). If the Limiter fails, the
 // request goes through and the failure is logged: a broken limiter store
 // must not take the server down.
 func (l *Limits) Middleware(subject func(*http.Request) Subject, next http.Handler) http.Handler {
-	if subject == nil {
-		subject = SubjectOf
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := subject(r)
 		s.Tool = ""

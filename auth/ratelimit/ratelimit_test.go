@@ -191,8 +191,9 @@ func TestConcurrent(t *testing.T) {
 func TestMiddleware(t *testing.T) {
 	clk := &clock{t: time.Unix(1_900_000_000, 0)}
 	l := newLimits(t, clk, ratelimit.Rule{Name: "per-user", PerMinute: 2, Burst: 1})
-	h := l.Middleware(nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	p := &auth.Principal{Issuer: "https://idp", Subject: "alice", Name: "alice"}
+	h := l.Middleware(func(*http.Request) ratelimit.Subject { return ratelimit.Subject{Principal: p.ID(), Name: p.Name} },
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	type got struct {
 		Status     int
 		RetryAfter string
@@ -201,7 +202,7 @@ func TestMiddleware(t *testing.T) {
 	do := func() got {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-		h.ServeHTTP(rec, req.WithContext(auth.NewContext(req.Context(), p)))
+		h.ServeHTTP(rec, req)
 		return got{rec.Code, rec.Header().Get("Retry-After"), rec.Body.String()}
 	}
 	steps := []struct {
