@@ -391,7 +391,6 @@ func (rs *ResourceServer) audienceOK(aud []string, resource string) bool {
 	return false
 }
 
-
 // WriteError answers a refused request: status, WWW-Authenticate and a
 // JSON body {"error", "error_description"} (RFC 6750 §3).
 func (rs *ResourceServer) WriteError(w http.ResponseWriter, r *http.Request, err error) {
