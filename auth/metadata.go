@@ -2,13 +2,13 @@ package auth
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"sync"
 
+	"github.com/bubbuild/bub-mcp/internal/hostcheck"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -45,7 +45,7 @@ func CanonicalURL(key, raw string) (string, error) {
 	host = strings.ToLower(host)
 	switch {
 	case u.Scheme == "https":
-	case u.Scheme == "http" && isLoopback(host):
+	case u.Scheme == "http" && hostcheck.Loopback(host):
 	default:
 		return "", fmt.Errorf("auth: %s %q: must be https (http only on a loopback host)", key, raw)
 	}
@@ -80,18 +80,10 @@ func secureEndpoint(key, raw string) error {
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("auth: the issuer's %s %q is not an absolute URL", key, raw)
 	}
-	if u.Scheme == "https" || (u.Scheme == "http" && isLoopback(strings.ToLower(u.Hostname()))) {
+	if u.Scheme == "https" || (u.Scheme == "http" && hostcheck.Loopback(strings.ToLower(u.Hostname()))) {
 		return nil
 	}
 	return fmt.Errorf("auth: the issuer's %s %q is not https", key, raw)
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // sameResource compares two resource identifiers after canonicalisation.

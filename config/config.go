@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/bubbuild/bub-mcp/internal/hostcheck"
 	"github.com/bubbuild/bub-mcp/providers"
 )
 
@@ -691,8 +692,7 @@ func checkHTTPURL(raw string, loopbackHTTPOnly bool) error {
 		return fmt.Errorf("want a URL without query or fragment, got %q", raw)
 	}
 	if u.Scheme == "http" && loopbackHTTPOnly {
-		h := u.Hostname()
-		if h != "localhost" && h != "127.0.0.1" && h != "::1" {
+		if !hostcheck.Loopback(u.Hostname()) {
 			return fmt.Errorf("http is accepted on a loopback host only; use https: %q", raw)
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/internal/hostcheck"
 )
 
 // Bounds on client metadata, registered or fetched.
@@ -70,7 +72,7 @@ func checkMetadata(m *clientMetadata) error {
 		}
 		switch s := strings.ToLower(u.Scheme); {
 		case s == "https" && u.Host != "":
-		case s == "http" && isLoopbackHost(u.Hostname()):
+		case s == "http" && hostcheck.Loopback(u.Hostname()):
 		case s == "http" || s == "https":
 			return fmt.Errorf("redirect URI %q: http only on a loopback host", raw)
 		case slices.Contains([]string{"javascript", "data", "file", "vbscript", "about", "blob"}, s) || !schemeRE().MatchString(u.Scheme):
@@ -91,14 +93,6 @@ func checkMetadata(m *clientMetadata) error {
 		}
 	}
 	return nil
-}
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // serveRegister is RFC 7591 registration. Every client is public (PKCE,
@@ -259,7 +253,7 @@ func (c *cimdCache) fetch(ctx context.Context, id string) (Client, error) {
 	if err != nil || len(id) > maxURILength || u.Fragment != "" || u.User != nil || u.Path == "" || u.Path == "/" {
 		return Client{}, fmt.Errorf("%w: a URL client_id needs a path and no fragment or user info", errUnknownClient)
 	}
-	if u.Scheme != "https" && !(c.allowLoopback && u.Scheme == "http" && isLoopbackHost(u.Hostname())) {
+	if u.Scheme != "https" && !(c.allowLoopback && u.Scheme == "http" && hostcheck.Loopback(u.Hostname())) {
 		return Client{}, fmt.Errorf("%w: a URL client_id must be https", errUnknownClient)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cimdTimeout)

@@ -47,3 +47,16 @@ func Handler(next http.Handler, extra, origins []string) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// Loopback reports whether host (a name or an IP, brackets allowed, no
+// port) is this machine only: localhost, or an address in 127.0.0.0/8 or
+// ::1. Every loopback question in bub-mcp (a listen address, an http:// URL
+// allowed without TLS) asks it, so they cannot disagree.
+func Loopback(host string) bool {
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -39,3 +39,17 @@ func TestHandler(t *testing.T) {
 		}
 	}
 }
+
+// One answer to "is this host loopback", for listen addresses, issuer and
+// client URLs alike (config took only three spellings, auth all of
+// 127.0.0.0/8).
+func TestLoopback(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost": true, "LOCALHOST": true, "127.0.0.1": true, "127.0.0.2": true, "::1": true, "[::1]": true,
+		"0.0.0.0": false, "::": false, "10.0.0.1": false, "example.com": false, "localhost.example.com": false, "": false,
+	} {
+		if got := Loopback(host); got != want {
+			t.Errorf("Loopback(%q) = %v; want %v", host, got, want)
+		}
+	}
+}

@@ -13,11 +13,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/auth"
 	"github.com/bubbuild/bub-mcp/auth/ratelimit"
+	"github.com/bubbuild/bub-mcp/internal/hostcheck"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/edge"
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/mcpgofix"
@@ -272,11 +272,7 @@ func IsLoopback(addr string) bool {
 	if err != nil {
 		host = addr
 	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return hostcheck.Loopback(host)
 }
 
 // Serve serves h on ln until ctx ends, then shuts down gracefully: stop
