@@ -1,12 +1,12 @@
 package agent_test
 
 import (
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/agent"
 	_ "github.com/bubbuild/bub-mcp/codemode"
 	"github.com/bubbuild/bub-mcp/internal/fakemodel"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 

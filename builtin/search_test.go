@@ -2,7 +2,6 @@ package builtin
 
 import (
 	"context"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )

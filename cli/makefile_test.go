@@ -1,12 +1,13 @@
 package cli_test
 
 import (
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 )
 
 // TestMakeBuildSkipsWhenUnchanged: after `make build`, a second one (and

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/oidctest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/oidctest"
 	"github.com/bubbuild/bub-mcp/internal/pgtest"
 	"github.com/bubbuild/bub-mcp/internal/testbin"
 	"github.com/jackc/pgx/v5"

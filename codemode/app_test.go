@@ -3,7 +3,6 @@ package codemode_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	_ "github.com/bubbuild/bub-mcp/builtin"
 	"github.com/bubbuild/bub-mcp/codemode"
 	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	_ "github.com/bubbuild/bub-mcp/spill"

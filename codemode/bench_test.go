@@ -3,7 +3,6 @@ package codemode_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os/exec"
 	"slices"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 

@@ -3,7 +3,6 @@ package codemode_test
 import (
 	"context"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/codemode"
 	"github.com/bubbuild/bub-mcp/environment/envtest"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	_ "github.com/bubbuild/bub-mcp/sandbox" // [profiles.<name>.sandbox]

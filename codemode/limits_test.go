@@ -2,7 +2,6 @@ package codemode_test
 
 import (
 	"context"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/environment/envtest"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 )
 
 func TestRunCodeMemoryLimit(t *testing.T) {

@@ -25,7 +25,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/hostcheck"
 	"io"
 	"log/slog"
 	"net/http"
@@ -39,6 +38,7 @@ import (
 	"github.com/bubbuild/bub-mcp/audit"
 	"github.com/bubbuild/bub-mcp/auth"
 	"github.com/bubbuild/bub-mcp/confirm"
+	"github.com/bubbuild/bub-mcp/internal/hostcheck"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 

@@ -2,7 +2,6 @@ package environment
 
 import (
 	"context"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 )
 
 // BenchmarkSpawnTrue measures Spawn+Wait of a shell command, to compare

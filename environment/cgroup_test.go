@@ -3,13 +3,14 @@ package environment
 import (
 	"bufio"
 	"context"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 )
 
 // TestCgroupHierarchies runs a tree with a setsid daemon in a cgroup of

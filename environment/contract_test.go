@@ -1,11 +1,11 @@
 package environment_test
 
 import (
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/environment/envtest"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 )
 
 func TestContractLocal(t *testing.T) {

@@ -3,13 +3,14 @@ package environment
 import (
 	"bufio"
 	"bytes"
-	"github.com/bubbuild/bub-mcp/internal/proctest"
 	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/internal/proctest"
 )
 
 // testTimeout bounds every wait in the tests, so a bug shows up as a

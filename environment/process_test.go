@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"github.com/bubbuild/bub-mcp/internal/proctest"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
@@ -16,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/proctest"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/environment/envtest"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 

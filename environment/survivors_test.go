@@ -2,12 +2,12 @@ package environment_test
 
 import (
 	"context"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"path/filepath"
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/environment/envtest"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 )
 
 // TestNoSurvivors: a setsid daemon started by a process is gone when the

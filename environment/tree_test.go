@@ -2,7 +2,6 @@ package environment_test
 
 import (
 	"errors"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 

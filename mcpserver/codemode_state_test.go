@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"context"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"net/http/httptest"
 	"slices"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/registry"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/app"
@@ -12,7 +13,6 @@ import (
 	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
-	"net/http"
 )
 
 // newHost is an App over reg with the bub.toml src and no modules, logging

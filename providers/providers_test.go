@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/bubbuild/bub-mcp/modules"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/bubbuild/bub-mcp/modules"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )

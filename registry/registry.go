@@ -2,11 +2,12 @@ package registry
 
 import (
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/textmatch"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/bubbuild/bub-mcp/internal/textmatch"
 )
 
 // Registry holds tools and hooks. Plugins register into Default from

@@ -1,11 +1,11 @@
 package sessions
 
 import (
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 

@@ -15,12 +15,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/pyrepr"
 	"log/slog"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/bubbuild/bub-mcp/internal/pyrepr"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sessions"
 )

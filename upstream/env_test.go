@@ -1,7 +1,6 @@
 package upstream_test
 
 import (
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/environment/envtest"
 	"github.com/bubbuild/bub-mcp/internal/proctest"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 

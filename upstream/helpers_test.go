@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -17,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/internal/pgtest"
-	"github.com/bubbuild/bub-mcp/internal/testbin"
-
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
+	"github.com/bubbuild/bub-mcp/internal/pgtest"
+	"github.com/bubbuild/bub-mcp/internal/testbin"
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"

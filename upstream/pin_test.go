@@ -3,8 +3,6 @@ package upstream_test
 import (
 	"bufio"
 	"encoding/json"
-	"github.com/bubbuild/bub-mcp/app"
-	"github.com/bubbuild/bub-mcp/providers"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/audit"
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/upstream"
 	"github.com/google/go-cmp/cmp"
 )

@@ -5,13 +5,14 @@ package pystub
 
 import (
 	"errors"
-	"github.com/bubbuild/bub-mcp/internal/pyrepr"
 	"math"
 	"math/big"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/bubbuild/bub-mcp/internal/pyrepr"
 )
 
 const (

@@ -5,10 +5,11 @@ package pystub
 
 import (
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/pyrepr"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/bubbuild/bub-mcp/internal/pyrepr"
 )
 
 // maxTypeDepth bounds the nesting of one type expression; deeper parts

@@ -12,10 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-
-	"github.com/bubbuild/bub-mcp/environment"
 	"time"
 	"unicode/utf8"
+
+	"github.com/bubbuild/bub-mcp/environment"
 )
 
 //go:embed child.py

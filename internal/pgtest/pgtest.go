@@ -9,7 +9,6 @@ package pgtest
 import (
 	"context"
 	"fmt"
-	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/jackc/pgx/v5"
 )
 
