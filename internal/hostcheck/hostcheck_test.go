@@ -48,7 +48,7 @@ func TestLoopback(t *testing.T) {
 		"localhost": true, "LOCALHOST": true, "127.0.0.1": true, "127.0.0.2": true, "::1": true, "[::1]": true,
 		"0.0.0.0": false, "::": false, "10.0.0.1": false, "example.com": false, "localhost.example.com": false, "": false,
 	} {
-		if got := Loopback(host); got != want {
+		if got := hostcheck.Loopback(host); got != want {
 			t.Errorf("Loopback(%q) = %v; want %v", host, got, want)
 		}
 	}
