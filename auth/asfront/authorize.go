@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -176,6 +177,12 @@ func (f *Front) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	if rec.Used || f.opts.Now().After(rec.Expires) {
 		f.pageError(w, r, oerr(400, "invalid_request", "this sign-in was used or has expired; start again from the client", nil))
+		return
+	}
+	if iss := q.Get("iss"); iss != "" && iss != f.upstream.opts.Issuer {
+		// RFC 9207: an answer that names another issuer is a mix-up
+		// (another IdP's code sent to this callback), never a sign-in.
+		f.redirectError(w, r, &p, oerr(400, "access_denied", "the sign-in came back from another identity provider", fmt.Errorf("iss %q", iss)))
 		return
 	}
 	if e := q.Get("error"); e != "" {

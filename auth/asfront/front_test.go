@@ -349,6 +349,49 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("refresh after replay (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("callback with an unknown sign-in", func(t *testing.T) {
+		res, err := http.Get(e.srv.URL + asfront.CallbackPath + "?state=made-up&code=x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 400 || !strings.Contains(string(body), "unknown or used sign-in") {
+			t.Errorf("callback with a made-up state: %d %s", res.StatusCode, body)
+		}
+	})
+	t.Run("callback naming another issuer (RFC 9207 mix-up)", func(t *testing.T) {
+		f := newFlow(id, redirect, e.endpoint)
+		stop := e.srv.URL + asfront.CallbackPath
+		jar, _ := cookiejar.New(nil)
+		idpLeg := &http.Client{Jar: jar, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+			if strings.HasPrefix(r.URL.String(), stop) {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}}
+		res, err := idpLeg.Get(f.authorizeURL(e.srv.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		back, err := url.Parse(res.Header.Get("Location"))
+		if err != nil || !strings.HasPrefix(back.String(), stop) {
+			t.Fatalf("the identity provider sent the browser to %q, not the callback", res.Header.Get("Location"))
+		}
+		q := back.Query()
+		q.Set("iss", "https://evil.example")
+		back.RawQuery = q.Encode()
+		res, err = b.Get(back.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		loc, _ := url.Parse(res.Header.Get("Location"))
+		if res.StatusCode != 302 || loc.Query().Get("error") != "access_denied" || loc.Query().Get("code") != "" || loc.Query().Get("state") != f.state {
+			t.Errorf("mixed-up callback: %d → %s; want the client told access_denied, no code", res.StatusCode, loc)
+		}
+	})
 	t.Run("PKCE mismatch", func(t *testing.T) {
 		f, code := signIn(t)
 		form := codeForm(f, code)
