@@ -21,6 +21,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/bubbuild/bub-mcp/internal/hostcheck"
+	"github.com/bubbuild/bub-mcp/internal/ident"
 	"github.com/bubbuild/bub-mcp/providers"
 )
 
@@ -457,21 +458,6 @@ var decodeErrRE = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
 })
 
-// validProfileName reports whether s matches ^[a-zA-Z0-9_-]{1,64}$ (a
-// loop: every start checks every profile).
-func validProfileName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // validSHA256 reports whether s is 64 lowercase hex digits.
 func validSHA256(s string) bool {
 	if len(s) != 64 {
@@ -547,7 +533,7 @@ func Parse(name, src string, getenv func(string) string) (*Config, error) {
 		return nil, fail("must be >= 0", "server", "max_sessions_per_principal")
 	}
 	for pname, p := range c.Profiles {
-		if !validProfileName(pname) {
+		if !ident.Word(pname) {
 			return nil, fail("profile names must match ^[a-zA-Z0-9_-]{1,64}$", "profiles", pname)
 		}
 		if p == nil {

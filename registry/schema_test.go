@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -140,17 +138,5 @@ func TestSeedLines(t *testing.T) {
 				t.Errorf("seedLines differs from json.Unmarshal (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// validModelName is the pattern every major model API enforces on tool
-// names, written as a loop; it must agree with the pattern.
-func TestValidModelName(t *testing.T) {
-	re := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-	for _, s := range []string{"", "a", "fs_read", "A-Z_09", "fs.read", "tab\t", "é", "a b", "日本",
-		strings.Repeat("x", 64), strings.Repeat("x", 65), "x\n", "-", "_"} {
-		if got, want := validModelName(s), re.MatchString(s); got != want {
-			t.Errorf("validModelName(%q) = %v; the pattern says %v", s, got, want)
-		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+
+	"github.com/bubbuild/bub-mcp/internal/ident"
 )
 
 // Handler runs a tool. args is a JSON object that already passed the input
@@ -120,29 +122,13 @@ func (t *Tool) CodeUse() bool { return !t.CommandOnly && !t.Preserve }
 // ModelName converts a runtime name into the model-facing one.
 func ModelName(name string) string { return strings.ReplaceAll(name, ".", "_") }
 
-// validModelName reports whether s matches ^[a-zA-Z0-9_-]{1,64}$: a loop,
-// since every tool registration asks and a regexp's compile was a visible
-// part of a cold start.
-func validModelName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // checkName rejects names models cannot call: the model name must match
 // ^[a-zA-Z0-9_-]{1,64}$, the pattern every major model API enforces.
 func checkName(name string) error {
 	if name == "" {
 		return fmt.Errorf("registry: empty tool name")
 	}
-	if mn := ModelName(name); !validModelName(mn) {
+	if mn := ModelName(name); !ident.Word(mn) {
 		return fmt.Errorf("registry: tool name %q: model name %q must match ^[a-zA-Z0-9_-]{1,64}$", name, mn)
 	}
 	return nil

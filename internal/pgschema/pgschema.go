@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -47,3 +49,51 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, component string, migratio
 		return err
 	})
 }
+
+// DB is a pool on one database whose component's tables are migrated on
+// first use, so a server starts while its database is down and recovers
+// once it is back. The stores of sessions/pgstore's subpackages share it.
+type DB struct {
+	// Pool is the connection pool.
+	Pool *pgxpool.Pool
+
+	component  string
+	migrations []string
+	timeout    time.Duration
+
+	mu       sync.Mutex
+	migrated bool
+}
+
+// Open makes a pool on dsn for component, whose operations Ready bounds
+// to timeout each. It does not connect.
+func Open(dsn, component string, migrations []string, timeout time.Duration) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: postgres dsn: %w", component, err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", component, err)
+	}
+	return &DB{Pool: pool, component: component, migrations: migrations, timeout: timeout}, nil
+}
+
+// Ready bounds one operation to the DB's timeout and migrates the
+// component's tables first if no operation has yet.
+func (d *DB) Ready(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.migrated {
+		if err := Migrate(ctx, d.Pool, d.component, d.migrations); err != nil {
+			cancel()
+			return nil, nil, fmt.Errorf("%s: schema: %w", d.component, err)
+		}
+		d.migrated = true
+	}
+	return ctx, cancel, nil
+}
+
+// Close closes the pool.
+func (d *DB) Close() { d.Pool.Close() }

@@ -11,11 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bubbuild/bub-mcp/internal/pgschema"
 )
@@ -41,52 +39,31 @@ var migrations = []string{
 
 // Store is the documents on one pool.
 type Store struct {
-	pool *pgxpool.Pool
-
-	mu       sync.Mutex
-	migrated bool
+	db *pgschema.DB
 }
 
 // Open makes a pool on dsn. The schema is migrated on first use, so a
 // server starts while its database is down.
 func Open(dsn string) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("docstore: postgres dsn: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	db, err := pgschema.Open(dsn, "documents", migrations, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("docstore: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{db: db}, nil
 }
 
 // Close closes the pool.
-func (s *Store) Close() { s.pool.Close() }
-
-func (s *Store) ready(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.migrated {
-		if err := pgschema.Migrate(ctx, s.pool, "documents", migrations); err != nil {
-			cancel()
-			return nil, nil, fmt.Errorf("docstore: schema: %w", err)
-		}
-		s.migrated = true
-	}
-	return ctx, cancel, nil
-}
+func (s *Store) Close() { s.db.Close() }
 
 // Load returns a document, nil when there is none.
 func (s *Store) Load(ctx context.Context, kind, key string) ([]byte, error) {
-	ctx, cancel, err := s.ready(ctx)
+	ctx, cancel, err := s.db.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
 	var data []byte
-	err = s.pool.QueryRow(ctx, `SELECT data FROM bub_documents WHERE kind = $1 AND key = $2`, kind, key).Scan(&data)
+	err = s.db.Pool.QueryRow(ctx, `SELECT data FROM bub_documents WHERE kind = $1 AND key = $2`, kind, key).Scan(&data)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -100,12 +77,12 @@ func (s *Store) Load(ctx context.Context, kind, key string) ([]byte, error) {
 // other Update of it, in any process, kept out; when fn reports a change,
 // what it returns is stored and the document's Stamp changes.
 func (s *Store) Update(ctx context.Context, kind, key string, fn func(old []byte) (data []byte, changed bool, err error)) error {
-	ctx, cancel, err := s.ready(ctx)
+	ctx, cancel, err := s.db.Ready(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
 		// A document that does not exist yet has no row to lock: the
 		// transaction's advisory lock on its name serves both cases.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, kind+"\x1f"+key); err != nil {
@@ -136,13 +113,13 @@ func (s *Store) Update(ctx context.Context, kind, key string, fn func(old []byte
 // Stamp is a value that changes whenever the document is stored; "" when
 // there is none. Pollers compare it instead of reading the document.
 func (s *Store) Stamp(ctx context.Context, kind, key string) (string, error) {
-	ctx, cancel, err := s.ready(ctx)
+	ctx, cancel, err := s.db.Ready(ctx)
 	if err != nil {
 		return "", err
 	}
 	defer cancel()
 	var v int64
-	err = s.pool.QueryRow(ctx, `SELECT version FROM bub_documents WHERE kind = $1 AND key = $2`, kind, key).Scan(&v)
+	err = s.db.Pool.QueryRow(ctx, `SELECT version FROM bub_documents WHERE kind = $1 AND key = $2`, kind, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}

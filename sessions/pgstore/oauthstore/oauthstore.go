@@ -11,11 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bubbuild/bub-mcp/auth"
 	"github.com/bubbuild/bub-mcp/auth/asfront"
@@ -49,43 +48,22 @@ var migrations = []string{
 
 // Store is an asfront.Store and an auth.KeyStore on one pool.
 type Store struct {
-	pool *pgxpool.Pool
-
-	mu       sync.Mutex
-	migrated bool
-	writes   int
+	db     *pgschema.DB
+	writes atomic.Int64
 }
 
 // Open makes a pool on dsn. The schema is migrated on first use, so a
 // server starts while its database is down.
 func Open(dsn string) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("oauthstore: postgres dsn: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	db, err := pgschema.Open(dsn, "oauth", migrations, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("oauthstore: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{db: db}, nil
 }
 
 // Close closes the pool.
-func (s *Store) Close() { s.pool.Close() }
-
-func (s *Store) ready(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.migrated {
-		if err := pgschema.Migrate(ctx, s.pool, "oauth", migrations); err != nil {
-			cancel()
-			return nil, nil, fmt.Errorf("oauthstore: schema: %w", err)
-		}
-		s.migrated = true
-	}
-	return ctx, cancel, nil
-}
+func (s *Store) Close() { s.db.Close() }
 
 func expiresArg(t time.Time) any {
 	if t.IsZero() {
@@ -97,12 +75,12 @@ func expiresArg(t time.Time) any {
 // Create implements asfront.Store. Every hundredth write also deletes
 // records expired for longer than an hour.
 func (s *Store) Create(ctx context.Context, kind asfront.Kind, key string, r asfront.Record) error {
-	ctx, cancel, err := s.ready(ctx)
+	ctx, cancel, err := s.db.Ready(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, `INSERT INTO bub_oauth_records (kind, key, data, family, expires, used, revoked)
+	tag, err := s.db.Pool.Exec(ctx, `INSERT INTO bub_oauth_records (kind, key, data, family, expires, used, revoked)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
 		string(kind), key, []byte(r.Data), r.Family, expiresArg(r.Expires), r.Used, r.Revoked)
 	if err != nil {
@@ -111,12 +89,8 @@ func (s *Store) Create(ctx context.Context, kind asfront.Kind, key string, r asf
 	if tag.RowsAffected() == 0 {
 		return asfront.ErrExists
 	}
-	s.mu.Lock()
-	s.writes++
-	purge := s.writes%100 == 0
-	s.mu.Unlock()
-	if purge {
-		if _, err := s.pool.Exec(ctx, `DELETE FROM bub_oauth_records WHERE expires < $1`, time.Now().Add(-purgeAfter)); err != nil {
+	if s.writes.Add(1)%100 == 0 {
+		if _, err := s.db.Pool.Exec(ctx, `DELETE FROM bub_oauth_records WHERE expires < $1`, time.Now().Add(-purgeAfter)); err != nil {
 			return fmt.Errorf("oauthstore: purging: %w", err)
 		}
 	}
@@ -143,23 +117,23 @@ func scan(row pgx.Row) (asfront.Record, error) {
 
 // Get implements asfront.Store.
 func (s *Store) Get(ctx context.Context, kind asfront.Kind, key string) (asfront.Record, error) {
-	ctx, cancel, err := s.ready(ctx)
+	ctx, cancel, err := s.db.Ready(ctx)
 	if err != nil {
 		return asfront.Record{}, err
 	}
 	defer cancel()
-	return scan(s.pool.QueryRow(ctx, `SELECT data, family, expires, used, revoked FROM bub_oauth_records WHERE kind = $1 AND key = $2`, string(kind), key))
+	return scan(s.db.Pool.QueryRow(ctx, `SELECT data, family, expires, used, revoked FROM bub_oauth_records WHERE kind = $1 AND key = $2`, string(kind), key))
 }
 
 // Use implements asfront.Store: one statement that locks the row, so of
 // two replicas using a code at once exactly one sees it unused.
 func (s *Store) Use(ctx context.Context, kind asfront.Kind, key string) (asfront.Record, error) {
-	ctx, cancel, err := s.ready(ctx)
+	ctx, cancel, err := s.db.Ready(ctx)
 	if err != nil {
 		return asfront.Record{}, err
 	}
 	defer cancel()
-	return scan(s.pool.QueryRow(ctx, `UPDATE bub_oauth_records r SET used = true
+	return scan(s.db.Pool.QueryRow(ctx, `UPDATE bub_oauth_records r SET used = true
 		FROM (SELECT kind, key, used FROM bub_oauth_records WHERE kind = $1 AND key = $2 FOR UPDATE) old
 		WHERE r.kind = old.kind AND r.key = old.key
 		RETURNING r.data, r.family, r.expires, old.used, r.revoked`, string(kind), key))
@@ -170,12 +144,12 @@ func (s *Store) RevokeFamily(ctx context.Context, family string) error {
 	if family == "" {
 		return nil
 	}
-	ctx, cancel, err := s.ready(ctx)
+	ctx, cancel, err := s.db.Ready(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	if _, err := s.pool.Exec(ctx, `UPDATE bub_oauth_records SET revoked = true WHERE family = $1`, family); err != nil {
+	if _, err := s.db.Pool.Exec(ctx, `UPDATE bub_oauth_records SET revoked = true WHERE family = $1`, family); err != nil {
 		return fmt.Errorf("oauthstore: %w", err)
 	}
 	return nil
@@ -183,13 +157,13 @@ func (s *Store) RevokeFamily(ctx context.Context, family string) error {
 
 // Count implements asfront.Store.
 func (s *Store) Count(ctx context.Context, kind asfront.Kind) (int, error) {
-	ctx, cancel, err := s.ready(ctx)
+	ctx, cancel, err := s.db.Ready(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer cancel()
 	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM bub_oauth_records WHERE kind = $1 AND (expires IS NULL OR expires > now())`, string(kind)).Scan(&n); err != nil {
+	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM bub_oauth_records WHERE kind = $1 AND (expires IS NULL OR expires > now())`, string(kind)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("oauthstore: %w", err)
 	}
 	return n, nil
@@ -203,13 +177,13 @@ type keyStore struct{ s *Store }
 
 // Load implements auth.KeyStore.
 func (k keyStore) Load(ctx context.Context) ([]byte, error) {
-	ctx, cancel, err := k.s.ready(ctx)
+	ctx, cancel, err := k.s.db.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
 	var blob []byte
-	err = k.s.pool.QueryRow(ctx, `SELECT ring FROM bub_oauth_keys WHERE id = 1`).Scan(&blob)
+	err = k.s.db.Pool.QueryRow(ctx, `SELECT ring FROM bub_oauth_keys WHERE id = 1`).Scan(&blob)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fs.ErrNotExist
 	}
@@ -221,12 +195,12 @@ func (k keyStore) Load(ctx context.Context) ([]byte, error) {
 
 // Save implements auth.KeyStore.
 func (k keyStore) Save(ctx context.Context, blob []byte) error {
-	ctx, cancel, err := k.s.ready(ctx)
+	ctx, cancel, err := k.s.db.Ready(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	if _, err := k.s.pool.Exec(ctx, `INSERT INTO bub_oauth_keys (id, ring) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET ring = EXCLUDED.ring`, blob); err != nil {
+	if _, err := k.s.db.Pool.Exec(ctx, `INSERT INTO bub_oauth_keys (id, ring) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET ring = EXCLUDED.ring`, blob); err != nil {
 		return fmt.Errorf("oauthstore: %w", err)
 	}
 	return nil

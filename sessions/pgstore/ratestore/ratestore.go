@@ -9,11 +9,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bubbuild/bub-mcp/auth/ratelimit"
 	"github.com/bubbuild/bub-mcp/internal/pgschema"
@@ -41,11 +40,8 @@ var migrations = []string{
 // Limiter is a ratelimit.Limiter on a PostgreSQL pool. The database's
 // clock is the only one used, so replicas whose clocks differ agree.
 type Limiter struct {
-	pool *pgxpool.Pool
-
-	mu       sync.Mutex
-	migrated bool
-	takes    int
+	db    *pgschema.DB
+	takes atomic.Int64
 }
 
 var _ ratelimit.Limiter = (*Limiter)(nil)
@@ -53,35 +49,31 @@ var _ ratelimit.Limiter = (*Limiter)(nil)
 // Open makes a pool on dsn. The schema is migrated on first use, so a
 // server starts while its database is down.
 func Open(dsn string) (*Limiter, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("ratestore: postgres dsn: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	db, err := pgschema.Open(dsn, "ratelimit", migrations, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("ratestore: %w", err)
 	}
-	return &Limiter{pool: pool}, nil
+	return &Limiter{db: db}, nil
 }
 
 // Close closes the pool.
-func (l *Limiter) Close() { l.pool.Close() }
+func (l *Limiter) Close() { l.db.Close() }
 
 // Take implements ratelimit.Limiter: in one transaction, the bucket is
 // refilled for the time since it was last touched (by any replica) and a
 // token taken if one is there; the row lock makes concurrent takes on one
 // key queue up. Every thousandth take also purges idle buckets.
 func (l *Limiter) Take(ctx context.Context, key string, rate ratelimit.Rate) (ratelimit.Decision, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	purge, err := l.ready(ctx)
+	ctx, cancel, err := l.db.Ready(ctx)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
+	defer cancel()
+	purge := l.takes.Add(1)%1000 == 0
 	burst := float64(rate.BurstSize())
 	perSec := rate.PerMinute / 60
 	var d ratelimit.Decision
-	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, l.db.Pool, func(tx pgx.Tx) error {
 		var tokens float64
 		err := tx.QueryRow(ctx, `INSERT INTO bub_rate_buckets AS b (key, tokens, at) VALUES ($1, $2, clock_timestamp())
 			ON CONFLICT (key) DO UPDATE SET
@@ -104,7 +96,7 @@ func (l *Limiter) Take(ctx context.Context, key string, rate ratelimit.Rate) (ra
 		return ratelimit.Decision{}, fmt.Errorf("ratestore: %w", err)
 	}
 	if purge {
-		if _, err := l.pool.Exec(ctx, `DELETE FROM bub_rate_buckets WHERE at < clock_timestamp() - make_interval(secs => $1)`, idleAfter.Seconds()); err != nil {
+		if _, err := l.db.Pool.Exec(ctx, `DELETE FROM bub_rate_buckets WHERE at < clock_timestamp() - make_interval(secs => $1)`, idleAfter.Seconds()); err != nil {
 			return d, fmt.Errorf("ratestore: purging: %w", err)
 		}
 	}
@@ -114,17 +106,3 @@ func (l *Limiter) Take(ctx context.Context, key string, rate ratelimit.Rate) (ra
 // epsilon absorbs float rounding in refills (a millionth of a token), as
 // ratelimit's memory buckets do.
 const epsilon = 1e-6
-
-// ready migrates the schema once and says whether this take purges.
-func (l *Limiter) ready(ctx context.Context) (purge bool, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.migrated {
-		if err := pgschema.Migrate(ctx, l.pool, "ratelimit", migrations); err != nil {
-			return false, fmt.Errorf("ratestore: schema: %w", err)
-		}
-		l.migrated = true
-	}
-	l.takes++
-	return l.takes%1000 == 0, nil
-}

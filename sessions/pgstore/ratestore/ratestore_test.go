@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bubbuild/bub-mcp/auth/ratelimit"
 	"github.com/bubbuild/bub-mcp/internal/pgtest"
 	"github.com/bubbuild/bub-mcp/sessions/pgstore/ratestore"
@@ -27,39 +29,48 @@ func open(t *testing.T, dsn string) *ratestore.Limiter {
 }
 
 // Two replicas share one bucket per key: a burst spread over both is one
-// burst, a refused take says when a token is back, and it is.
+// burst; a refused take says when a token is back, and it is then.
 func TestSharedBucket(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	a, b := open(t, dsn), open(t, dsn)
 	ctx := context.Background()
-	rate := ratelimit.Rate{PerMinute: 600, Burst: 4} // a token per 100 ms
-	var allowed int
-	for i, l := range []*ratestore.Limiter{a, b, a, b, a} {
-		d, err := l.Take(ctx, "rule#alice", rate)
+	slow := ratelimit.Rate{PerMinute: 0.01, Burst: 4} // no refill within the test
+	var allowed []bool
+	for _, l := range []*ratestore.Limiter{a, b, a, b, a} {
+		d, err := l.Take(ctx, "rule#alice", slow)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Allowed {
-			allowed++
-			continue
-		}
-		if i != 4 {
-			t.Fatalf("take %d refused; want the first 4 allowed", i)
-		}
-		if d.RetryAfter <= 0 || d.RetryAfter > 100*time.Millisecond {
-			t.Errorf("retry after %v; want within a token's 100 ms", d.RetryAfter)
-		}
-		time.Sleep(d.RetryAfter + 20*time.Millisecond)
-		if d, err := b.Take(ctx, "rule#alice", rate); err != nil || !d.Allowed {
-			t.Errorf("after the wait: %+v, %v; want allowed", d, err)
-		}
+		allowed = append(allowed, d.Allowed)
 	}
-	if allowed != 4 {
-		t.Errorf("%d of 5 allowed; want the burst, 4", allowed)
+	if diff := cmp.Diff([]bool{true, true, true, true, false}, allowed); diff != "" {
+		t.Errorf("a burst of 5 over two replicas, burst 4 (-want +got):\n%s", diff)
 	}
 	// Another key has its own bucket.
-	if d, err := a.Take(ctx, "rule#bob", rate); err != nil || !d.Allowed || d.Remaining != 3 {
+	if d, err := a.Take(ctx, "rule#bob", slow); err != nil || !d.Allowed || d.Remaining != 3 {
 		t.Errorf("bob's first take: %+v, %v; want allowed with 3 left", d, err)
+	}
+	// A fast bucket: empty it, then wait as told.
+	fast := ratelimit.Rate{PerMinute: 600, Burst: 2} // a token per 100 ms
+	var d ratelimit.Decision
+	for range 50 {
+		var err error
+		if d, err = a.Take(ctx, "rule#carol", fast); err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed {
+			break
+		}
+	}
+	if d.Allowed {
+		t.Fatal("50 takes at burst 2 were all allowed")
+	}
+	if d.RetryAfter <= 0 || d.RetryAfter > 100*time.Millisecond {
+		t.Errorf("retry after %v; want within a token's 100 ms", d.RetryAfter)
+	}
+	time.Sleep(d.RetryAfter + 20*time.Millisecond)
+	if d, err := b.Take(ctx, "rule#carol", fast); err != nil || !d.Allowed {
+		t.Errorf("after the wait, on the other replica: %+v, %v; want allowed", d, err)
 	}
 }
 
