@@ -169,7 +169,8 @@ console = true
 			issuer, _ := url.Parse(idp.Issuer)
 			for _, want := range []string{
 				`title="` + idp.Issuer + `#olga">olga@example.com</span> (admin)`,
-				`<span class="principal" title="` + idp.Issuer + `#alice">alice</span> <small class="issuer">` + issuer.Host + `</small>`,
+				// By her name_claim (email), issuer#sub on hover.
+				`<span class="principal" title="` + idp.Issuer + `#alice">alice@example.com</span> <small class="issuer">` + issuer.Host + `</small>`,
 				`href="/console/upstreams"`,
 			} {
 				if !strings.Contains(page, want) {
@@ -184,7 +185,7 @@ console = true
 				t.Fatalf("no call linked on the calls page:\n%s", page)
 			}
 			_, detail := do(t, http.MethodGet, base+"/calls/"+seq[1], olga, nil)
-			for _, want := range []string{"<dt>Issuer</dt><dd>" + idp.Issuer + "</dd>", "<dt>Subject</dt><dd>alice</dd>", "note.txt"} {
+			for _, want := range []string{"<dt>Issuer</dt><dd>" + idp.Issuer + "</dd>", "<dt>Subject</dt><dd>alice</dd>", "<dt>Name</dt><dd>alice@example.com</dd>", "note.txt"} {
 				if !strings.Contains(detail, want) {
 					t.Errorf("call %s's page has no %s:\n%s", seq[1], want, detail)
 				}

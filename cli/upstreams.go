@@ -177,17 +177,22 @@ func upstreamsApproveCommand(env *Env, c *common) *cobra.Command {
 // waitUpstreams waits for every starting upstream's first attempt,
 // saying on stderr which ones it waits for and how each one ended.
 func waitUpstreams(ctx context.Context, env *Env, m *upstream.Module) error {
-	var starting []string
+	// Every started server is reported below, so every one is named: a
+	// server that failed at once (a missing command) is in backoff
+	// before this looks, and is still one of those waited for.
+	var started []string
+	starting := false
 	for _, s := range m.Status() {
-		if s.State == upstream.StateStarting {
-			starting = append(starting, s.Name)
+		if s.State != upstream.StateIdle && s.State != upstream.StateClosed {
+			started = append(started, s.Name)
 		}
+		starting = starting || s.State == upstream.StateStarting
 	}
-	if len(starting) == 0 {
+	if !starting {
 		return nil
 	}
 	began := time.Now()
-	fmt.Fprintf(env.Stderr, "starting %d upstream server(s): %s\n", len(starting), strings.Join(starting, ", "))
+	fmt.Fprintf(env.Stderr, "starting %d upstream server(s): %s\n", len(started), strings.Join(started, ", "))
 	return m.Wait(ctx, func(s upstream.Status) {
 		line := fmt.Sprintf("  %s: %s", s.Name, s.State)
 		if s.State == upstream.StateReady {
