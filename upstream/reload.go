@@ -230,6 +230,7 @@ func (m *Module) Reload() (Changes, error) {
 	m.upsMu.Lock()
 	m.ups = all
 	m.upsMu.Unlock()
+	m.catalogChanged() // removed servers' resources and prompts go
 	for _, u := range fresh {
 		m.mount(u)
 	}
