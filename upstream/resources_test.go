@@ -9,11 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/upstream"
 	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -391,4 +394,44 @@ func TestWholeServerSessionless(t *testing.T) {
 	})
 	blind, _ := modern("blind")
 	checkBlind(t, blind)
+}
+
+// A burst of notifications/resources/list_changed is one catalog reload
+// in flight and at most one pending, as for tools; the catalog served in
+// the end is the latest.
+func TestResourceListChangedBurstIsCoalesced(t *testing.T) {
+	const n = 2000
+	h := newHost(t, fakeTable(t, "fake", "", "-app"), "")
+	h.waitState(t, "fake", upstream.StateReady, nil)
+	m, _ := upstream.FromApp(h.App)
+	exts := m.MCPExtensions()
+	if len(exts) != 1 || exts[0].Live == nil {
+		t.Fatalf("extensions %+v; want one Live", exts)
+	}
+	if got := h.text(t, "fake.rburst", map[string]any{"n": n}); got != "generation "+strconv.Itoa(n) {
+		t.Fatalf("rburst: %q", got)
+	}
+	want := "fake://fake/gen/" + strconv.Itoa(n)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cat := exts[0].Live.Catalog()
+		if slices.ContainsFunc(cat.Resources, func(r mcpserver.Resource) bool { return r.URI == want }) {
+			if len(cat.Resources) != 1 {
+				t.Errorf("catalog %+v; want the latest generation only", cat.Resources)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the catalog never listed %s: %+v", want, cat.Resources)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // a pending reload, if any, has run
+	lists, err := strconv.Atoi(h.text(t, "fake.rlists", map[string]any{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lists > 8 {
+		t.Errorf("%d notifications made %d resources/list requests; want at most 8", n, lists)
+	}
 }

@@ -14,7 +14,11 @@
 // annotations), which returns its arguments as JSON. For the MCP Apps
 // tests (SEP-1865), -app adds the tool widget, whose _meta.ui.resourceUri
 // names ui://widget/app.html, a resource it serves (unlisted, as
-// text/html;profile=mcp-app) and that widget returns.
+// text/html;profile=mcp-app) and that widget returns, and the tools
+// rburst {n}, which sends notifications/resources/list_changed n times,
+// bumping the generation each time (resources/list lists
+// fake://gen/<generation>), and rlists, how many resources/list requests
+// the server answered.
 //
 // Tools: big {bytes} returns a text of that many "x"; sample and elicit
 // send sampling/createMessage or elicitation/create to the client during
@@ -70,6 +74,7 @@ type server struct {
 	out      *bufio.Writer
 	gen      atomic.Int64
 	lists    atomic.Int64
+	rlists   atomic.Int64
 	seq      atomic.Int64
 	waitMu   sync.Mutex
 	waiting  map[string]chan message
@@ -133,6 +138,7 @@ func (s *server) tools() []any {
 			"type": "object", "properties": map[string]any{"msg": str, "mode": str}, "required": []string{"msg", "mode"}}})
 	}
 	if s.app {
+		out = append(out, map[string]any{"name": "rburst", "inputSchema": obj}, map[string]any{"name": "rlists", "inputSchema": obj})
 		out = append(out, map[string]any{"name": "widget", "description": "Show the widget.", "inputSchema": obj,
 			"_meta": map[string]any{"ui": map[string]any{"resourceUri": appURI, "visibility": []string{"model", "app"}}}})
 	}
@@ -158,6 +164,14 @@ func (s *server) call(m message) {
 	switch p.Name {
 	case "widget":
 		s.reply(m.ID, text("widget shown"))
+	case "rburst":
+		for range num("n") {
+			s.gen.Add(1)
+			s.write(map[string]any{"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
+		}
+		s.reply(m.ID, text("generation "+strconv.FormatInt(s.gen.Load(), 10)))
+	case "rlists":
+		s.reply(m.ID, text(strconv.FormatInt(s.rlists.Load(), 10)))
 	case "echo":
 		b, _ := json.Marshal(p.Arguments)
 		s.reply(m.ID, text(string(b)))
@@ -253,8 +267,11 @@ func main() {
 			}
 			s.reply(m.ID, map[string]any{"protocolVersion": "2025-11-25", "serverInfo": map[string]any{"name": "fake", "version": "1"},
 				"capabilities": caps})
-		case m.Method == "resources/list" || m.Method == "resources/templates/list":
-			s.reply(m.ID, map[string]any{"resources": []any{}, "resourceTemplates": []any{}})
+		case m.Method == "resources/list":
+			s.rlists.Add(1)
+			s.reply(m.ID, map[string]any{"resources": []any{map[string]any{"uri": "fake://gen/" + strconv.FormatInt(s.gen.Load(), 10), "name": "generation"}}})
+		case m.Method == "resources/templates/list":
+			s.reply(m.ID, map[string]any{"resourceTemplates": []any{}})
 		case m.Method == "resources/read":
 			var p struct {
 				URI string `json:"uri"`
