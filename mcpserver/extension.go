@@ -296,8 +296,7 @@ func promptHandler(get func(context.Context, *providers.Connection, *PromptReque
 
 // completer is the SDK's prompt and resource completion provider over the
 // Extensions' Complete: a request goes to the Extension that serves the
-// prompt or template it names (a Live one's current catalog included),
-// else to the only Extension that completes.
+// prompt or template it names (a Live one's current catalog included).
 type completer struct {
 	exts []*Extension
 }
@@ -317,15 +316,15 @@ func newCompleter(exts []Extension) *completer {
 }
 
 // owner is the Extension serving the prompt (or, with resource, the
-// template) name, or the sole completing one, or nil.
+// template) name, else the only completing Extension without a Live
+// catalog (which may complete names it does not list), or nil.
 func (c *completer) owner(name string, resource bool) *Extension {
 	var sole *Extension
 	n := 0
 	for _, e := range c.exts {
-		if e.Complete == nil {
-			continue
+		if e.Live == nil {
+			sole, n = e, n+1
 		}
-		sole, n = e, n+1
 		var cat Catalog
 		cat.Prompts, cat.Templates = e.Prompts, e.Templates
 		if e.Live != nil {

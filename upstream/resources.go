@@ -155,10 +155,8 @@ func (m *Module) liveCatalog() mcpserver.Catalog {
 		c.mu.Unlock()
 		// Every URI of the upstream routes back to it, listed or not (an
 		// MCP App's ui:// resource is named only by its tool's _meta).
-		for _, scheme := range []string{"{scheme}", "ui"} {
-			out.Templates = append(out.Templates, mcpserver.ResourceTemplate{
-				URITemplate: scheme + "://" + name + "/{+path}", Name: name + "-resources", Read: u.read, Group: name, Hidden: true})
-		}
+		out.Templates = append(out.Templates, mcpserver.ResourceTemplate{
+			URITemplate: "{scheme}://" + name + "/{+path}", Name: name + "-resources", Read: u.read, Group: name, Hidden: true})
 	}
 	return out
 }

@@ -212,11 +212,16 @@ func checkWholeServer(t *testing.T, c *client.Client, n *notes, listen func(uri 
 	// through, and the new resource is listed and readable.
 	call.Params.Name = "everything_gzip-file-as-resource"
 	call.Params.Arguments = map[string]any{"name": "hello.gz", "data": "data:text/plain;base64," + base64.StdEncoding.EncodeToString([]byte("hello")), "outputType": "resourceLink"}
-	if out, err := c.CallTool(ctx, call); err != nil || out.IsError {
+	out, err := c.CallTool(ctx, call)
+	if err != nil || out.IsError {
 		t.Fatalf("gzip: %+v, %v", out, err)
 	}
-	n.wait(t, string(mcp.MethodNotificationResourcesListChanged), nil)
+	// The tool's resource link names the resource as bub-mcp serves it.
 	const added = "demo://everything/resource/session/hello.gz"
+	if !slices.ContainsFunc(out.Content, func(c mcp.Content) bool { l, ok := c.(mcp.ResourceLink); return ok && l.URI == added }) {
+		t.Errorf("gzip result %+v; want a resource link to %s", out.Content, added)
+	}
+	n.wait(t, string(mcp.MethodNotificationResourcesListChanged), nil)
 	deadline = time.Now().Add(time.Minute)
 	for {
 		if res, err = c.ListResources(ctx, mcp.ListResourcesRequest{}); err != nil {

@@ -108,3 +108,51 @@ func exposedToolMeta(server string, meta *mcp.Meta) *mcp.Meta {
 	out.AdditionalFields = fields
 	return &out
 }
+
+// exposeResultURIs namespaces the resource URIs in an upstream tool's
+// result (resource links and embedded resources), so that a client reads
+// them through bub-mcp; text parts are not touched.
+func exposeResultURIs(server string, r *mcp.CallToolResult) {
+	expose := func(uri *string) {
+		if x, ok := exposedURI(server, *uri); ok {
+			*uri = x
+		}
+	}
+	exposeContents := func(rc mcp.ResourceContents) mcp.ResourceContents {
+		switch x := rc.(type) {
+		case mcp.TextResourceContents:
+			expose(&x.URI)
+			return x
+		case *mcp.TextResourceContents:
+			y := *x
+			expose(&y.URI)
+			return &y
+		case mcp.BlobResourceContents:
+			expose(&x.URI)
+			return x
+		case *mcp.BlobResourceContents:
+			y := *x
+			expose(&y.URI)
+			return &y
+		}
+		return rc
+	}
+	for i, c := range r.Content {
+		switch x := c.(type) {
+		case mcp.ResourceLink:
+			expose(&x.URI)
+			r.Content[i] = x
+		case *mcp.ResourceLink:
+			y := *x
+			expose(&y.URI)
+			r.Content[i] = &y
+		case mcp.EmbeddedResource:
+			x.Resource = exposeContents(x.Resource)
+			r.Content[i] = x
+		case *mcp.EmbeddedResource:
+			y := *x
+			y.Resource = exposeContents(y.Resource)
+			r.Content[i] = &y
+		}
+	}
+}
