@@ -2,7 +2,7 @@ package mcpserver
 
 import (
 	"context"
-	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,10 +15,13 @@ import (
 // Live serves what an Extension offers that changes while the server
 // runs (an upstream MCP server's resources, templates and prompts). The
 // server takes its Catalog at New and again whenever the Extension says
-// it changed, and tells clients (notifications/resources/list_changed,
-// notifications/prompts/list_changed). It declares resources (with
-// subscriptions and list changes), prompts (with list changes) and
-// completions.
+// it changed, and tells clients of what changed
+// (notifications/resources/list_changed,
+// notifications/prompts/list_changed); an entry whose definition is the
+// same keeps the Read or Get it first came with, so those should find
+// their source by the request, not by the catalog they came in. It
+// declares resources (with subscriptions and list changes), prompts (with
+// list changes) and completions.
 type Live struct {
 	// Catalog is what the Extension offers now.
 	Catalog func() Catalog
@@ -73,9 +76,9 @@ type lives struct {
 	mu        sync.Mutex // serialises syncs
 	exts      []*Extension
 	static    []server.ServerResourceTemplate // templates of the other Extensions
-	resources map[string]bool                 // live URIs in mcp-go's table
-	templates map[string]bool                 // live URI templates in mcp-go's table
-	prompts   map[string]bool                 // live prompt names in mcp-go's table
+	resources map[string]any                  // live URIs in mcp-go's table, and their definitions
+	templates map[string]any                  // live URI templates in mcp-go's table, and theirs
+	prompts   map[string]any                  // live prompt names in mcp-go's table, and theirs
 	index     atomic.Pointer[liveIndex]
 
 	subMu sync.Mutex
@@ -189,12 +192,14 @@ func (s *Server) startLive() {
 	if len(s.live.exts) == 0 {
 		return
 	}
-	s.syncLive()
+	// Started first: a change while the first catalogs are read is
+	// then told, not lost.
 	for _, e := range s.live.exts {
 		if e.Live.Start != nil {
 			e.Live.Start(liveNotifier{s})
 		}
 	}
+	s.syncLive()
 }
 
 // liveFilter is the prompt filter: Live prompts the caller may not see
@@ -244,21 +249,36 @@ func (s *Server) syncLive() {
 	var resources []server.ServerResource
 	var templates []server.ServerResourceTemplate
 	var prompts []server.ServerPrompt
+	var all []server.ServerResourceTemplate // every live template, for a table set anew
+	defs := struct{ resources, templates, prompts map[string]any }{map[string]any{}, map[string]any{}, map[string]any{}}
 	for _, e := range l.exts {
 		cat := e.Live.Catalog()
 		for _, r := range cat.Resources {
 			le := liveEntry{live: e.Live, group: r.Group}
 			idx.resources[r.URI] = le
-			resources = append(resources, server.ServerResource{Resource: mcpResource(r.ResourceInfo), Handler: readHandler(guardRead(le, r.Read))})
+			def := resourceDef{r.ResourceInfo, r.Group}
+			if defs.resources[r.URI] = def; !reflect.DeepEqual(l.resources[r.URI], def) {
+				resources = append(resources, server.ServerResource{Resource: mcpResource(r.ResourceInfo), Handler: readHandler(guardRead(le, r.Read))})
+			}
 		}
 		for _, t := range cat.Templates {
 			le := liveEntry{live: e.Live, group: t.Group, hidden: t.Hidden}
 			idx.templates[t.URITemplate] = le
-			templates = append(templates, server.ServerResourceTemplate{Template: mcpTemplate(t), Handler: server.ResourceTemplateHandlerFunc(readHandler(guardRead(le, t.Read)))})
+			def := t
+			def.Read = nil
+			entry := server.ServerResourceTemplate{Template: mcpTemplate(t), Handler: server.ResourceTemplateHandlerFunc(readHandler(guardRead(le, t.Read)))}
+			all = append(all, entry)
+			if defs.templates[t.URITemplate] = def; !reflect.DeepEqual(l.templates[t.URITemplate], def) {
+				templates = append(templates, entry)
+			}
 		}
 		for _, p := range cat.Prompts {
 			idx.prompts[p.Name] = liveEntry{live: e.Live, group: p.Group}
-			prompts = append(prompts, server.ServerPrompt{Prompt: mcpPrompt(p), Handler: promptHandler(p.Get)})
+			def := p
+			def.Get = nil
+			if defs.prompts[p.Name] = def; !reflect.DeepEqual(l.prompts[p.Name], def) {
+				prompts = append(prompts, server.ServerPrompt{Prompt: mcpPrompt(p), Handler: promptHandler(p.Get)})
+			}
 		}
 	}
 	// Additions first, then the index, then removals: a listed entry is
@@ -272,7 +292,7 @@ func (s *Server) syncLive() {
 			goneResources = append(goneResources, uri)
 		}
 	}
-	l.resources = setOf(maps.Keys(idx.resources))
+	l.resources = defs.resources
 	removedTemplates := false
 	for t := range l.templates {
 		if _, ok := idx.templates[t]; !ok {
@@ -281,11 +301,11 @@ func (s *Server) syncLive() {
 	}
 	if removedTemplates {
 		// mcp-go cannot delete one template: the table is set anew.
-		s.mcp.SetResourceTemplates(append(slices.Clip(l.static), templates...)...)
+		s.mcp.SetResourceTemplates(append(slices.Clip(l.static), all...)...)
 	} else if len(templates) > 0 {
 		s.mcp.AddResourceTemplates(templates...)
 	}
-	l.templates = setOf(maps.Keys(idx.templates))
+	l.templates = defs.templates
 	if len(prompts) > 0 {
 		s.mcp.AddPrompts(prompts...)
 	}
@@ -295,7 +315,7 @@ func (s *Server) syncLive() {
 			gonePrompts = append(gonePrompts, name)
 		}
 	}
-	l.prompts = setOf(maps.Keys(idx.prompts))
+	l.prompts = defs.prompts
 	l.index.Store(idx)
 	if len(goneResources) > 0 {
 		s.mcp.DeleteResources(goneResources...)
@@ -305,12 +325,11 @@ func (s *Server) syncLive() {
 	}
 }
 
-func setOf(keys func(func(string) bool)) map[string]bool {
-	out := map[string]bool{}
-	for k := range keys {
-		out[k] = true
-	}
-	return out
+// resourceDef is what makes a Live resource's listing: a change of it is
+// a change of the list.
+type resourceDef struct {
+	info  ResourceInfo
+	group string
 }
 
 // subscribe records sess's subscription to uri, asking the Live

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,6 +271,23 @@ func TestLiveExtension(t *testing.T) {
 	})
 	waitNote(t, notes, "notifications/resources/list_changed")
 	waitNote(t, notes, "notifications/prompts/list_changed")
+	// The same catalog again is no change: no list_changed comes before
+	// the update that follows it.
+	sub(c, "live://a/two")
+	src.notifier.Updated("live://a/two") // after every notification of the change
+	waitNote(t, notes, "notifications/resources/updated live://a/two")
+	src.notifier.Changed()
+	src.notifier.Updated("live://a/two")
+	for got := ""; got != "notifications/resources/updated live://a/two"; {
+		select {
+		case got = <-notes:
+			if strings.HasSuffix(got, "list_changed") {
+				t.Errorf("%s for an unchanged catalog", got)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no update for live://a/two")
+		}
+	}
 	if diff := cmp.Diff([]string{"live://a/two", "test://blob", "test://text"}, uris(c)); diff != "" {
 		t.Errorf("resources after the change (-want +got):\n%s", diff)
 	}

@@ -59,10 +59,10 @@ type Module struct {
 	pinWatch sync.Once // the pin watcher runs once a pinned server is mounted
 	// hot is what hot reload (reload.go) compares the next edit with.
 	hot hotState
-	// notifier tells the MCP server of the upstreams' resources and
-	// prompts (resources.go); nil until it starts.
-	notifyMu sync.Mutex
-	notifier mcpserver.Notifier
+	// notifiers tell the MCP servers of the upstreams' resources and
+	// prompts (resources.go), once they start.
+	notifyMu  sync.Mutex
+	notifiers []mcpserver.Notifier
 }
 
 // Version is what bub-mcp reports to upstream servers as its client

@@ -63,23 +63,23 @@ func (m *Module) MCPExtensions() []mcpserver.Extension {
 			Unsubscribe: m.unsubscribe,
 			Start: func(n mcpserver.Notifier) {
 				m.notifyMu.Lock()
-				m.notifier = n
+				m.notifiers = append(m.notifiers, n)
 				m.notifyMu.Unlock()
 			},
 		},
 	}}
 }
 
-// notify is the server's Notifier, or nil before it starts.
-func (m *Module) notify() mcpserver.Notifier {
+// notify is the started servers' Notifiers.
+func (m *Module) notify() []mcpserver.Notifier {
 	m.notifyMu.Lock()
 	defer m.notifyMu.Unlock()
-	return m.notifier
+	return slices.Clone(m.notifiers)
 }
 
-// catalogChanged tells the server the upstreams' catalogs changed.
+// catalogChanged tells the servers the upstreams' catalogs changed.
 func (m *Module) catalogChanged() {
-	if n := m.notify(); n != nil {
+	for _, n := range m.notify() {
 		n.Changed()
 	}
 }
@@ -127,7 +127,7 @@ func (m *Module) liveCatalog() mcpserver.Catalog {
 			if r.Meta != nil {
 				info.Meta = r.Meta.AdditionalFields
 			}
-			out.Resources = append(out.Resources, mcpserver.Resource{ResourceInfo: info, Read: u.read, Group: name})
+			out.Resources = append(out.Resources, mcpserver.Resource{ResourceInfo: info, Read: m.read, Group: name})
 		}
 		for _, raw := range c.templates {
 			var t struct {
@@ -143,10 +143,10 @@ func (m *Module) liveCatalog() mcpserver.Catalog {
 			if !ok || strings.ContainsAny(tmpl[:strings.Index(tmpl, "://")], "{}") {
 				continue
 			}
-			out.Templates = append(out.Templates, mcpserver.ResourceTemplate{URITemplate: tmpl, Name: t.Name, Description: t.Description, MIMEType: t.MIMEType, Read: u.read, Group: name})
+			out.Templates = append(out.Templates, mcpserver.ResourceTemplate{URITemplate: tmpl, Name: t.Name, Description: t.Description, MIMEType: t.MIMEType, Read: m.read, Group: name})
 		}
 		for _, p := range c.prompts {
-			mp := mcpserver.Prompt{Name: promptName(name, p.Name), Description: p.Description, Get: u.getPrompt, Group: name}
+			mp := mcpserver.Prompt{Name: promptName(name, p.Name), Description: p.Description, Get: m.getPrompt, Group: name}
 			for _, a := range p.Arguments {
 				mp.Arguments = append(mp.Arguments, mcpserver.PromptArgument{Name: a.Name, Description: a.Description, Required: a.Required})
 			}
@@ -156,7 +156,7 @@ func (m *Module) liveCatalog() mcpserver.Catalog {
 		// Every URI of the upstream routes back to it, listed or not (an
 		// MCP App's ui:// resource is named only by its tool's _meta).
 		out.Templates = append(out.Templates, mcpserver.ResourceTemplate{
-			URITemplate: "{scheme}://" + name + "/{+path}", Name: name + "-resources", Read: u.read, Group: name, Hidden: true})
+			URITemplate: "{scheme}://" + name + "/{+path}", Name: name + "-resources", Read: m.read, Group: name, Hidden: true})
 	}
 	return out
 }
@@ -217,6 +217,27 @@ func (u *upstream) requestOn(ctx context.Context, s *session, method string, par
 		return nil, fmt.Errorf("upstream %s: %s: %w", u.cfg.name, method, resp.Error.AsError())
 	}
 	return resp.Result, nil
+}
+
+// read reads a resource through the upstream its URI names (the current
+// one of that name: a reload may have replaced it).
+func (m *Module) read(ctx context.Context, conn *providers.Connection, req mcpserver.ReadRequest) ([]mcpserver.ResourceContents, error) {
+	server, _, ok := originalURI(req.URI)
+	u := m.byName(server)
+	if !ok || u == nil {
+		return nil, errNotFound("resource " + req.URI)
+	}
+	return u.read(ctx, conn, req)
+}
+
+// getPrompt gets a prompt through the upstream that lists it now.
+func (m *Module) getPrompt(ctx context.Context, conn *providers.Connection, req *mcpserver.PromptRequest) (*mcpserver.PromptResult, error) {
+	for _, u := range m.list() {
+		if _, ok := u.originalPrompt(req.Name); ok {
+			return u.getPrompt(ctx, conn, req)
+		}
+	}
+	return nil, errNotFound("prompt " + req.Name)
 }
 
 // read reads a resource through the upstream, with its URIs mapped both
@@ -481,7 +502,7 @@ func (u *upstream) updated(uri string) {
 	if !ok {
 		return
 	}
-	if n := u.m.notify(); n != nil {
+	for _, n := range u.m.notify() {
 		n.Updated(x)
 	}
 }
