@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -23,7 +24,9 @@ import (
 // declares resources (with subscriptions and list changes), prompts (with
 // list changes) and completions.
 type Live struct {
-	// Catalog is what the Extension offers now.
+	// Catalog is what the Extension offers now. Its resources and
+	// templates of a URI scheme another Extension serves (skill://) are
+	// left out: they would shadow that Extension's.
 	Catalog func() Catalog
 	// Visible, when set, says whether conn may see and use the entries of
 	// group (Resource.Group, ResourceTemplate.Group, Prompt.Group): lists
@@ -76,6 +79,7 @@ type lives struct {
 	mu        sync.Mutex // serialises syncs
 	exts      []*Extension
 	static    []server.ServerResourceTemplate // templates of the other Extensions
+	schemes   map[string]bool                 // URI schemes the other Extensions serve
 	resources map[string]any                  // live URIs in mcp-go's table, and their definitions
 	templates map[string]any                  // live URI templates in mcp-go's table, and theirs
 	prompts   map[string]any                  // live prompt names in mcp-go's table, and theirs
@@ -143,9 +147,14 @@ func (s *Server) addLive(hooks *server.Hooks, exts []Extension) {
 	if len(l.exts) == 0 {
 		return
 	}
+	l.schemes = map[string]bool{}
 	for _, e := range exts {
 		for _, t := range e.Templates {
 			l.static = append(l.static, server.ServerResourceTemplate{Template: mcpTemplate(t), Handler: server.ResourceTemplateHandlerFunc(readHandler(t.Read))})
+			l.schemes[uriScheme(t.URITemplate)] = true
+		}
+		for _, r := range e.Resources {
+			l.schemes[uriScheme(r.URI)] = true
 		}
 	}
 	hooks.AddAfterListResourceTemplates(func(ctx context.Context, id any, req *mcp.ListResourceTemplatesRequest, res *mcp.ListResourceTemplatesResult) {
@@ -254,6 +263,9 @@ func (s *Server) syncLive() {
 	for _, e := range l.exts {
 		cat := e.Live.Catalog()
 		for _, r := range cat.Resources {
+			if l.schemes[uriScheme(r.URI)] {
+				continue // the server's own: a Live entry may not shadow it
+			}
 			le := liveEntry{live: e.Live, group: r.Group}
 			idx.resources[r.URI] = le
 			def := resourceDef{r.ResourceInfo, r.Group}
@@ -262,6 +274,9 @@ func (s *Server) syncLive() {
 			}
 		}
 		for _, t := range cat.Templates {
+			if l.schemes[uriScheme(t.URITemplate)] {
+				continue
+			}
 			le := liveEntry{live: e.Live, group: t.Group, hidden: t.Hidden}
 			idx.templates[t.URITemplate] = le
 			def := t
@@ -323,6 +338,15 @@ func (s *Server) syncLive() {
 	if len(gonePrompts) > 0 {
 		s.mcp.DeletePrompts(gonePrompts...)
 	}
+}
+
+// uriScheme is uri's scheme, lower-cased ("" for none).
+func uriScheme(uri string) string {
+	scheme, _, ok := strings.Cut(uri, ":")
+	if !ok {
+		return ""
+	}
+	return strings.ToLower(scheme)
 }
 
 // resourceDef is what makes a Live resource's listing: a change of it is

@@ -148,9 +148,11 @@ func TestLiveExtension(t *testing.T) {
 	h := newHost(t, registry.New(), "[profiles.default]\n[profiles.blind]\n")
 	src := &liveSource{}
 	src.cat = mcpserver.Catalog{
-		Resources: []mcpserver.Resource{src.resource("live://a/one", "a"), src.resource("live://b/one", "b")},
+		// test:// is the static Extension's: a Live entry of it is left out.
+		Resources: []mcpserver.Resource{src.resource("live://a/one", "a"), src.resource("live://b/one", "b"), src.resource("test://text", "a")},
 		Templates: []mcpserver.ResourceTemplate{
 			{URITemplate: "live://a/item/{id}", Name: "item", Read: src.read, Group: "a"},
+			{URITemplate: "test://{+path}", Name: "shadow", Read: src.read, Group: "a"},
 			{URITemplate: "{scheme}://b/{+path}", Name: "b-all", Read: src.read, Group: "b", Hidden: true},
 		},
 		Prompts: []mcpserver.Prompt{src.prompt("a_p", "a"), src.prompt("b_p", "b")},
@@ -194,6 +196,9 @@ func TestLiveExtension(t *testing.T) {
 	slices.Sort(raw)
 	if diff := cmp.Diff([]string{"live://a/item/{id}", "test://item/{id}"}, raw); diff != "" {
 		t.Errorf("templates (-want +got), the hidden one left out:\n%s", diff)
+	}
+	if read, err := c.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: "test://text"}}); err != nil || read.Contents[0].(mcp.TextResourceContents).Text != "for default" {
+		t.Errorf("read test://text: %+v, %v; want the static Extension's", read, err)
 	}
 	read, err := c.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: "other://b/not/listed"}})
 	if err != nil || read.Contents[0].(mcp.TextResourceContents).Text != "read other://b/not/listed" {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,6 +117,10 @@ func (m *Module) liveCatalog() mcpserver.Catalog {
 			continue
 		}
 		name := u.cfg.name
+		// Every URI of the upstream routes back to it, listed or not (an
+		// MCP App's ui:// resource is named only by its tool's _meta), by
+		// one unlisted template per scheme it uses.
+		schemes := map[string]bool{"ui": true}
 		c := &u.catalog
 		c.mu.Lock()
 		for _, r := range c.resources {
@@ -123,6 +128,8 @@ func (m *Module) liveCatalog() mcpserver.Catalog {
 			if !ok {
 				continue
 			}
+			scheme, _, _ := splitScheme(r.URI)
+			schemes[strings.ToLower(scheme)] = true
 			info := mcpserver.ResourceInfo{URI: uri, Name: r.Name, Description: r.Description, MIMEType: r.MIMEType}
 			if r.Meta != nil {
 				info.Meta = r.Meta.AdditionalFields
@@ -140,9 +147,11 @@ func (m *Module) liveCatalog() mcpserver.Catalog {
 				continue
 			}
 			tmpl, ok := exposedURI(name, t.URITemplate)
-			if !ok || strings.ContainsAny(tmpl[:strings.Index(tmpl, "://")], "{}") {
+			if !ok { // splitScheme refuses a scheme that is a variable
 				continue
 			}
+			scheme, _, _ := splitScheme(t.URITemplate)
+			schemes[strings.ToLower(scheme)] = true
 			out.Templates = append(out.Templates, mcpserver.ResourceTemplate{URITemplate: tmpl, Name: t.Name, Description: t.Description, MIMEType: t.MIMEType, Read: m.read, Group: name})
 		}
 		for _, p := range c.prompts {
@@ -153,10 +162,10 @@ func (m *Module) liveCatalog() mcpserver.Catalog {
 			out.Prompts = append(out.Prompts, mp)
 		}
 		c.mu.Unlock()
-		// Every URI of the upstream routes back to it, listed or not (an
-		// MCP App's ui:// resource is named only by its tool's _meta).
-		out.Templates = append(out.Templates, mcpserver.ResourceTemplate{
-			URITemplate: "{scheme}://" + name + "/{+path}", Name: name + "-resources", Read: m.read, Group: name, Hidden: true})
+		for _, scheme := range slices.Sorted(maps.Keys(schemes)) {
+			out.Templates = append(out.Templates, mcpserver.ResourceTemplate{
+				URITemplate: scheme + "://" + name + "/{+path}", Name: name + "-resources", Read: m.read, Group: name, Hidden: true})
+		}
 	}
 	return out
 }

@@ -326,12 +326,16 @@ func stdioServe(t *testing.T, env []string, profile string) (*client.Client, *no
 }
 
 // The whole of server-everything through `bub-mcp serve` over stdio, on
-// the 2025-11-25 session protocol; a profile denied the upstream's tools
-// sees none of the rest of it either.
+// the 2025-11-25 session protocol, with its prompt get audited; a profile
+// denied the upstream's tools sees none of the rest of it either.
 func TestWholeServerStdio(t *testing.T) {
-	_, env := serveProcess(t, wholeServerFile(t))
+	home, env := serveProcess(t, wholeServerFile(t))
 	c, n := stdioServe(t, env, "default")
 	checkWholeServer(t, c, n, nil)
+	// The prompt get is an audit record, with its arguments.
+	if line := auditLine(t, home, "everything_args-prompt"); !strings.Contains(line, `"mode":"prompts/get"`) || !strings.Contains(line, `"city":"Paris"`) {
+		t.Errorf("audit line %s; want the prompts/get with its arguments", line)
+	}
 	blind, _ := stdioServe(t, env, "blind")
 	checkBlind(t, blind)
 }
