@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -442,5 +443,47 @@ func TestResourceListChangedBurstIsCoalesced(t *testing.T) {
 	}
 	if lists > 8 {
 		t.Errorf("%d notifications made %d resources/list requests; want at most 8", n, lists)
+	}
+}
+
+// countingNotifier counts what a Live Extension tells its server.
+type countingNotifier struct{ changed atomic.Int64 }
+
+func (n *countingNotifier) Changed()       { n.changed.Add(1) }
+func (n *countingNotifier) Updated(string) {}
+
+// A hot reload that replaces an upstream takes its resources with it and
+// brings the new one's, and the server is told.
+func TestHotReloadCatalog(t *testing.T) {
+	home := t.TempDir()
+	conf := filepath.Join(home, "bub.toml")
+	table := func(name string) string { return fakeTable(t, name, `pin = "off"`, "-app") }
+	if err := os.WriteFile(conf, []byte(table("one")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t, table("one"), home)
+	m, _ := upstream.FromApp(h.App)
+	live := m.MCPExtensions()[0].Live
+	n := &countingNotifier{}
+	live.Start(n)
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { defer close(watched); m.Watch(ctx, 100*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); <-watched })
+	has := func(uri string) bool {
+		return slices.ContainsFunc(live.Catalog().Resources, func(r mcpserver.Resource) bool { return r.URI == uri })
+	}
+	waitFor(t, "one's resource", func() bool { return has("fake://one/gen/0") })
+	before := n.changed.Load()
+	if err := os.WriteFile(conf, []byte(table("two")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two's resource instead of one's", func() bool {
+		return has("fake://two/gen/0") && !has("fake://one/gen/0") && n.changed.Load() > before
+	})
+	for _, tm := range live.Catalog().Templates {
+		if strings.Contains(tm.URITemplate, "://one/") {
+			t.Errorf("removed upstream's template %s still served", tm.URITemplate)
+		}
 	}
 }
