@@ -504,6 +504,24 @@ func (m *Module) unsubscribe(exposed string) {
 	}
 }
 
+// inheritSubscriptions takes the resource subscriptions of the server of
+// u's name among gone (a reload restarting it), which u makes on its
+// first connection, as a reconnection does.
+func (u *upstream) inheritSubscriptions(gone []*upstream) {
+	for _, g := range gone {
+		if g.cfg.name != u.cfg.name {
+			continue
+		}
+		g.catalog.mu.Lock()
+		subs := g.catalog.subs
+		g.catalog.subs = nil
+		g.catalog.mu.Unlock()
+		u.catalog.mu.Lock()
+		u.catalog.subs = subs
+		u.catalog.mu.Unlock()
+	}
+}
+
 // updated passes an upstream's notifications/resources/updated on to the
 // clients subscribed to it.
 func (u *upstream) updated(uri string) {

@@ -13,10 +13,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/upstream"
 	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
@@ -486,4 +488,81 @@ func TestHotReloadCatalog(t *testing.T) {
 			t.Errorf("removed upstream's template %s still served", tm.URITemplate)
 		}
 	}
+}
+
+// recordingNotifier records the resource updates a Live Extension tells.
+type recordingNotifier struct {
+	mu      sync.Mutex
+	updated []string
+}
+
+func (n *recordingNotifier) Changed() {}
+func (n *recordingNotifier) Updated(uri string) {
+	n.mu.Lock()
+	n.updated = append(n.updated, uri)
+	n.mu.Unlock()
+}
+
+func (n *recordingNotifier) has(uri string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Contains(n.updated, uri)
+}
+
+// A subscription outlives its upstream's connection: after a crash, and
+// after a reload that restarts the upstream with new settings, the new
+// connection subscribes again, and its updates still come.
+func TestSubscriptionRenewedAfterRestart(t *testing.T) {
+	home := t.TempDir()
+	conf := filepath.Join(home, "bub.toml")
+	if err := os.WriteFile(conf, []byte(everything(t, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(t, everything(t, ""), home)
+	h.waitTool(t, "everything.toggle-subscriber-updates")
+	m, _ := upstream.FromApp(h.App)
+	live := m.MCPExtensions()[0].Live
+	n := &recordingNotifier{}
+	live.Start(n)
+	const doc = "demo://everything/resource/static/document/architecture.md"
+	if err := live.Subscribe(t.Context(), &providers.Connection{Transport: "test", Profile: h.conn.Profile}, doc); err != nil {
+		t.Fatal(err)
+	}
+	first := h.status(t, "everything")
+	if err := syscall.Kill(-first.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(t, "everything", upstream.StateReady, func(s upstream.Status) bool { return s.Restarts == 1 })
+	// The toggle starts the new process's updates for what is subscribed
+	// on it (the first one sends at once).
+	updated := func(what string) {
+		t.Helper()
+		waitFor(t, what, func() bool {
+			if n.has(doc) {
+				return true
+			}
+			if res := h.call(t.Context(), "everything.toggle-subscriber-updates", map[string]any{}); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			return false
+		})
+	}
+	updated("the update after the crash")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { defer close(watched); m.Watch(ctx, 100*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); <-watched })
+	n.mu.Lock()
+	n.updated = nil
+	n.mu.Unlock()
+	pid := h.status(t, "everything").PID
+	if err := os.WriteFile(conf, []byte(everything(t, `env = { RESTARTED = "1" }`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the restart by reload", func() bool {
+		s := h.status(t, "everything")
+		return s.State == upstream.StateReady && s.PID != pid && s.PID != 0
+	})
+	updated("the update after the reload")
 }
