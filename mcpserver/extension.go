@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
@@ -44,6 +45,9 @@ type Extension struct {
 	Complete func(ctx context.Context, conn *providers.Connection, req CompleteRequest) ([]string, error)
 	// Methods serve request methods the SDK does not know, by name.
 	Methods map[string]MethodFunc
+	// Live, when set, serves resources, templates and prompts that change
+	// while the server runs (live.go).
+	Live *Live
 }
 
 // Capabilities are server capabilities an Extension declares.
@@ -63,12 +67,18 @@ type Capabilities struct {
 // ResourceInfo describes a resource in resources/list.
 type ResourceInfo struct {
 	URI, Name, Description, MIMEType string
+	// Meta is the resource's _meta, passed on as it is (an MCP App's
+	// _meta.ui); nil for none.
+	Meta map[string]any
 }
 
 // Resource is one resource and how to read it.
 type Resource struct {
 	ResourceInfo
 	Read ReadFunc
+	// Group names the Live entries whose visibility Live.Visible decides
+	// together; unused outside a Live catalog.
+	Group string
 }
 
 // ResourceTemplate is a family of resources named by an RFC 6570 URI
@@ -76,6 +86,11 @@ type Resource struct {
 type ResourceTemplate struct {
 	URITemplate, Name, Description, MIMEType string
 	Read                                     ReadFunc
+	// Group is as Resource.Group.
+	Group string
+	// Hidden templates route reads but are never listed (a Live catalog's
+	// catch-all for the URIs of one namespace).
+	Hidden bool
 }
 
 // ReadFunc reads a resource for the caller conn (unresolved, as
@@ -94,6 +109,8 @@ type ReadRequest struct {
 type ResourceContents struct {
 	URI, MIMEType, Text string
 	Blob                []byte
+	// Meta is the contents' _meta, passed on as it is; nil for none.
+	Meta map[string]any
 }
 
 // Prompt is one prompt and how to get it.
@@ -101,6 +118,8 @@ type Prompt struct {
 	Name, Description string
 	Arguments         []PromptArgument
 	Get               func(ctx context.Context, conn *providers.Connection, req *PromptRequest) (*PromptResult, error)
+	// Group is as Resource.Group.
+	Group string
 }
 
 // PromptArgument is one argument a prompt takes.
@@ -153,9 +172,10 @@ type PromptMessage struct {
 	Content registry.Content
 }
 
-// CompleteRequest asks for completions of one prompt argument.
+// CompleteRequest asks for completions of one argument of a prompt
+// (Prompt) or of a resource template (Resource, its URI template).
 type CompleteRequest struct {
-	Prompt, Argument, Value string
+	Prompt, Resource, Argument, Value string
 	// Context holds the values of the prompt's other arguments.
 	Context map[string]string
 }
@@ -173,31 +193,44 @@ func extensionOptions(e *Extension) []server.ServerOption {
 	if c.Completions {
 		opts = append(opts, server.WithCompletions())
 	}
-	if e.Complete != nil {
-		opts = append(opts, server.WithPromptCompletionProvider(completer(e.Complete)))
-	}
 	return opts
 }
 
 // addExtension adds e's resources, templates and prompts to s.
 func addExtension(s *server.MCPServer, e *Extension) {
 	for _, r := range e.Resources {
-		s.AddResource(mcp.NewResource(r.URI, r.Name, mcp.WithResourceDescription(r.Description), mcp.WithMIMEType(r.MIMEType)), readHandler(r.Read))
+		s.AddResource(mcpResource(r.ResourceInfo), readHandler(r.Read))
 	}
 	for _, t := range e.Templates {
-		s.AddResourceTemplate(mcp.NewResourceTemplate(t.URITemplate, t.Name, mcp.WithTemplateDescription(t.Description), mcp.WithTemplateMIMEType(t.MIMEType)), server.ResourceTemplateHandlerFunc(readHandler(t.Read)))
+		s.AddResourceTemplate(mcpTemplate(t), server.ResourceTemplateHandlerFunc(readHandler(t.Read)))
 	}
 	for _, p := range e.Prompts {
-		opts := []mcp.PromptOption{mcp.WithPromptDescription(p.Description)}
-		for _, a := range p.Arguments {
-			aopts := []mcp.ArgumentOption{mcp.ArgumentDescription(a.Description)}
-			if a.Required {
-				aopts = append(aopts, mcp.RequiredArgument())
-			}
-			opts = append(opts, mcp.WithArgument(a.Name, aopts...))
-		}
-		s.AddPrompt(mcp.NewPrompt(p.Name, opts...), promptHandler(p.Get))
+		s.AddPrompt(mcpPrompt(p), promptHandler(p.Get))
 	}
+}
+
+func mcpResource(r ResourceInfo) mcp.Resource {
+	res := mcp.NewResource(r.URI, r.Name, mcp.WithResourceDescription(r.Description), mcp.WithMIMEType(r.MIMEType))
+	if r.Meta != nil {
+		res.Meta = &mcp.Meta{AdditionalFields: r.Meta}
+	}
+	return res
+}
+
+func mcpTemplate(t ResourceTemplate) mcp.ResourceTemplate {
+	return mcp.NewResourceTemplate(t.URITemplate, t.Name, mcp.WithTemplateDescription(t.Description), mcp.WithTemplateMIMEType(t.MIMEType))
+}
+
+func mcpPrompt(p Prompt) mcp.Prompt {
+	opts := []mcp.PromptOption{mcp.WithPromptDescription(p.Description)}
+	for _, a := range p.Arguments {
+		aopts := []mcp.ArgumentOption{mcp.ArgumentDescription(a.Description)}
+		if a.Required {
+			aopts = append(aopts, mcp.RequiredArgument())
+		}
+		opts = append(opts, mcp.WithArgument(a.Name, aopts...))
+	}
+	return mcp.NewPrompt(p.Name, opts...)
 }
 
 func readHandler(read ReadFunc) server.ResourceHandlerFunc {
@@ -225,9 +258,9 @@ func readHandler(read ReadFunc) server.ResourceHandlerFunc {
 		out := make([]mcp.ResourceContents, len(parts))
 		for i, p := range parts {
 			if p.Blob != nil {
-				out[i] = mcp.BlobResourceContents{URI: p.URI, MIMEType: p.MIMEType, Blob: base64.StdEncoding.EncodeToString(p.Blob)}
+				out[i] = mcp.BlobResourceContents{URI: p.URI, MIMEType: p.MIMEType, Blob: base64.StdEncoding.EncodeToString(p.Blob), Meta: p.Meta}
 			} else {
-				out[i] = mcp.TextResourceContents{URI: p.URI, MIMEType: p.MIMEType, Text: p.Text}
+				out[i] = mcp.TextResourceContents{URI: p.URI, MIMEType: p.MIMEType, Text: p.Text, Meta: p.Meta}
 			}
 		}
 		return out, nil
@@ -261,12 +294,60 @@ func promptHandler(get func(context.Context, *providers.Connection, *PromptReque
 	}
 }
 
-// completer is the SDK's prompt completion provider over an Extension's
-// Complete.
-type completer func(ctx context.Context, conn *providers.Connection, req CompleteRequest) ([]string, error)
+// completer is the SDK's prompt and resource completion provider over the
+// Extensions' Complete: a request goes to the Extension that serves the
+// prompt or template it names (a Live one's current catalog included).
+type completer struct {
+	exts []*Extension
+}
 
-func (f completer) CompletePromptArgument(ctx context.Context, prompt string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
-	values, err := f(ctx, ConnectionFromContext(ctx), CompleteRequest{Prompt: prompt, Argument: arg.Name, Value: arg.Value, Context: cctx.Arguments})
+// newCompleter is the completer of exts, or nil when none completes.
+func newCompleter(exts []Extension) *completer {
+	c := &completer{}
+	for i := range exts {
+		if exts[i].Complete != nil {
+			c.exts = append(c.exts, &exts[i])
+		}
+	}
+	if len(c.exts) == 0 {
+		return nil
+	}
+	return c
+}
+
+// owner is the Extension serving the prompt (or, with resource, the
+// template) name, else the only completing Extension without a Live
+// catalog (which may complete names it does not list), or nil.
+func (c *completer) owner(name string, resource bool) *Extension {
+	var sole *Extension
+	n := 0
+	for _, e := range c.exts {
+		if e.Live == nil {
+			sole, n = e, n+1
+		}
+		var cat Catalog
+		cat.Prompts, cat.Templates = e.Prompts, e.Templates
+		if e.Live != nil {
+			live := e.Live.Catalog()
+			cat.Prompts = append(slices.Clip(cat.Prompts), live.Prompts...)
+			cat.Templates = append(slices.Clip(cat.Templates), live.Templates...)
+		}
+		if resource && slices.ContainsFunc(cat.Templates, func(t ResourceTemplate) bool { return t.URITemplate == name }) ||
+			!resource && slices.ContainsFunc(cat.Prompts, func(p Prompt) bool { return p.Name == name }) {
+			return e
+		}
+	}
+	if n == 1 {
+		return sole
+	}
+	return nil
+}
+
+func (c *completer) complete(ctx context.Context, e *Extension, req CompleteRequest) (*mcp.Completion, error) {
+	if e == nil {
+		return &mcp.Completion{Values: []string{}}, nil
+	}
+	values, err := e.Complete(ctx, ConnectionFromContext(ctx), req)
 	if err != nil {
 		return nil, err
 	}
@@ -274,4 +355,12 @@ func (f completer) CompletePromptArgument(ctx context.Context, prompt string, ar
 		values = []string{}
 	}
 	return &mcp.Completion{Values: values, Total: len(values)}, nil
+}
+
+func (c *completer) CompletePromptArgument(ctx context.Context, prompt string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
+	return c.complete(ctx, c.owner(prompt, false), CompleteRequest{Prompt: prompt, Argument: arg.Name, Value: arg.Value, Context: cctx.Arguments})
+}
+
+func (c *completer) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, cctx mcp.CompleteContext) (*mcp.Completion, error) {
+	return c.complete(ctx, c.owner(uri, true), CompleteRequest{Resource: uri, Argument: arg.Name, Value: arg.Value, Context: cctx.Arguments})
 }

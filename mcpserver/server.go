@@ -128,6 +128,8 @@ type Server struct {
 	methods mcpgofix.Methods // request methods Extensions add (methods.go)
 
 	roots rootsWorkspaces // workspaces from clients' roots (roots.go)
+
+	live lives // Live Extensions (live.go)
 }
 
 type requestKey struct{}
@@ -258,8 +260,9 @@ func New(opts *Options) (*Server, error) {
 	}
 	hooks.AddAfterListResources(func(ctx context.Context, id any, req *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
 		kept := res.Resources[:0]
+		idx, visible := s.live.load(), visibleFunc(ctx)
 		for _, r := range res.Resources {
-			if f, ok := readable[r.URI]; !ok || f(ctx, ConnectionFromContext(ctx)) {
+			if f, ok := readable[r.URI]; (!ok || f(ctx, ConnectionFromContext(ctx))) && s.liveResourceVisible(visible, idx, r.URI) {
 				kept = append(kept, r)
 			}
 		}
@@ -331,6 +334,15 @@ func New(opts *Options) (*Server, error) {
 	if len(capabilities) > 0 {
 		serverOpts = append(serverOpts, server.WithExtensions(capabilities))
 	}
+	// After the Extensions' own: a Live one's capabilities include theirs.
+	s.addLive(hooks, o.Extensions)
+	if len(s.live.exts) > 0 {
+		serverOpts = append(serverOpts, liveOptions(o.Extensions)...)
+		serverOpts = append(serverOpts, server.WithPromptFilter(s.liveFilter))
+	}
+	if c := newCompleter(o.Extensions); c != nil {
+		serverOpts = append(serverOpts, server.WithPromptCompletionProvider(c), server.WithResourceCompletionProvider(c))
+	}
 	if err := addMethods(&s.methods, o.Extensions); err != nil {
 		return nil, err
 	}
@@ -347,6 +359,7 @@ func New(opts *Options) (*Server, error) {
 	for _, e := range o.Extensions {
 		addExtension(s.mcp, &e)
 	}
+	s.startLive()
 	return s, nil
 }
 

@@ -59,6 +59,9 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 				defer u.m.memory.releaseSoon()
 			}
 			res, err = parseResult(resp.Result)
+			if err == nil {
+				exposeResultURIs(u.cfg.name, res) // resource links route back through bub-mcp
+			}
 		}
 	}
 	if err != nil {

@@ -97,6 +97,9 @@ type upstream struct {
 	// many notifications arrive meanwhile (a burst would otherwise be a
 	// burst of tools/list requests).
 	refresh refresher
+	// catalog is the server's resources, templates and prompts
+	// (resources.go).
+	catalog catalog
 
 	seq   atomic.Int64
 	calls sync.Map // int64 → *inflight
@@ -454,6 +457,7 @@ func (u *upstream) load(ctx context.Context, s *session) error {
 		u.setStateLocked(StateError, err)
 		u.mu.Unlock()
 		u.m.log.Error("upstream.tools.refused", "upstream", u.cfg.name, "error", err)
+		u.catalogChanged(s)
 		return nil
 	}
 	u.m.remember(u.cfg, raws)
@@ -461,6 +465,7 @@ func (u *upstream) load(ctx context.Context, s *session) error {
 	u.cur = s
 	u.setStateLocked(StateReady, nil)
 	u.mu.Unlock()
+	u.catalogChanged(s)
 	return nil
 }
 
@@ -624,6 +629,7 @@ func (u *upstream) tool(name string, d definition, ov *Override) (*registry.Tool
 	if err != nil {
 		return nil, fmt.Errorf("override: %w", err)
 	}
+	d.tool.Meta = exposedToolMeta(u.cfg.name, d.tool.Meta)
 	h := func(ctx context.Context, tc *registry.ToolContext, args json.RawMessage) (any, error) {
 		args, err := ov.withFixed(args)
 		if err != nil {

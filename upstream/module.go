@@ -31,6 +31,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sandbox"
 	"github.com/bubbuild/bub-mcp/sessions/pgstore/docstore"
@@ -60,6 +61,10 @@ type Module struct {
 	pinWatch   sync.Once // the pin watcher runs once a pinned server is mounted
 	// hot is what hot reload (reload.go) compares the next edit with.
 	hot hotState
+	// notifiers tell the MCP servers of the upstreams' resources and
+	// prompts (resources.go), once they start.
+	notifyMu  sync.Mutex
+	notifiers []mcpserver.Notifier
 }
 
 // Version is what bub-mcp reports to upstream servers as its client
@@ -465,3 +470,4 @@ func writeFileAtomic(path string, b []byte) error {
 
 var _ app.Provisioner = (*Module)(nil)
 var _ app.CleanerUpper = (*Module)(nil)
+var _ mcpserver.Extender = (*Module)(nil)

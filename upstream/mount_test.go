@@ -58,6 +58,32 @@ func wire(t testing.TB, v any) map[string]any {
 	return m
 }
 
+// namespacedURIs is a tool result as bub-mcp passes it on: the same, but
+// for the URIs of its resource links and embedded resources, which name
+// the resources as bub-mcp serves them (scheme://<server>/<rest>).
+func namespacedURIs(server string, result map[string]any) map[string]any {
+	ns := func(m map[string]any) {
+		if uri, ok := m["uri"].(string); ok {
+			if scheme, rest, ok := strings.Cut(uri, "://"); ok {
+				m["uri"] = scheme + "://" + server + "/" + rest
+			}
+		}
+	}
+	parts, _ := result["content"].([]any)
+	for _, p := range parts {
+		part, _ := p.(map[string]any)
+		switch part["type"] {
+		case "resource_link":
+			ns(part)
+		case "resource":
+			if r, ok := part["resource"].(map[string]any); ok {
+				ns(r)
+			}
+		}
+	}
+	return result
+}
+
 // A wav file's first bytes: enough for server-filesystem to call it audio.
 var wav = []byte("RIFF$\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00D\xac\x00\x00\x88X\x01\x00\x02\x00\x10\x00data\x00\x00\x00\x00")
 
@@ -127,7 +153,7 @@ func TestToolsThroughMCPMatchDirect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(wire(t, want), wire(t, got)); diff != "" {
+			if diff := cmp.Diff(namespacedURIs(tc.server, wire(t, want)), wire(t, got)); diff != "" {
 				t.Errorf("result differs from the upstream's (-upstream +bub-mcp):\n%s", diff)
 			}
 		})

@@ -201,7 +201,9 @@ func (m *Module) Reload() (Changes, error) {
 		if !slices.Contains(ch.Restarted, s.name) {
 			ch.Added = append(ch.Added, s.name)
 		}
-		fresh = append(fresh, newUpstream(s, m))
+		u := newUpstream(s, m)
+		u.inheritSubscriptions(gone) // a restarted server's clients stay subscribed
+		fresh = append(fresh, u)
 	}
 	// The leaving servers' tools go first, in one change, so a replaced
 	// server's new tools do not clash with its old ones.
@@ -230,6 +232,7 @@ func (m *Module) Reload() (Changes, error) {
 	m.upsMu.Lock()
 	m.ups = all
 	m.upsMu.Unlock()
+	m.catalogChanged() // removed servers' resources and prompts go
 	for _, u := range fresh {
 		m.mount(u)
 	}

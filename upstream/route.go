@@ -57,6 +57,12 @@ func (u *upstream) notification(s *session, n mcp.JSONRPCNotification) {
 	switch n.Method {
 	case string(mcp.MethodNotificationToolsListChanged):
 		u.listChanged(s)
+	case string(mcp.MethodNotificationResourcesListChanged), string(mcp.MethodNotificationPromptsListChanged):
+		u.catalogChanged(s)
+	case string(mcp.MethodNotificationResourceUpdated):
+		if uri, ok := p["uri"].(string); ok {
+			u.updated(uri)
+		}
 	case string(mcp.MethodNotificationProgress):
 		tok := fmt.Sprint(p["progressToken"])
 		u.calls.Range(func(_, v any) bool {

@@ -11,7 +11,14 @@
 // tool's description, -add name adds a tool (it answers "added <name>"),
 // -rename old=new renames one (it still works); each may repeat. For the
 // override tests, -echo adds echo {msg, mode} (both required; no
-// annotations), which returns its arguments as JSON.
+// annotations), which returns its arguments as JSON. For the MCP Apps
+// tests (SEP-1865), -app adds the tool widget, whose _meta.ui.resourceUri
+// names ui://widget/app.html, a resource it serves (unlisted, as
+// text/html;profile=mcp-app) and that widget returns, and the tools
+// rburst {n}, which sends notifications/resources/list_changed n times,
+// bumping the generation each time (resources/list lists
+// fake://gen/<generation>), and rlists, how many resources/list requests
+// the server answered.
 //
 // Tools: big {bytes} returns a text of that many "x"; sample and elicit
 // send sampling/createMessage or elicitation/create to the client during
@@ -49,16 +56,25 @@ type message struct {
 	} `json:"error,omitempty"`
 }
 
+// The MCP App -app serves.
+const (
+	appURI  = "ui://widget/app.html"
+	appMIME = "text/html;profile=mcp-app"
+	appHTML = "<!doctype html><title>widget</title><p>fake widget</p>"
+)
+
 type server struct {
 	describe map[string]string // tool → description
 	added    []string
 	echo     bool
+	app      bool
 	renamed  map[string]string // old → new
 	original map[string]string // new → old
 	outMu    sync.Mutex
 	out      *bufio.Writer
 	gen      atomic.Int64
 	lists    atomic.Int64
+	rlists   atomic.Int64
 	seq      atomic.Int64
 	waitMu   sync.Mutex
 	waiting  map[string]chan message
@@ -121,6 +137,11 @@ func (s *server) tools() []any {
 		out = append(out, map[string]any{"name": "echo", "description": "Echo the arguments.", "inputSchema": map[string]any{
 			"type": "object", "properties": map[string]any{"msg": str, "mode": str}, "required": []string{"msg", "mode"}}})
 	}
+	if s.app {
+		out = append(out, map[string]any{"name": "rburst", "inputSchema": obj}, map[string]any{"name": "rlists", "inputSchema": obj})
+		out = append(out, map[string]any{"name": "widget", "description": "Show the widget.", "inputSchema": obj,
+			"_meta": map[string]any{"ui": map[string]any{"resourceUri": appURI, "visibility": []string{"model", "app"}}}})
+	}
 	return append(out, map[string]any{"name": "gen_" + strconv.FormatInt(s.gen.Load(), 10), "inputSchema": obj})
 }
 
@@ -141,6 +162,16 @@ func (s *server) call(m message) {
 		}
 	}
 	switch p.Name {
+	case "widget":
+		s.reply(m.ID, text("widget shown"))
+	case "rburst":
+		for range num("n") {
+			s.gen.Add(1)
+			s.write(map[string]any{"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
+		}
+		s.reply(m.ID, text("generation "+strconv.FormatInt(s.gen.Load(), 10)))
+	case "rlists":
+		s.reply(m.ID, text(strconv.FormatInt(s.rlists.Load(), 10)))
 	case "echo":
 		b, _ := json.Marshal(p.Arguments)
 		s.reply(m.ID, text(string(b)))
@@ -196,6 +227,7 @@ func main() {
 	flag.Func("rename", "old=new (repeatable)", pair(s.renamed))
 	flag.Func("add", "a tool to add (repeatable)", func(v string) error { s.added = append(s.added, v); return nil })
 	flag.BoolVar(&s.echo, "echo", false, "list the echo tool")
+	flag.BoolVar(&s.app, "app", false, "list the widget tool and serve its MCP App resource")
 	flag.Parse()
 	for k, v := range s.renamed {
 		s.original[v] = k
@@ -229,8 +261,28 @@ func main() {
 			}
 		case m.Method == "initialize":
 			time.Sleep(*initDelay)
+			caps := map[string]any{"tools": map[string]any{"listChanged": true}}
+			if s.app {
+				caps["resources"] = map[string]any{}
+			}
 			s.reply(m.ID, map[string]any{"protocolVersion": "2025-11-25", "serverInfo": map[string]any{"name": "fake", "version": "1"},
-				"capabilities": map[string]any{"tools": map[string]any{"listChanged": true}}})
+				"capabilities": caps})
+		case m.Method == "resources/list":
+			s.rlists.Add(1)
+			s.reply(m.ID, map[string]any{"resources": []any{map[string]any{"uri": "fake://gen/" + strconv.FormatInt(s.gen.Load(), 10), "name": "generation"}}})
+		case m.Method == "resources/templates/list":
+			s.reply(m.ID, map[string]any{"resourceTemplates": []any{}})
+		case m.Method == "resources/read":
+			var p struct {
+				URI string `json:"uri"`
+			}
+			json.Unmarshal(m.Params, &p)
+			if !s.app || p.URI != appURI {
+				s.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32002, "message": "resource not found: " + p.URI}})
+				continue
+			}
+			s.reply(m.ID, map[string]any{"contents": []any{map[string]any{"uri": appURI, "mimeType": appMIME, "text": appHTML,
+				"_meta": map[string]any{"ui": map[string]any{"prefersBorder": true}}}}})
 		case m.Method == "tools/list":
 			s.lists.Add(1)
 			s.reply(m.ID, map[string]any{"tools": s.tools()})
