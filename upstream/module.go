@@ -58,6 +58,13 @@ type Module struct {
 	pinWatch sync.Once // the pin watcher runs once a pinned server is mounted
 	// hot is what hot reload (reload.go) compares the next edit with.
 	hot hotState
+	// credentials are auth = "oauth" servers' token sets (credentials.go);
+	// logins marks used login state, loginBase is where the HTTP
+	// transport serves the sign-in (oauth.go), empty without it.
+	credentials credentials
+	logins      usedNonces
+	loginMu     sync.Mutex
+	loginBase   string
 }
 
 // Version is what bub-mcp reports to upstream servers as its client
@@ -204,6 +211,9 @@ func (m *Module) WaitFor(ctx context.Context, tool string) bool {
 		if !strings.HasPrefix(tool, u.cfg.name+".") && !strings.HasPrefix(tool, u.cfg.name+"_") {
 			continue
 		}
+		if u.cfg.Auth == AuthOAuth { // no shared connection to wait for
+			return true
+		}
 		u.start()
 		t := time.NewTimer(u.cfg.StartTimeout.Duration)
 		defer t.Stop()
@@ -292,6 +302,9 @@ func (m *Module) Cleanup() error {
 	m.cancel()
 	m.wg.Wait()
 	m.memory.close()
+	if m.credentials.close != nil {
+		m.credentials.close()
+	}
 	var errs []error
 	for _, u := range ups {
 		if err := u.closeEnvironment(); err != nil {
@@ -327,6 +340,10 @@ type Status struct {
 	BearerTokenEnv string   `json:"bearer_token_env,omitempty"`
 	Headers        []string `json:"headers,omitempty"`
 	Env            []string `json:"env,omitempty"`
+	// Auth is "oauth" for a server with per-principal credentials, whose
+	// Connections are the live per-principal connections.
+	Auth        string `json:"auth,omitempty"`
+	Connections int    `json:"connections,omitempty"`
 }
 
 // Status reports every upstream, sorted by name.
@@ -338,6 +355,9 @@ func (m *Module) Status() []Status {
 		st.Pin = u.cfg.pinMode()
 		st.Quarantined, st.Unapproved = m.pinCounts(u.cfg.name)
 		st.BearerTokenEnv = u.cfg.BearerTokenEnv
+		if st.Auth = u.cfg.Auth; st.Auth == AuthOAuth {
+			st.Connections = u.pool.live()
+		}
 		st.Headers = slices.Sorted(maps.Keys(u.cfg.Headers))
 		st.Env = slices.Sorted(maps.Keys(u.cfg.Env))
 		out = append(out, st)
@@ -388,7 +408,11 @@ type cacheEntry struct {
 // configDigest identifies what a server is; a remembered list of another
 // configuration is not used.
 func configDigest(s *Server) string {
-	b, _ := json.Marshal([]any{s.Command, s.Args, s.Env, s.Cwd, s.URL, s.Headers, s.kind()})
+	parts := []any{s.Command, s.Args, s.Env, s.Cwd, s.URL, s.Headers, s.kind()}
+	if s.Auth != "" { // only then, so other servers' remembered lists stay valid
+		parts = append(parts, s.Auth)
+	}
+	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
