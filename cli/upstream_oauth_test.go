@@ -22,11 +22,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bubbuild/bub-mcp/internal/oidctest"
+	"github.com/bubbuild/bub-mcp/internal/pgtest"
 )
 
 // oauthUpstream is a second `bub-mcp serve --http` protected by OAuth, with
@@ -172,9 +174,26 @@ var loginLinkRE = regexp.MustCompile(`(http://\S+/upstreams/up/login\?state=[A-Z
 // are refreshed when they run out; `upstreams logout` makes alice sign in
 // again; no client's own token reaches the upstream, and the credentials
 // files hold no token in plaintext.
+//
+// With [store] kind = "postgres", the login, the server and the logout
+// each have a $BUB_HOME of their own and share the sealed sets through the
+// database (and the key through [server] state_key); the server finds the
+// tool list by connecting as the operator.
 func TestUpstreamOAuthPerPrincipal(t *testing.T) {
+	for _, store := range []string{"file", "postgres"} {
+		t.Run(store, func(t *testing.T) { testUpstreamOAuth(t, store) })
+	}
+}
+
+func testUpstreamOAuth(t *testing.T, store string) {
 	up := startOAuthUpstream(t, "2s")
 	home := t.TempDir()
+	var dsn string
+	prelude := ""
+	if store == "postgres" {
+		dsn = pgtest.DSN(t)
+		prelude = "[store]\nkind = \"postgres\"\ndsn_env = \"BUB_TEST_DSN\"\n\n[server]\nstate_key = \"a-state-key-the-replicas-share-0123456789\"\n\n"
+	}
 	secrets := map[string]string{"alice": "alice-static-token-0123456789", "bob": "bob-static-token-0123456789"}
 	var tokens strings.Builder
 	for _, name := range []string{"alice", "bob"} {
@@ -182,18 +201,26 @@ func TestUpstreamOAuthPerPrincipal(t *testing.T) {
 		fmt.Fprintf(&tokens, "[[auth.tokens]]\nname = %q\nsha256 = %q\nprofile = \"default\"\n\n", name, hex.EncodeToString(sum[:]))
 	}
 	cfg := filepath.Join(t.TempDir(), "bub.toml")
-	src := fmt.Sprintf("[profiles.default]\nworkspace = %q\n\n%s[upstreams.up]\nurl = %q\nauth = \"oauth\"\nclient_name = \"bub-mcp gateway test\"\n",
-		t.TempDir(), tokens.String(), up.public+"/mcp")
+	src := fmt.Sprintf("%s[profiles.default]\nworkspace = %q\n\n%s[upstreams.up]\nurl = %q\nauth = \"oauth\"\nclient_name = \"bub-mcp gateway test\"\n",
+		prelude, t.TempDir(), tokens.String(), up.public+"/mcp")
 	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg)
+	// envFor is a process's environment: with the database, a $BUB_HOME
+	// of its own.
+	envFor := func() []string {
+		h := home
+		if store == "postgres" {
+			h = t.TempDir()
+		}
+		return append(os.Environ(), "BUB_HOME="+h, "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn)
+	}
 
 	// The operator: `bub-mcp login up` prints the URL; the test's browser
 	// signs in and comes back to the loopback redirect.
 	up.signInAs("operator-up")
 	login := exec.Command(binary(t), "login", "up")
-	login.Env = env
+	login.Env = envFor()
 	var out bytes.Buffer
 	login.Stdout = &out
 	stderr, err := login.StderrPipe()
@@ -227,7 +254,7 @@ func TestUpstreamOAuthPerPrincipal(t *testing.T) {
 	}
 
 	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
-	cmd.Env = env
+	cmd.Env = envFor()
 	endpoint := serveHTTP(t, cmd)
 	connect := func(name string) *client.Client {
 		t.Helper()
@@ -248,6 +275,11 @@ func TestUpstreamOAuthPerPrincipal(t *testing.T) {
 		return c
 	}
 	alice, bob := connect("alice"), connect("bob")
+	if store == "postgres" {
+		// Nothing is remembered in this $BUB_HOME: the server lists the
+		// tools as the operator, whose set is in the database.
+		waitTool(t, alice, "up_fs_read")
+	}
 	read := func(c *client.Client) (string, bool) {
 		t.Helper()
 		res, err := callTool(t.Context(), c, "up_fs_read", map[string]any{"path": "note.txt"}, nil)
@@ -336,16 +368,10 @@ func TestUpstreamOAuthPerPrincipal(t *testing.T) {
 	}
 
 	// No client's own token went upstream; the tokens that did are not
-	// in the credentials files in plaintext.
-	var files []string
-	filepath.Walk(filepath.Join(home, "upstreams", "credentials"), func(p string, fi os.FileInfo, err error) error {
-		if err == nil && !fi.IsDir() {
-			files = append(files, p)
-		}
-		return nil
-	})
-	if len(files) < 3 {
-		t.Errorf("credentials files %v; want the local user's, alice's and bob's", files)
+	// stored in plaintext.
+	stored := storedCredentials(t, store, home, dsn)
+	if len(stored) != 3 {
+		t.Errorf("%d stored sets; want the local user's, alice's and bob's", len(stored))
 	}
 	for _, h := range bearers {
 		for _, s := range secrets {
@@ -357,16 +383,16 @@ func TestUpstreamOAuthPerPrincipal(t *testing.T) {
 		if tok == "" {
 			continue
 		}
-		for _, f := range files {
-			if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(tok)) {
-				t.Errorf("%s holds an upstream token in plaintext", f)
+		for where, b := range stored {
+			if bytes.Contains(b, []byte(tok)) {
+				t.Errorf("%s holds an upstream token in plaintext", where)
 			}
 		}
 	}
 
 	// Logout: alice's next call asks again; bob's still works.
 	logout := exec.Command(binary(t), "upstreams", "logout", "up", "--principal", "alice")
-	logout.Env = env
+	logout.Env = envFor()
 	if b, err := logout.CombinedOutput(); err != nil || !strings.Contains(string(b), `deleted the tokens of "alice"`) {
 		t.Fatalf("upstreams logout: %v %s", err, b)
 	}
@@ -389,4 +415,57 @@ func lastAudit(t *testing.T, home string, n int) string {
 	}
 	t.Fatalf("the audit log under %s never had %d records", home, n)
 	return ""
+}
+
+// storedCredentials is what the credentials store holds, by where: the
+// files under home, or the rows of the database.
+func storedCredentials(t *testing.T, store, home, dsn string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	if store == "postgres" {
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(t.Context())
+		rows, err := conn.Query(t.Context(), `SELECT server || '/' || principal, sealed FROM bub_upstream_credentials`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var where string
+			var sealed []byte
+			if err := rows.Scan(&where, &sealed); err != nil {
+				t.Fatal(err)
+			}
+			out["row "+where] = sealed
+		}
+		return out
+	}
+	filepath.Walk(filepath.Join(home, "upstreams", "credentials"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && strings.HasSuffix(p, ".json") {
+			b, _ := os.ReadFile(p)
+			out[p] = b
+		}
+		return nil
+	})
+	return out
+}
+
+// waitTool waits until c lists tool.
+func waitTool(t *testing.T, c *client.Client, tool string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		res, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range res.Tools {
+			if tl.Name == tool {
+				return
+			}
+		}
+	}
+	t.Fatalf("%s never listed", tool)
 }

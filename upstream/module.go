@@ -147,6 +147,12 @@ func (m *Module) mount(u *upstream) {
 	}
 	// A one-shot command (bub-mcp call) starts a server only when one
 	// of its tools is called: WaitFor or the call itself start it.
+	if u.cfg.Auth == AuthOAuth {
+		if !ok && !m.app.OnDemand() {
+			u.listAsAnyone()
+		}
+		return
+	}
 	if (u.cfg.Start == StartEager || !ok) && !m.app.OnDemand() {
 		u.start()
 	}

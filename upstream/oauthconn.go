@@ -255,3 +255,37 @@ func (u *upstream) connectAs(principal string, set *tokenSet, c *credentials) (*
 	}
 	return s, nil
 }
+
+// listAsAnyone lists the tools of an auth = "oauth" server that has none
+// remembered, in the background, over the connection of the first
+// principal with a stored token set that works (a replica with a
+// $BUB_HOME of its own, sharing the sets in PostgreSQL, finds the list
+// so). Without any, the server lists no tools until `bub-mcp login`.
+func (u *upstream) listAsAnyone() {
+	u.m.wg.Add(1)
+	go func() {
+		defer u.m.wg.Done()
+		c, err := u.m.creds()
+		if err != nil {
+			u.m.log.Warn("upstream.tools.unlisted", "upstream", u.cfg.name, "error", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(u.ctx, u.cfg.StartTimeout.Duration)
+		defer cancel()
+		who, err := c.store.Principals(ctx, u.cfg.name)
+		if err != nil {
+			u.m.log.Warn("upstream.tools.unlisted", "upstream", u.cfg.name, "error", err)
+			return
+		}
+		for _, p := range who {
+			_, release, err := u.principalSession(ctx, nil, p)
+			if err == nil {
+				release()
+				return
+			}
+			u.m.log.Debug("upstream.tools.unlisted", "upstream", u.cfg.name, "principal", p, "error", err)
+		}
+		u.m.log.Warn("upstream.tools.unlisted", "upstream", u.cfg.name,
+			"why", "no tool list is remembered and no stored sign-in works: run `bub-mcp login "+u.cfg.name+"`")
+	}()
+}
