@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -194,9 +195,9 @@ func testUpstreamOAuth(t *testing.T, store string) {
 		dsn = pgtest.DSN(t)
 		prelude = "[store]\nkind = \"postgres\"\ndsn_env = \"BUB_TEST_DSN\"\n\n[server]\nstate_key = \"a-state-key-the-replicas-share-0123456789\"\n\n"
 	}
-	secrets := map[string]string{"alice": "alice-static-token-0123456789", "bob": "bob-static-token-0123456789"}
+	secrets := map[string]string{"alice": "alice-static-token-0123456789", "bob": "bob-static-token-0123456789", "carol": "carol-static-token-0123456789"}
 	var tokens strings.Builder
-	for _, name := range []string{"alice", "bob"} {
+	for _, name := range []string{"alice", "bob", "carol"} {
 		sum := sha256.Sum256([]byte(secrets[name]))
 		fmt.Fprintf(&tokens, "[[auth.tokens]]\nname = %q\nsha256 = %q\nprofile = \"default\"\n\n", name, hex.EncodeToString(sum[:]))
 	}
@@ -256,19 +257,22 @@ func testUpstreamOAuth(t *testing.T, store string) {
 	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
 	cmd.Env = envFor()
 	endpoint := serveHTTP(t, cmd)
-	connect := func(name string) *client.Client {
+	connect := func(name string, opts ...client.ClientOption) *client.Client {
 		t.Helper()
 		tr, err := transport.NewStreamableHTTP(endpoint, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + secrets[name]}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := client.NewClient(tr)
+		c := client.NewClient(tr, opts...)
 		if err := c.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		init := mcp.InitializeRequest{}
 		init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+		if len(opts) > 0 {
+			init.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{URL: &struct{}{}}
+		}
 		if _, err := c.Initialize(t.Context(), init); err != nil {
 			t.Fatal(err)
 		}
@@ -400,6 +404,54 @@ func testUpstreamOAuth(t *testing.T, store string) {
 	if text, ok := read(bob); !ok {
 		t.Errorf("bob's call after alice's logout: %q", text)
 	}
+
+	// Carol's client takes URL-mode elicitation: her first call sends
+	// her to the login link, waits while she signs in, and then works.
+	links := make(chan string, 1)
+	carol := connect("carol", client.WithElicitationHandler(urlOpener{links}))
+	up.signInAs("carol-up")
+	type result struct {
+		text string
+		ok   bool
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := callTool(t.Context(), carol, "up_fs_read", map[string]any{"path": "note.txt"}, nil)
+		if err != nil {
+			done <- result{err.Error(), false}
+			return
+		}
+		done <- result{resultText(res), !res.IsError}
+	}()
+	select {
+	case link := <-links:
+		if !loginLinkRE.MatchString(link) {
+			t.Fatalf("URL-mode elicitation of %q; want a login link", link)
+		}
+		if code, page := up.browse(t, link); code != 200 || !strings.Contains(page, "Signed in") {
+			t.Fatalf("carol's sign-in: %d %s", code, page)
+		}
+	case r := <-done:
+		t.Fatalf("carol's call ended without a URL-mode elicitation: %+v", r)
+	}
+	if r := <-done; !r.ok || !strings.Contains(r.text, "from the upstream's workspace") {
+		t.Errorf("carol's call, after she signed in while it waited: %+v", r)
+	}
+	if !auditHas("carol-up") {
+		t.Errorf("the upstream's audit log has no call of carol-up")
+	}
+}
+
+// urlOpener is a client that takes URL-mode elicitations: it hands the
+// URL to the test (the user's browser) and accepts.
+type urlOpener struct{ links chan<- string }
+
+func (o urlOpener) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	if req.Params.Mode != mcp.ElicitationModeURL {
+		return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionDecline}}, nil
+	}
+	o.links <- req.Params.URL
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept}}, nil
 }
 
 // lastAudit waits until the audit log under home has n records and

@@ -65,6 +65,7 @@ type Module struct {
 	logins      usedNonces
 	loginMu     sync.Mutex
 	loginBase   string
+	loginDone   chan struct{} // closed at a sign-in (loginSignal)
 }
 
 // Version is what bub-mcp reports to upstream servers as its client

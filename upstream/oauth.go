@@ -375,6 +375,7 @@ func (m *Module) finishLogin(ctx context.Context, c *credentials, q url.Values) 
 		return server, principal, err
 	}
 	u.pool.drop(principal) // a connection that failed for want of a token starts over
+	m.signalLogin()
 	m.log.Info("upstream.login", "upstream", server, "principal", principal)
 	return server, principal, nil
 }
@@ -383,22 +384,111 @@ func (m *Module) finishLogin(ctx context.Context, c *credentials, q url.Values) 
 // token: a link to bub-mcp's start page for this principal and server,
 // or, without the HTTP transport, the command that signs the local user in.
 func (u *upstream) loginRequired(principal string) error {
+	link, err := u.loginLink(principal)
+	if err != nil {
+		return err
+	}
+	return u.linkError(link)
+}
+
+// linkError is loginRequired's error for link ("" without the HTTP
+// transport).
+func (u *upstream) linkError(link string) error {
+	if link == "" {
+		return &registry.Error{Kind: registry.KindConfig, Message: fmt.Sprintf(
+			"upstream %s needs you to sign in (auth = \"oauth\"): run `bub-mcp login %s`, then call the tool again", u.cfg.name, u.cfg.name)}
+	}
+	msg := fmt.Sprintf("upstream %s needs you to sign in (auth = \"oauth\"): open %s (valid for %s, once), then call the tool again", u.cfg.name, link, loginTTL)
+	return &registry.Error{Kind: registry.KindConfig, Message: msg, Details: map[string]any{"login_url": link}}
+}
+
+// loginLink is a fresh login link for principal: sealed, expiring in
+// loginTTL, good once; "" without the HTTP transport.
+func (u *upstream) loginLink(principal string) (string, error) {
 	m := u.m
 	c, err := m.creds()
 	if err != nil {
-		return &registry.Error{Kind: registry.KindConfig, Message: fmt.Sprintf("upstream %s: %v", u.cfg.name, err)}
+		return "", &registry.Error{Kind: registry.KindConfig, Message: fmt.Sprintf("upstream %s: %v", u.cfg.name, err)}
 	}
 	m.loginMu.Lock()
 	base := m.loginBase
 	m.loginMu.Unlock()
 	if base == "" {
-		return &registry.Error{Kind: registry.KindConfig, Message: fmt.Sprintf(
-			"upstream %s needs you to sign in (auth = \"oauth\"): run `bub-mcp login %s`, then call the tool again", u.cfg.name, u.cfg.name)}
+		return "", nil
 	}
 	st := &loginState{Kind: "start", Server: u.cfg.name, Principal: principal, Expires: time.Now().Add(loginTTL).Unix(), Nonce: newNonce()}
-	link := base + "/upstreams/" + url.PathEscape(u.cfg.name) + "/login?state=" + c.sealState(st)
-	msg := fmt.Sprintf("upstream %s needs you to sign in (auth = \"oauth\"): open %s (valid for %s, once), then call the tool again", u.cfg.name, link, loginTTL)
-	return &registry.Error{Kind: registry.KindConfig, Message: msg, Details: map[string]any{"login_url": link}}
+	return base + "/upstreams/" + url.PathEscape(u.cfg.name) + "/login?state=" + c.sealState(st), nil
+}
+
+// signInPoll is how often a call waiting for its principal's sign-in
+// looks at the store, for a sign-in finished by another replica; one in
+// this process wakes it at once.
+const signInPoll = 2 * time.Second
+
+// signIn is what a call whose principal has no token does first: with a
+// client that takes URL-mode elicitation, it sends the user to a login
+// link and, once the user accepts, waits (at most loginTTL, or until the
+// call ends) for the sign-in to finish, then returns nil so the call goes
+// on. Otherwise, or when the user declines, it returns the tool error
+// carrying the link.
+func (u *upstream) signIn(ctx context.Context, tc *registry.ToolContext, principal string) error {
+	link, err := u.loginLink(principal)
+	if err != nil {
+		return err
+	}
+	if link == "" || !tc.CanElicitURL(ctx) {
+		return u.linkError(link)
+	}
+	res, err := tc.Elicit(ctx, registry.ElicitRequest{Message: fmt.Sprintf("Sign in to %s, so that bub-mcp calls it as you.", u.cfg.name),
+		URL: link, Key: "upstream-login-" + u.cfg.name})
+	if err != nil || res.Action != "accept" {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return u.linkError(link)
+	}
+	c, err := u.m.creds()
+	if err != nil {
+		return err
+	}
+	wait := time.NewTimer(loginTTL)
+	defer wait.Stop()
+	poll := time.NewTicker(signInPoll)
+	defer poll.Stop()
+	for {
+		signal := u.m.loginSignal()
+		if _, err := c.load(ctx, u.cfg.name, principal); err == nil {
+			return nil
+		}
+		select {
+		case <-signal:
+		case <-poll.C:
+		case <-wait.C:
+			return u.linkError(link)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// loginSignal is closed at the next sign-in finished in this process.
+func (m *Module) loginSignal() <-chan struct{} {
+	m.loginMu.Lock()
+	defer m.loginMu.Unlock()
+	if m.loginDone == nil {
+		m.loginDone = make(chan struct{})
+	}
+	return m.loginDone
+}
+
+// signalLogin wakes the calls waiting for a sign-in.
+func (m *Module) signalLogin() {
+	m.loginMu.Lock()
+	defer m.loginMu.Unlock()
+	if m.loginDone != nil {
+		close(m.loginDone)
+		m.loginDone = nil
+	}
 }
 
 // Login signs the local user in to server name with a loopback redirect

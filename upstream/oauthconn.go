@@ -107,7 +107,10 @@ func (u *upstream) principalSession(ctx context.Context, tc *registry.ToolContex
 	}
 	set, err := c.load(ctx, u.cfg.name, principal)
 	if errors.Is(err, ErrNoCredentials) {
-		return nil, nil, u.loginRequired(principal)
+		if err := u.signIn(ctx, tc, principal); err != nil {
+			return nil, nil, err
+		}
+		set, err = c.load(ctx, u.cfg.name, principal)
 	}
 	if err != nil {
 		return nil, nil, &registry.Error{Kind: registry.KindTemporary, Message: fmt.Sprintf("upstream %s: reading the stored credentials: %v", u.cfg.name, err)}
