@@ -107,6 +107,7 @@ func (u *upstream) principalSession(ctx context.Context, tc *registry.ToolContex
 	}
 	set, err := c.load(ctx, u.cfg.name, principal)
 	if errors.Is(err, ErrNoCredentials) {
+		u.pool.drop(principal) // signed out elsewhere: its connection goes too
 		if err := u.signIn(ctx, tc, principal); err != nil {
 			return nil, nil, err
 		}
