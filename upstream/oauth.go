@@ -92,7 +92,7 @@ func (c *credentials) sealState(st *loginState) string {
 // its nonce.
 func (m *Module) openState(c *credentials, kind, s string) (*loginState, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(s) > 8192 {
+	if err != nil || s == "" || len(s) > 8192 {
 		return nil, errors.New("malformed state")
 	}
 	plain, err := c.state.open(b, []byte(kind))
@@ -301,18 +301,18 @@ func (m *Module) beginLogin(ctx context.Context, c *credentials, u *upstream, pr
 	return authURL, nil
 }
 
-// probe sends the server an unauthenticated initialize, so that its 401's
+// probe sends the server an unauthenticated GET, so that its 401's
 // WWW-Authenticate (RFC 9728 resource_metadata) guides discovery; a server
-// that answers otherwise leaves discovery to the well-known paths.
+// that answers otherwise leaves discovery to the well-known paths. A GET
+// (the event stream) rather than an initialize, so that a server that
+// needs no token for it opens no session.
 func (u *upstream) probe(ctx context.Context, h *transport.OAuthHandler) {
-	body := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + mcp.ProtocolVersion20251125 +
-		`","capabilities":{},"clientInfo":{"name":"bub-mcp","version":"` + u.m.version + `"}}}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.cfg.URL, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.cfg.URL, nil)
 	if err != nil {
 		return
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", mcp.ProtocolVersion20251125)
 	for k, v := range u.cfg.Headers {
 		req.Header.Set(k, v)
 	}

@@ -1,7 +1,9 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -214,4 +216,71 @@ func (h *oauthHost) requests() int {
 		n += c
 	}
 	return n
+}
+
+// The sign-in pages refuse what they must: a link for another server, a
+// link or callback state not sealed by this server (or tampered), an
+// error from the authorization server, and a response naming another
+// authorization server (RFC 9207 iss); none stores a token set.
+func TestSignInRefusals(t *testing.T) {
+	h := newOAuthHost(t, "", nil)
+	mux := http.NewServeMux()
+	for pattern, handler := range h.m.LoginRoutes() {
+		mux.Handle(pattern, handler)
+	}
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	h.m.SetLoginBase(ts.URL)
+	c, err := h.m.creds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := h.u.loginLink("alice")
+	if err != nil || !strings.HasPrefix(link, ts.URL+"/upstreams/up/login?state=") {
+		t.Fatalf("loginLink: %q %v", link, err)
+	}
+	state := strings.TrimPrefix(link, ts.URL+"/upstreams/up/login?state=")
+	callbackState := func(exp time.Time) string {
+		return c.sealState(&loginState{Kind: "callback", Server: "up", Principal: "alice", Expires: exp.Unix(), Nonce: newNonce(),
+			Redirect: ts.URL + CallbackPath, Verifier: "v", ClientID: "c"})
+	}
+	tests := []struct {
+		name, path string
+		status     int
+		want       string
+	}{
+		{"a link for another server", "/upstreams/other/login?state=" + state, 400, "another server"},
+		{"no state", "/upstreams/up/login", 400, "malformed"},
+		{"a state of another key", "/upstreams/up/login?state=" + sealedElsewhere(t), 400, "not sealed by this server"},
+		{"a start state as callback", CallbackPath + "?code=x&state=" + state, 400, "not sealed by this server"},
+		{"an expired callback", CallbackPath + "?code=x&state=" + callbackState(time.Now().Add(-time.Minute)), 400, "expired"},
+		{"the authorization server's error", CallbackPath + "?error=access_denied&state=" + callbackState(time.Now().Add(time.Minute)), 400, "access_denied"},
+		{"another issuer", CallbackPath + "?code=x&iss=https%3A%2F%2Fevil.example&state=" + callbackState(time.Now().Add(time.Minute)), 400, "another authorization server"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := http.Get(ts.URL + tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != tt.status || !strings.Contains(string(b), tt.want) {
+				t.Errorf("%d %s; want %d and %q", res.StatusCode, b, tt.status, tt.want)
+			}
+		})
+	}
+	if ps, _ := c.store.Principals(t.Context(), "up"); len(ps) != 0 {
+		t.Errorf("token sets stored: %v", ps)
+	}
+}
+
+// sealedElsewhere is a start state sealed with another key.
+func sealedElsewhere(t *testing.T) string {
+	other, err := newSealer(bytes.Repeat([]byte{9}, 32), loginStateInfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &credentials{state: other}
+	return c.sealState(&loginState{Kind: "start", Server: "up", Principal: "alice", Expires: time.Now().Add(time.Minute).Unix(), Nonce: newNonce()})
 }
