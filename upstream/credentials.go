@@ -11,12 +11,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 )
@@ -58,6 +60,17 @@ type CredentialStore interface {
 	Delete(ctx context.Context, server, principal string) (bool, error)
 	// Principals lists the principals with a set for server, sorted.
 	Principals(ctx context.Context, server string) ([]string, error)
+}
+
+// CredentialLocker is implemented by CredentialStores that can hold a
+// (server, principal) against every other process sharing the store: a
+// token refresh runs under it, so that of two replicas whose copy of a
+// token ran out at once, one refreshes and the other reads the result
+// (a refresh token is good once; sending it twice may revoke the grant).
+type CredentialLocker interface {
+	// Lock waits, at most until ctx ends, to hold (server, principal);
+	// unlock lets go.
+	Lock(ctx context.Context, server, principal string) (unlock func(), err error)
 }
 
 // credentialStores are the registered CredentialStore kinds beyond the
@@ -218,11 +231,21 @@ func (c *credentials) save(ctx context.Context, server, principal string, set *t
 
 // principalTokens is a transport.TokenStore for one (server, principal):
 // every read goes to the store, so a logout in another process (or
-// replica) takes effect at the next request.
+// replica) takes effect at the next request. A token that ran out is
+// refreshed here, under the store's lock (CredentialLocker), before mcp-go
+// sees it; when that fails the principal signs in again.
 type principalTokens struct {
 	c                 *credentials
 	server, principal string
+	// refresh exchanges set's refresh token for a new token; nil leaves
+	// refreshing to mcp-go.
+	refresh func(ctx context.Context, set *tokenSet) (*transport.Token, error)
+	log     *slog.Logger
 }
+
+// refreshTimeout bounds a refresh under the lock; it does not end with
+// the caller, whose giving up would waste a spent refresh token.
+const refreshTimeout = 30 * time.Second
 
 // GetToken implements transport.TokenStore.
 func (p *principalTokens) GetToken(ctx context.Context) (*transport.Token, error) {
@@ -236,7 +259,50 @@ func (p *principalTokens) GetToken(ctx context.Context) (*transport.Token, error
 	if err != nil {
 		return nil, err
 	}
+	if p.refresh == nil || !set.Token.IsExpired() || set.Token.RefreshToken == "" {
+		return &set.Token, nil
+	}
+	return p.refreshed(ctx)
+}
+
+// refreshed refreshes the stored token under the store's lock, unless
+// another process did so while this one waited for it.
+func (p *principalTokens) refreshed(ctx context.Context) (*transport.Token, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
+	defer cancel()
+	unlock, err := p.c.lock(ctx, p.server, p.principal)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	set, err := p.c.load(ctx, p.server, p.principal)
+	if errors.Is(err, ErrNoCredentials) {
+		return nil, transport.ErrNoToken
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !set.Token.IsExpired() {
+		return &set.Token, nil // refreshed meanwhile
+	}
+	tok, err := p.refresh(ctx, set)
+	if err != nil {
+		p.log.Warn("upstream.refresh", "upstream", p.server, "principal", p.principal, "error", err)
+		return nil, transport.ErrNoToken // the principal signs in again
+	}
+	set.Token = *tok
+	if err := p.c.save(ctx, p.server, p.principal, set); err != nil {
+		return nil, err
+	}
 	return &set.Token, nil
+}
+
+// lock holds (server, principal) in the store, when it can.
+func (c *credentials) lock(ctx context.Context, server, principal string) (func(), error) {
+	if l, ok := c.store.(CredentialLocker); ok {
+		return l.Lock(ctx, server, principal)
+	}
+	return func() {}, nil
 }
 
 // SaveToken implements transport.TokenStore: a refreshed token replaces
@@ -307,6 +373,35 @@ func (s FileCredentialStore) read(path string) (*credentialFile, error) {
 	return &cf, nil
 }
 
+// Lock implements CredentialLocker with an flock on
+// Dir/<server>/<sha256(principal)>.lock, tried until ctx ends.
+func (s FileCredentialStore) Lock(ctx context.Context, server, principal string) (func(), error) {
+	path := strings.TrimSuffix(s.file(server, principal), ".json") + ".lock"
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("upstream credentials: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("upstream credentials: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("upstream credentials: lock: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // Get implements CredentialStore.
 func (s FileCredentialStore) Get(_ context.Context, server, principal string) ([]byte, error) {
 	cf, err := s.read(s.file(server, principal))
@@ -372,4 +467,5 @@ func (s FileCredentialStore) Principals(_ context.Context, server string) ([]str
 }
 
 var _ CredentialStore = FileCredentialStore{}
+var _ CredentialLocker = FileCredentialStore{}
 var _ transport.TokenStore = (*principalTokens)(nil)

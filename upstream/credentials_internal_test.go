@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,5 +154,79 @@ func TestLoginState(t *testing.T) {
 	other := newTestCredentials(t, t.TempDir(), bytes.Repeat([]byte{8}, 32))
 	if _, err := m.openState(other, "start", c.sealState(&loginState{Kind: "start", Expires: time.Now().Add(time.Minute).Unix(), Nonce: newNonce()})); err == nil {
 		t.Error("a state sealed with another key opened")
+	}
+}
+
+// Two processes sharing a store whose copy of a principal's token ran out
+// at once refresh it once: the other waits for the lock and reads the
+// result. The authorization server rotates refresh tokens and refuses a
+// reused one, as the front does.
+func TestRefreshOnceAcrossProcesses(t *testing.T) {
+	var mu sync.Mutex
+	current, refreshes, reused := "r0", 0, 0
+	mux := http.NewServeMux()
+	var ts *httptest.Server
+	mux.HandleFunc("/.well-known/", func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/.well-known/oauth-authorization-server") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"issuer":%q,"authorization_endpoint":%q,"token_endpoint":%q,"response_types_supported":["code"]}`, ts.URL, ts.URL+"/authorize", ts.URL+"/token")
+	})
+	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Form.Get("grant_type") != "refresh_token" || r.Form.Get("refresh_token") != current {
+			reused++
+			w.WriteHeader(400)
+			fmt.Fprint(w, `{"error":"invalid_grant"}`)
+			return
+		}
+		refreshes++
+		current = fmt.Sprintf("r%d", refreshes)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":"a%d","token_type":"Bearer","expires_in":3600,"refresh_token":%q}`, refreshes, current)
+	})
+	ts = httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+
+	dir, key := t.TempDir(), bytes.Repeat([]byte{7}, 32)
+	first := newTestCredentials(t, dir, key)
+	if err := first.save(context.Background(), "up", "alice", &tokenSet{ClientID: "c",
+		Token: transport.Token{AccessToken: "a0", RefreshToken: "r0", TokenType: "Bearer", ExpiresAt: time.Now().Add(-time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{cfg: &Server{name: "up", URL: ts.URL + "/mcp"}}
+	var stores []*principalTokens
+	for _, c := range []*credentials{first, newTestCredentials(t, dir, key)} { // two processes
+		stores = append(stores, &principalTokens{c: c, server: "up", principal: "alice", log: slog.New(slog.DiscardHandler),
+			refresh: u.refresher(transport.OAuthConfig{ClientID: "c", HTTPClient: ts.Client()})})
+	}
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	errs := make([]error, 8)
+	for i := range got {
+		wg.Go(func() {
+			tok, err := stores[i%2].GetToken(context.Background())
+			if err == nil {
+				got[i] = tok.AccessToken
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil || got[i] != "a1" {
+			t.Errorf("GetToken %d: %q %v; want a1", i, got[i], errs[i])
+		}
+	}
+	if refreshes != 1 || reused != 0 {
+		t.Errorf("%d refreshes, %d with a spent token; want 1 and 0", refreshes, reused)
+	}
+	set, _ := first.load(context.Background(), "up", "alice")
+	if set.Token.RefreshToken != "r1" || set.ClientID != "c" {
+		t.Errorf("stored after the refresh: %+v", set)
 	}
 }

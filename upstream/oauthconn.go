@@ -231,7 +231,7 @@ func (u *upstream) startReaper() {
 func (u *upstream) connectAs(principal string, set *tokenSet, c *credentials) (*session, error) {
 	oc := u.oauthConfig("")
 	oc.ClientID, oc.ClientSecret, oc.TokenEndpointAuthMethod = set.ClientID, set.ClientSecret, set.AuthMethod
-	oc.TokenStore = &principalTokens{c: c, server: u.cfg.name, principal: principal}
+	oc.TokenStore = &principalTokens{c: c, server: u.cfg.name, principal: principal, refresh: u.refresher(oc), log: u.m.log}
 	s, err := u.connectWith(u.ctx, &oc)
 	if err != nil {
 		if s != nil {
@@ -292,4 +292,17 @@ func (u *upstream) listAsAnyone() {
 		u.m.log.Warn("upstream.tools.unlisted", "upstream", u.cfg.name,
 			"why", "no tool list is remembered and no stored sign-in works: run `bub-mcp login "+u.cfg.name+"`")
 	}()
+}
+
+// refresher refreshes a principal's token with the OAuth client of its
+// set (principalTokens.refresh): mcp-go's handler, whose discovered
+// metadata it keeps for the connection's life.
+func (u *upstream) refresher(oc transport.OAuthConfig) func(context.Context, *tokenSet) (*transport.Token, error) {
+	oc.TokenStore = transport.NewMemoryTokenStore() // the caller stores the result, sealed
+	h := transport.NewOAuthHandler(oc)
+	h.SetBaseURL(u.discoveryURL())
+	return func(ctx context.Context, set *tokenSet) (*transport.Token, error) {
+		tok, err := h.RefreshToken(ctx, set.Token.RefreshToken)
+		return tok, hideURL(err, u.cfg.URL)
+	}
 }

@@ -50,6 +50,7 @@ type Store struct {
 }
 
 var _ upstream.CredentialStore = (*Store)(nil)
+var _ upstream.CredentialLocker = (*Store)(nil)
 
 // Open makes a pool on dsn. The schema is migrated on first use, so a
 // server starts while its database is down.
@@ -144,4 +145,29 @@ func (s *Store) Principals(ctx context.Context, server string) ([]string, error)
 		return nil, fmt.Errorf("credstore: %w", err)
 	}
 	return out, nil
+}
+
+// Lock implements upstream.CredentialLocker with a session-level advisory
+// lock on (server, principal), held on a connection of its own until
+// unlock, so replicas refresh one principal's token one at a time.
+func (s *Store) Lock(ctx context.Context, server, principal string) (func(), error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("credstore: %w", err)
+	}
+	key := "bub_upstream_credentials\n" + server + "\n" + principal
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, key); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("credstore: lock: %w", err)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
+			// The lock is the session's: a connection that cannot say so
+			// is closed, which lets go of it.
+			conn.Conn().Close(ctx)
+		}
+		conn.Release()
+	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -68,5 +69,38 @@ func TestSharedCredentials(t *testing.T) {
 	}
 	if got, err := a.Get(ctx, "other", "alice"); err != nil || string(got) != "o1" {
 		t.Errorf("another server's set: %q %v; want o1", got, err)
+	}
+}
+
+// Lock holds (server, principal) against another replica until unlock;
+// other pairs are free.
+func TestLock(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, b := open(t, dsn), open(t, dsn)
+	unlock, err := a.Lock(t.Context(), "gh", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	if _, err := b.Lock(ctx, "gh", "alice"); err == nil {
+		t.Error("the other replica took a held lock")
+	}
+	cancel()
+	other, err := b.Lock(t.Context(), "gh", "bob")
+	if err != nil {
+		t.Fatalf("another principal's lock: %v", err)
+	}
+	other()
+	got := make(chan error, 1)
+	go func() {
+		u, err := b.Lock(t.Context(), "gh", "alice")
+		if err == nil {
+			u()
+		}
+		got <- err
+	}()
+	unlock()
+	if err := <-got; err != nil {
+		t.Errorf("the lock after unlock: %v", err)
 	}
 }
