@@ -667,7 +667,10 @@ func (u *upstream) close() {
 	u.closed = true
 	u.setStateLocked(StateClosed, nil)
 	u.mu.Unlock()
-	u.pool.closeAll()
+	// No new per-principal connection; the live ones serve their calls
+	// in flight and close when u.ctx ends (the reaper), as the shared
+	// connection's run loop does.
+	u.pool.shut()
 }
 
 // hideURL keeps an HTTP upstream's URL out of an error: its query or path

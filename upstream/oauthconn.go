@@ -59,6 +59,13 @@ func (p *connPool) live() int {
 	return len(p.conns)
 }
 
+// shut makes the pool take no more connections.
+func (p *connPool) shut() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+}
+
 // closeAll closes every connection; the pool takes no more.
 func (p *connPool) closeAll() {
 	p.mu.Lock()
