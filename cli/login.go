@@ -84,7 +84,11 @@ the token may have leaked.`,
 				return &usageError{"no upstream servers: add [upstreams.<name>] to bub.toml"}
 			}
 			name := args[0]
-			gone, err := m.Logout(ctx, name, principal, all)
+			by := env.Getenv("USER")
+			if by == "" {
+				by = "local user"
+			}
+			gone, err := m.Logout(ctx, name, principal, all, by)
 			if err != nil {
 				return err
 			}

@@ -401,6 +401,24 @@ func testUpstreamOAuth(t *testing.T, store string) {
 		t.Fatalf("upstreams logout: %v %s", err, b)
 	}
 	linkFor("alice after logout", alice)
+	if store == "file" {
+		// Sign-ins and logouts are audited, naming who, never a token.
+		log := waitFile(t, filepath.Join(home, "audit", "audit.jsonl"))
+		for _, want := range []string{`"principal":"alice","profile":"","transport":"upstream","mode":"credentials","tool":"upstream.login","args":{"principal":"alice","upstream":"up"}`,
+			`"tool":"upstream.logout","args":{"principal":"alice","upstream":"up"}`} {
+			if !strings.Contains(log, want) {
+				t.Errorf("bub-mcp's audit log has no %s:\n%s", want, log)
+			}
+		}
+		for _, h := range bearers {
+			if tok := strings.TrimPrefix(h, "Bearer "); tok != "" && strings.Contains(log, tok) {
+				t.Error("bub-mcp's audit log holds an upstream token")
+			}
+		}
+		if strings.Contains(log, "/login?state=") {
+			t.Error("bub-mcp's audit log holds a login link")
+		}
+	}
 	if text, ok := read(bob); !ok {
 		t.Errorf("bob's call after alice's logout: %q", text)
 	}

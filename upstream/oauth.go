@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/audit"
 	"github.com/bubbuild/bub-mcp/internal/statekey"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -377,6 +378,7 @@ func (m *Module) finishLogin(ctx context.Context, c *credentials, q url.Values) 
 	u.pool.drop(principal) // a connection that failed for want of a token starts over
 	m.signalLogin()
 	m.log.Info("upstream.login", "upstream", server, "principal", principal)
+	m.auditCredentials("upstream.login", principal, server, principal)
 	return server, principal, nil
 }
 
@@ -398,7 +400,10 @@ func (u *upstream) linkError(link string) error {
 		return &registry.Error{Kind: registry.KindConfig, Message: fmt.Sprintf(
 			"upstream %s needs you to sign in (auth = \"oauth\"): run `bub-mcp login %s`, then call the tool again", u.cfg.name, u.cfg.name)}
 	}
-	msg := fmt.Sprintf("upstream %s needs you to sign in (auth = \"oauth\"): open %s (valid for %s, once), then call the tool again", u.cfg.name, link, loginTTL)
+	// The link is in Details, which the client shows after the message,
+	// and not in the message, which the audit log keeps: whoever opens it
+	// signs the principal in, so it is written nowhere else.
+	msg := fmt.Sprintf("upstream %s needs you to sign in (auth = \"oauth\"): open login_url in a browser (valid for %s, once), then call the tool again", u.cfg.name, loginTTL)
 	return &registry.Error{Kind: registry.KindConfig, Message: msg, Details: map[string]any{"login_url": link}}
 }
 
@@ -567,8 +572,9 @@ func (m *Module) Login(ctx context.Context, name string, show func(authURL strin
 }
 
 // Logout deletes the token sets of server name: principal's, or every
-// principal's with all. It returns the principals whose set it deleted.
-func (m *Module) Logout(ctx context.Context, name, principal string, all bool) ([]string, error) {
+// principal's with all; by (who asked) goes in the audit record of each.
+// It returns the principals whose set it deleted.
+func (m *Module) Logout(ctx context.Context, name, principal string, all bool, by string) ([]string, error) {
 	u, ok := m.byName(name)
 	if !ok {
 		return nil, fmt.Errorf("no upstream %q (see `bub-mcp upstreams`)", name)
@@ -595,6 +601,7 @@ func (m *Module) Logout(ctx context.Context, name, principal string, all bool) (
 		u.pool.drop(p)
 		if found {
 			out = append(out, p)
+			m.auditCredentials("upstream.logout", by, name, p)
 		}
 	}
 	return out, nil
@@ -607,4 +614,12 @@ func (m *Module) Principals(ctx context.Context, name string) ([]string, error) 
 		return nil, err
 	}
 	return c.store.Principals(ctx, name)
+}
+
+// auditCredentials writes the audit record of a sign-in or logout (tool
+// upstream.login or upstream.logout) of principal at server; it names
+// them only, never a token.
+func (m *Module) auditCredentials(tool, by, server, principal string) {
+	args, _ := json.Marshal(map[string]string{"upstream": server, "principal": principal})
+	m.app.Audit(audit.Record{Principal: by, Transport: "upstream", Mode: "credentials", Tool: tool, Args: args, Outcome: "ok"})
 }

@@ -202,7 +202,7 @@ func TestLogoutSeenByLiveConnection(t *testing.T) {
 	if _, err := h.call(ctx, "p2"); err != nil {
 		t.Errorf("p2 after p1's logout: %v", err)
 	}
-	gone, err := h.m.Logout(ctx, "up", "", true)
+	gone, err := h.m.Logout(ctx, "up", "", true, "tester")
 	if err != nil || len(gone) != 1 || gone[0] != "p2" {
 		t.Errorf("Logout --all: %v %v; want p2", gone, err)
 	}
