@@ -67,6 +67,7 @@ func commands(env *Env) []*cobra.Command {
 		configCommand(env),
 		consoleCommand(env),
 		installCommand(env),
+		loginCommand(env),
 		serveCommand(env),
 		toolsCommand(env),
 		upstreamsCommand(env),

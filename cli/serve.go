@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -166,9 +167,19 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 		defer cs.Close()
 		con = cs.Handler()
 	}
+	routes := frontRoutes(front)
+	ups, hasUpstreams := upstream.FromApp(a)
+	if hasUpstreams {
+		// The sign-in of auth = "oauth" upstreams: login links and the
+		// OAuth callback.
+		if routes == nil {
+			routes = map[string]http.Handler{}
+		}
+		maps.Copy(routes, ups.LoginRoutes())
+	}
 	handler := streamhttp.New(srv, streamhttp.Options{
 		Console:        con,
-		Routes:         frontRoutes(front),
+		Routes:         routes,
 		Metrics:        metrics,
 		DefaultProfile: c.profile,
 		Profiles:       profiles,
@@ -189,6 +200,14 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	if hasUpstreams {
+		// Login links point to public_url, else the address served.
+		base := cfg.Server.PublicURL
+		if base == "" {
+			base = "http://" + ln.Addr().String()
+		}
+		ups.SetLoginBase(base)
 	}
 	env.Logger.Info("mcp.http.start", "url", "http://"+ln.Addr().String()+"/mcp", "profiles", profiles, "auth", len(tokens) > 0 || oauth != nil, "oauth", oauth != nil)
 	return handler.Serve(ctx, ln, grace)

@@ -76,7 +76,7 @@ func upstreamsCommand(env *Env) *cobra.Command {
 	}
 	c.flags(cmd.PersistentFlags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(upstreamsDiffCommand(env, &c), upstreamsApproveCommand(env, &c))
+	cmd.AddCommand(upstreamsDiffCommand(env, &c), upstreamsApproveCommand(env, &c), upstreamsLogoutCommand(env, &c))
 	return cmd
 }
 

@@ -18,19 +18,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/statekey"
 	"github.com/bubbuild/bub-mcp/mcpserver/internal/edge"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -282,59 +280,20 @@ func (p *peer) askModern(kind, key string, req mcp.InputRequest) (mcp.InputRespo
 // LoadStateKey returns the key that seals requestState: configured (from
 // BUB_STATE_KEY or [server] state_key; at least 32 characters), else one
 // generated once and kept in home/state.key with mode 0600. Replicas
-// behind one load balancer must share it.
+// behind one load balancer must share it. Package statekey holds the
+// source, which the upstream credentials derive their key from too.
 func LoadStateKey(configured, home string) ([]byte, error) {
-	if configured != "" {
-		if len(configured) < 32 {
-			return nil, errors.New("mcpserver: the requestState key (BUB_STATE_KEY or [server] state_key) must be at least 32 characters")
-		}
-		sum := sha256.Sum256([]byte(configured))
-		return sum[:], nil
-	}
-	if home == "" {
-		return randomKey()
-	}
-	path := filepath.Join(home, "state.key")
-	if b, err := os.ReadFile(path); err == nil {
-		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil || len(k) != 32 {
-			return nil, fmt.Errorf("mcpserver: %s is not a 64-digit hex key; delete it to make a new one", path)
-		}
-		return k, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("mcpserver: reading %s: %w", path, err)
-	}
-	k, err := randomKey()
+	k, err := statekey.Load(configured, home)
 	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
-	}
-	// O_EXCL: of two processes starting at once, one writes and the other
-	// reads what it wrote.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		time.Sleep(50 * time.Millisecond)
-		return LoadStateKey("", home)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("mcpserver: creating %s: %w", path, err)
-	}
-	_, werr := f.WriteString(hex.EncodeToString(k) + "\n")
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return nil, fmt.Errorf("mcpserver: writing %s: %w", path, werr)
 	}
 	return k, nil
 }
 
 func randomKey() ([]byte, error) {
-	k := make([]byte, 32)
-	if _, err := rand.Read(k); err != nil {
-		return nil, fmt.Errorf("mcpserver: generating a requestState key: %w", err)
+	k, err := statekey.Random()
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
 	return k, nil
 }

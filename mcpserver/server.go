@@ -23,6 +23,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -781,16 +782,43 @@ func (p *peer) CanElicit(ctx context.Context) bool {
 	return true
 }
 
+// hasURLElicitation reports whether caps declare URL-mode elicitation.
+func hasURLElicitation(caps *mcp.ClientCapabilities) bool {
+	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
+}
+
+// CanElicitURL reports whether the client declared URL-mode elicitation
+// (registry.URLElicitCapable); a session that cannot tell counts as no.
+func (p *peer) CanElicitURL(ctx context.Context) bool {
+	if modernInfo(ctx) != nil {
+		return p.round != nil && hasURLElicitation(p.round.caps)
+	}
+	if ci, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		caps := ci.GetClientCapabilities()
+		return hasURLElicitation(&caps)
+	}
+	return false
+}
+
 func (p *peer) Elicit(ctx context.Context, req registry.ElicitRequest) (*registry.ElicitResult, error) {
 	r := mcp.ElicitationRequest{}
 	r.Params.Message = req.Message
-	var schema any = map[string]any{"type": "object", "properties": map[string]any{}}
-	if len(req.Schema) > 0 {
-		if err := json.Unmarshal(req.Schema, &schema); err != nil {
-			return nil, fmt.Errorf("mcpserver: elicitation schema: %w", err)
+	if req.URL != "" {
+		// URL mode: the client opens the URL; nothing but the action
+		// comes back.
+		if !p.CanElicitURL(ctx) {
+			return nil, &registry.CapabilityError{Capability: "elicitation.url"}
 		}
+		r.Params.Mode, r.Params.URL, r.Params.ElicitationID = mcp.ElicitationModeURL, req.URL, rand.Text()
+	} else {
+		var schema any = map[string]any{"type": "object", "properties": map[string]any{}}
+		if len(req.Schema) > 0 {
+			if err := json.Unmarshal(req.Schema, &schema); err != nil {
+				return nil, fmt.Errorf("mcpserver: elicitation schema: %w", err)
+			}
+		}
+		r.Params.RequestedSchema = schema
 	}
-	r.Params.RequestedSchema = schema
 	if modernInfo(ctx) != nil {
 		resp, err := p.askModern("elicitation", req.Key, mcp.NewElicitationInputRequest(r.Params))
 		if err != nil {

@@ -179,6 +179,10 @@ type SampleResult struct {
 type ElicitRequest struct {
 	Message string
 	Schema  json.RawMessage
+	// URL, when set, makes it a URL-mode elicitation: the client offers
+	// the user to open URL (a sign-in) out of band, and only the action
+	// comes back; Schema is unused. Ask so only when CanElicitURL.
+	URL string
 	// Key is as SampleRequest.Key; empty means "elicitation-<n>".
 	Key string
 }
@@ -231,6 +235,24 @@ func (tc *ToolContext) CanElicit(ctx context.Context) bool {
 		return c.CanElicit(ctx)
 	}
 	return true
+}
+
+// URLElicitCapable is implemented by Peers that know whether their
+// client declared URL-mode elicitation (elicitation.url).
+type URLElicitCapable interface {
+	CanElicitURL(ctx context.Context) bool
+}
+
+// CanElicitURL reports whether the call's client can be sent to a URL by
+// a URL-mode elicitation: its Peer says it declared the capability (a Peer
+// that cannot tell counts as no, since a form-only client would show a
+// question it cannot answer).
+func (tc *ToolContext) CanElicitURL(ctx context.Context) bool {
+	if tc == nil || tc.Peer == nil {
+		return false
+	}
+	c, ok := tc.Peer.(URLElicitCapable)
+	return ok && c.CanElicitURL(ctx)
 }
 
 // ErrNoPeer is returned by helpers when a call has no client to ask.

@@ -22,13 +22,26 @@ var errCallTimeout = errors.New("upstream call timed out")
 
 // call runs one upstream tool for a caller.
 func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool string, args json.RawMessage) (any, error) {
-	s, err := u.session(ctx)
-	if err != nil {
+	var s *session
+	var err error
+	principal := ""
+	if u.cfg.Auth == AuthOAuth {
+		if tc != nil && tc.Conn != nil {
+			principal = tc.Conn.Principal
+		}
+		principal = principalOf(principal)
+		var release func()
+		s, release, err = u.principalSession(ctx, tc, principal)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	} else if s, err = u.session(ctx); err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, u.cfg.Timeout.Duration, errCallTimeout)
 	defer cancel()
-	f := &inflight{ctx: cctx, tc: tc, seq: u.seq.Add(1)}
+	f := &inflight{ctx: cctx, tc: tc, sess: s, seq: u.seq.Add(1)}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -68,6 +81,11 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err() // the caller cancelled; the executor says so
+		case principal != "" && errors.Is(err, transport.ErrOAuthAuthorizationRequired):
+			// The token was revoked or deleted (logout), and no refresh
+			// helps: this principal signs in again.
+			u.pool.drop(principal)
+			return nil, u.loginRequired(principal)
 		case context.Cause(cctx) == errCallTimeout:
 			return nil, &registry.Error{Kind: registry.KindTemporary,
 				Message: fmt.Sprintf("Tool '%s' of upstream %s timed out after %s (upstreams.%s.timeout); it was cancelled", tool, u.cfg.name, u.cfg.Timeout.Duration, u.cfg.name)}

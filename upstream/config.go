@@ -30,6 +30,14 @@ const (
 	// DefaultMaxMessageBytes bounds one message from an upstream (a
 	// stdio line, an HTTP response body).
 	DefaultMaxMessageBytes = 64 << 20
+	// AuthOAuth is the value of auth for per-principal OAuth.
+	AuthOAuth = "oauth"
+	// DefaultMaxConnections bounds the live per-principal connections
+	// of an auth = "oauth" server.
+	DefaultMaxConnections = 64
+	// DefaultIdleTimeout closes a per-principal connection unused that
+	// long.
+	DefaultIdleTimeout = 10 * time.Minute
 	// StartLazy and StartEager are the values of start.
 	StartLazy  = "lazy"
 	StartEager = "eager"
@@ -61,6 +69,22 @@ type Server struct {
 	URL            string            `toml:"url"`
 	Headers        map[string]string `toml:"headers"`
 	BearerTokenEnv string            `toml:"bearer_token_env"`
+	// Auth = "oauth" makes bub-mcp the OAuth client of an HTTP server,
+	// with one token set per (principal, server) (credentials.go): the
+	// server's 401 and RFC 9728 metadata find its authorization server,
+	// ClientID (else dynamic registration, with ClientName) and the secret
+	// in $ClientSecretEnv identify bub-mcp there, Scopes are asked for.
+	// Empty means the Headers and BearerTokenEnv, alike for every
+	// principal. MaxConnections bounds the live per-principal connections
+	// (the least recently used idle one is closed for a new one), and
+	// IdleTimeout closes one unused that long.
+	Auth            string          `toml:"auth"`
+	ClientID        string          `toml:"client_id"`
+	ClientSecretEnv string          `toml:"client_secret_env"`
+	Scopes          []string        `toml:"scopes"`
+	ClientName      string          `toml:"client_name"`
+	MaxConnections  int             `toml:"max_connections"`
+	IdleTimeout     config.Duration `toml:"idle_timeout"`
 	// Type is the URL's transport: "http" (the default: streamable HTTP)
 	// or "sse" (the 2024 HTTP+SSE transport, which older servers speak).
 	Type string `toml:"type"`
@@ -161,6 +185,9 @@ func (s *Server) check(fail failFunc) error {
 		if s.Sandbox != nil && s.envName() != environment.SandboxName {
 			return fail(fmt.Sprintf("only with environment = %q", environment.SandboxName), "sandbox")
 		}
+	}
+	if err := s.checkAuth(fail); err != nil {
+		return err
 	}
 	for k := range s.Headers {
 		if strings.TrimSpace(k) == "" || strings.ContainsAny(k, " :\r\n") {
@@ -516,4 +543,54 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// checkAuth validates auth and its keys and fills in their defaults.
+func (s *Server) checkAuth(fail failFunc) error {
+	oauthKeys := []struct {
+		key string
+		set bool
+	}{{"client_id", s.ClientID != ""}, {"client_secret_env", s.ClientSecretEnv != ""}, {"scopes", len(s.Scopes) > 0},
+		{"client_name", s.ClientName != ""}, {"max_connections", s.MaxConnections != 0}, {"idle_timeout", s.IdleTimeout.Duration != 0}}
+	switch s.Auth {
+	case "":
+		for _, k := range oauthKeys {
+			if k.set {
+				return fail(`only with auth = "oauth"`, k.key)
+			}
+		}
+		return nil
+	case AuthOAuth:
+	default:
+		return fail(fmt.Sprintf("unknown auth %q (want %q, or none for headers and bearer_token_env)", s.Auth, AuthOAuth), "auth")
+	}
+	switch {
+	case s.URL == "":
+		return fail("only for HTTP servers (url)", "auth")
+	case s.kind() != "http":
+		return fail(`auth = "oauth" needs the streamable HTTP transport (type = "http")`, "auth")
+	case s.BearerTokenEnv != "":
+		return fail(`bearer_token_env and auth = "oauth" are exclusive: each principal's calls carry their own token`, "bearer_token_env")
+	case s.ClientSecretEnv != "" && s.ClientID == "":
+		return fail("needs client_id (the secret of a pre-registered client)", "client_secret_env")
+	case s.MaxConnections < 0:
+		return fail("must be >= 0", "max_connections")
+	case s.IdleTimeout.Duration < 0:
+		return fail("must be >= 0", "idle_timeout")
+	}
+	for k := range s.Headers {
+		if strings.EqualFold(k, "Authorization") {
+			return fail(`an Authorization header and auth = "oauth" are exclusive`, "headers", k)
+		}
+	}
+	if s.MaxConnections == 0 {
+		s.MaxConnections = DefaultMaxConnections
+	}
+	if s.IdleTimeout.Duration == 0 {
+		s.IdleTimeout.Duration = DefaultIdleTimeout
+	}
+	if s.ClientName == "" {
+		s.ClientName = "bub-mcp"
+	}
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -106,6 +105,10 @@ type upstream struct {
 	// active counts the calls in flight, so a reload that retires the
 	// server waits for them without polling.
 	active activeCalls
+
+	// pool is an auth = "oauth" server's per-principal connections
+	// (oauthconn.go); such a server has no shared one.
+	pool connPool
 }
 
 // activeCalls counts calls in flight and says when there are none.
@@ -150,6 +153,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 type inflight struct {
 	ctx   context.Context // the caller's: it reaches the caller's client
 	tc    *registry.ToolContext
+	sess  *session // the connection the call went over
 	token string
 	seq   int64
 }
@@ -221,7 +225,8 @@ func (u *upstream) setStateLocked(st State, err error) {
 func (u *upstream) start() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.running || u.closed {
+	// An auth = "oauth" server connects per principal, on their calls.
+	if u.running || u.closed || u.cfg.Auth == AuthOAuth {
 		return
 	}
 	u.running = true
@@ -305,7 +310,11 @@ func (u *upstream) run(ctx context.Context) {
 
 // connect starts a session: the transport, initialize, within
 // start_timeout.
-func (u *upstream) connect(ctx context.Context) (*session, error) {
+func (u *upstream) connect(ctx context.Context) (*session, error) { return u.connectWith(ctx, nil) }
+
+// connectWith is connect, with oauth (for an auth = "oauth" server: one
+// principal's token store and client) instead of a static bearer token.
+func (u *upstream) connectWith(ctx context.Context, oauth *transport.OAuthConfig) (*session, error) {
 	s := &session{dead: make(chan struct{})}
 	var tr transport.Interface
 	if u.cfg.URL != "" {
@@ -320,7 +329,7 @@ func (u *upstream) connect(ctx context.Context) (*session, error) {
 			}
 			h["Authorization"] = "Bearer " + tok
 		}
-		hc := &http.Client{Transport: &boundedBodies{next: http.DefaultTransport, max: u.cfg.MaxMessageBytes, key: "upstreams." + u.cfg.name + ".max_message_bytes"}}
+		hc := u.httpClient()
 		if u.cfg.kind() == "sse" {
 			// The 2024 HTTP+SSE transport: answers come on the event
 			// stream, so its wait for one is the call's timeout.
@@ -332,8 +341,12 @@ func (u *upstream) connect(ctx context.Context) (*session, error) {
 			tr = t
 		} else {
 			//lint:ignore SA1019 the 2025 session protocol on purpose: its GET stream carries list_changed and the server's requests
-			t, err := transport.NewStreamableHTTP(u.cfg.URL, transport.WithHTTPHeaders(h), transport.WithContinuousListening(), transport.WithHTTPBasicClient(hc),
-				transport.WithHTTPLogger(u.m.log.With("upstream", u.cfg.name)))
+			opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(h), transport.WithContinuousListening(), transport.WithHTTPBasicClient(hc),
+				transport.WithHTTPLogger(u.m.log.With("upstream", u.cfg.name))}
+			if oauth != nil {
+				opts = append(opts, transport.WithHTTPOAuth(*oauth))
+			}
+			t, err := transport.NewStreamableHTTP(u.cfg.URL, opts...)
 			if err != nil {
 				return nil, err
 			}
@@ -347,8 +360,8 @@ func (u *upstream) connect(ctx context.Context) (*session, error) {
 		tr = t
 	}
 	s.c = client.NewClient(tr,
-		client.WithSamplingHandler(samplingHandler{u}),
-		client.WithElicitationHandler(elicitationHandler{u}),
+		client.WithSamplingHandler(samplingHandler{u, s}),
+		client.WithElicitationHandler(elicitationHandler{u, s}),
 		// The 2025 session protocol: what today's servers speak, with
 		// server-to-client requests (sampling, elicitation) on the
 		// connection; a 2026 probe would stall old stdio servers.
@@ -660,6 +673,10 @@ func (u *upstream) close() {
 	u.closed = true
 	u.setStateLocked(StateClosed, nil)
 	u.mu.Unlock()
+	// No new per-principal connection; the live ones serve their calls
+	// in flight and close when u.ctx ends (the reaper), as the shared
+	// connection's run loop does.
+	u.pool.shut()
 }
 
 // hideURL keeps an HTTP upstream's URL out of an error: its query or path

@@ -65,6 +65,14 @@ type Module struct {
 	// prompts (resources.go), once they start.
 	notifyMu  sync.Mutex
 	notifiers []mcpserver.Notifier
+	// credentials are auth = "oauth" servers' token sets (credentials.go);
+	// logins marks used login state, loginBase is where the HTTP
+	// transport serves the sign-in (oauth.go), empty without it.
+	credentials credentials
+	logins      usedNonces
+	loginMu     sync.Mutex
+	loginBase   string
+	loginDone   chan struct{} // closed at a sign-in (loginSignal)
 }
 
 // Version is what bub-mcp reports to upstream servers as its client
@@ -155,6 +163,12 @@ func (m *Module) mount(u *upstream) {
 	}
 	// A one-shot command (bub-mcp call) starts a server only when one
 	// of its tools is called: WaitFor or the call itself start it.
+	if u.cfg.Auth == AuthOAuth {
+		if !ok && !m.app.OnDemand() {
+			u.listAsAnyone()
+		}
+		return
+	}
 	if (u.cfg.Start == StartEager || !ok) && !m.app.OnDemand() {
 		u.start()
 	}
@@ -218,6 +232,9 @@ func (m *Module) WaitFor(ctx context.Context, tool string) bool {
 	for _, u := range m.list() {
 		if !strings.HasPrefix(tool, u.cfg.name+".") && !strings.HasPrefix(tool, u.cfg.name+"_") {
 			continue
+		}
+		if u.cfg.Auth == AuthOAuth { // no shared connection to wait for
+			return true
 		}
 		u.start()
 		t := time.NewTimer(u.cfg.StartTimeout.Duration)
@@ -310,6 +327,9 @@ func (m *Module) Cleanup() error {
 	if m.closeStore != nil {
 		m.closeStore()
 	}
+	if m.credentials.close != nil {
+		m.credentials.close()
+	}
 	var errs []error
 	for _, u := range ups {
 		if err := u.closeEnvironment(); err != nil {
@@ -345,6 +365,10 @@ type Status struct {
 	BearerTokenEnv string   `json:"bearer_token_env,omitempty"`
 	Headers        []string `json:"headers,omitempty"`
 	Env            []string `json:"env,omitempty"`
+	// Auth is "oauth" for a server with per-principal credentials, whose
+	// Connections are the live per-principal connections.
+	Auth        string `json:"auth,omitempty"`
+	Connections int    `json:"connections,omitempty"`
 }
 
 // Status reports every upstream, sorted by name.
@@ -356,6 +380,9 @@ func (m *Module) Status() []Status {
 		st.Pin = u.cfg.pinMode()
 		st.Quarantined, st.Unapproved = m.pinCounts(u.cfg.name)
 		st.BearerTokenEnv = u.cfg.BearerTokenEnv
+		if st.Auth = u.cfg.Auth; st.Auth == AuthOAuth {
+			st.Connections = u.pool.live()
+		}
 		st.Headers = slices.Sorted(maps.Keys(u.cfg.Headers))
 		st.Env = slices.Sorted(maps.Keys(u.cfg.Env))
 		out = append(out, st)
@@ -406,7 +433,11 @@ type cacheEntry struct {
 // configDigest identifies what a server is; a remembered list of another
 // configuration is not used.
 func configDigest(s *Server) string {
-	b, _ := json.Marshal([]any{s.Command, s.Args, s.Env, s.Cwd, s.URL, s.Headers, s.kind()})
+	parts := []any{s.Command, s.Args, s.Env, s.Cwd, s.URL, s.Headers, s.kind()}
+	if s.Auth != "" { // only then, so other servers' remembered lists stay valid
+		parts = append(parts, s.Auth)
+	}
+	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

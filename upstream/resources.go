@@ -85,8 +85,9 @@ func (m *Module) catalogChanged() {
 	}
 }
 
-// byName is the current upstream of that name, if it is not closed.
-func (m *Module) byName(name string) *upstream {
+// liveByName is the current upstream of that name (case-insensitive, as
+// a URI's authority is), if it is not closed.
+func (m *Module) liveByName(name string) *upstream {
 	for _, u := range m.list() {
 		if strings.EqualFold(u.cfg.name, name) {
 			u.mu.Lock()
@@ -232,7 +233,7 @@ func (u *upstream) requestOn(ctx context.Context, s *session, method string, par
 // one of that name: a reload may have replaced it).
 func (m *Module) read(ctx context.Context, conn *providers.Connection, req mcpserver.ReadRequest) ([]mcpserver.ResourceContents, error) {
 	server, _, ok := originalURI(req.URI)
-	u := m.byName(server)
+	u := m.liveByName(server)
 	if !ok || u == nil {
 		return nil, errNotFound("resource " + req.URI)
 	}
@@ -409,7 +410,7 @@ func (m *Module) complete(ctx context.Context, conn *providers.Connection, req m
 	ref := map[string]any{}
 	if req.Resource != "" {
 		server, uri, ok := originalURI(req.Resource)
-		if u = m.byName(server); !ok || u == nil {
+		if u = m.liveByName(server); !ok || u == nil {
 			return nil, nil
 		}
 		ref["type"], ref["uri"] = "ref/resource", uri
@@ -454,7 +455,7 @@ func (m *Module) subscribe(ctx context.Context, conn *providers.Connection, expo
 	if !ok {
 		return errNotFound("resource " + exposed)
 	}
-	u := m.byName(server)
+	u := m.liveByName(server)
 	if u == nil || !m.visible(ctx, conn, u.cfg.name) {
 		return errNotFound("resource " + exposed)
 	}
@@ -481,7 +482,7 @@ func (m *Module) subscribe(ctx context.Context, conn *providers.Connection, expo
 // is subscribed.
 func (m *Module) unsubscribe(exposed string) {
 	server, uri, ok := originalURI(exposed)
-	u := m.byName(server)
+	u := m.liveByName(server)
 	if !ok || u == nil {
 		return
 	}

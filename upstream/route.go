@@ -18,12 +18,17 @@ import (
 // flight belongs to one run (the calls one run_code gathers share the
 // caller's run id and client); otherwise nil, since the stdio and 2025
 // wires do not say which call a server's request is for, and answering
-// for another client would leak across clients.
-func (u *upstream) soleCaller() *inflight {
+// for another client would leak across clients. Only calls over s count:
+// a request on one principal's connection (auth = "oauth") never reaches
+// another principal's client.
+func (u *upstream) soleCaller(s *session) *inflight {
 	var latest *inflight
 	ambiguous := false
 	u.calls.Range(func(_, v any) bool {
 		f := v.(*inflight)
+		if f.sess != s {
+			return true
+		}
 		if latest != nil && !sameClient(latest.tc, f.tc) {
 			ambiguous = true
 			return false
@@ -83,7 +88,7 @@ func (u *upstream) notification(s *session, n mcp.JSONRPCNotification) {
 		if logger != "" {
 			name += "/" + logger
 		}
-		if f := u.soleCaller(); f != nil {
+		if f := u.soleCaller(s); f != nil {
 			f.tc.Log(f.ctx, slogLevel(level), name, p["data"])
 			return
 		}
@@ -111,10 +116,13 @@ func slogLevel(l string) slog.Level {
 
 // samplingHandler forwards the upstream's sampling requests to the
 // client whose call is in flight.
-type samplingHandler struct{ u *upstream }
+type samplingHandler struct {
+	u *upstream
+	s *session
+}
 
 func (h samplingHandler) CreateMessage(ctx context.Context, req mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-	f := h.u.soleCaller()
+	f := h.u.soleCaller(h.s)
 	if f == nil {
 		return nil, fmt.Errorf("bub-mcp: sampling from upstream %s cannot be forwarded: no single client's call is in flight", h.u.cfg.name)
 	}
@@ -138,10 +146,13 @@ func (h samplingHandler) CreateMessage(ctx context.Context, req mcp.CreateMessag
 
 // elicitationHandler forwards the upstream's elicitation requests to the
 // client whose call is in flight.
-type elicitationHandler struct{ u *upstream }
+type elicitationHandler struct {
+	u *upstream
+	s *session
+}
 
 func (h elicitationHandler) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
-	f := h.u.soleCaller()
+	f := h.u.soleCaller(h.s)
 	if f == nil {
 		return nil, fmt.Errorf("bub-mcp: elicitation from upstream %s cannot be forwarded: no single client's call is in flight", h.u.cfg.name)
 	}

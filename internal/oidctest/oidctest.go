@@ -290,6 +290,15 @@ func (p *Provider) NewClient(tb testing.TB, o ClientOptions) Client {
 	return Client{ID: out.ClientID, Secret: out.ClientSecret, RedirectURI: redirect}
 }
 
+// SetLogin changes whom the login of flows this package did not start
+// signs in as for client c (ClientOptions.Login): a test that signs in
+// two users through one client switches between them.
+func (p *Provider) SetLogin(c Client, r TokenRequest) {
+	p.mu.Lock()
+	p.logins[c.ID] = r
+	p.mu.Unlock()
+}
+
 // TokenRequest is what the test wants in a token: the login's subject, the
 // scopes and audience the client asks for (and consent grants), and extra
 // access-token claims (groups, email, …) the consent step puts in.

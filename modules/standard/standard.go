@@ -4,7 +4,8 @@
 // search, confirmation, limits, upstream MCP servers, the sandbox
 // environment (environment.sandbox; environment.local comes with package
 // environment) and the PostgreSQL session store (store.postgres; store.file
-// comes with package sessions). cmd/bub-mcp imports it; a program that
+// comes with package sessions) with the upstream credentials' PostgreSQL
+// store. cmd/bub-mcp imports it; a program that
 // wants fewer modules imports the ones it wants instead.
 package standard
 
@@ -15,6 +16,7 @@ import (
 	_ "github.com/bubbuild/bub-mcp/limits"
 	_ "github.com/bubbuild/bub-mcp/sandbox"
 	_ "github.com/bubbuild/bub-mcp/sessions/pgstore"
+	_ "github.com/bubbuild/bub-mcp/sessions/pgstore/credstore"
 	_ "github.com/bubbuild/bub-mcp/skills"
 	_ "github.com/bubbuild/bub-mcp/spill"
 	_ "github.com/bubbuild/bub-mcp/toolsearch"

@@ -1,0 +1,173 @@
+// Package credstore keeps the per-principal token sets of auth = "oauth"
+// upstreams in PostgreSQL (an upstream.CredentialStore), so replicas
+// behind a load balancer share each principal's upstream sign-in. It
+// stores only what package upstream sealed (AES-GCM, bound to server and
+// principal); no token is readable in the database. It lives beside
+// sessions/pgstore so that package upstream links no database driver; its
+// init registers it for [store] kind = "postgres".
+package credstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bubbuild/bub-mcp/internal/pgschema"
+	"github.com/bubbuild/bub-mcp/upstream"
+)
+
+func init() {
+	upstream.RegisterCredentialStore("postgres", func(dsn string) (upstream.CredentialStore, error) { return Open(dsn) })
+}
+
+// timeout bounds one operation, so a database that stopped answering
+// fails the call instead of hanging it.
+const timeout = 5 * time.Second
+
+// migrations are the schema versions, applied in order; a released step is
+// never edited.
+var migrations = []string{
+	`CREATE TABLE bub_upstream_credentials (
+		server    text NOT NULL,
+		principal text NOT NULL,
+		sealed    bytea NOT NULL,
+		updated   timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (server, principal)
+	 );`,
+}
+
+// Store is an upstream.CredentialStore on a PostgreSQL pool.
+type Store struct {
+	pool *pgxpool.Pool
+
+	mu       sync.Mutex
+	migrated bool
+}
+
+var _ upstream.CredentialStore = (*Store)(nil)
+var _ upstream.CredentialLocker = (*Store)(nil)
+
+// Open makes a pool on dsn. The schema is migrated on first use, so a
+// server starts while its database is down.
+func Open(dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("credstore: postgres dsn: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("credstore: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+func (s *Store) ready(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.migrated {
+		return nil
+	}
+	if err := pgschema.Migrate(ctx, s.pool, "upstream_credentials", migrations); err != nil {
+		return fmt.Errorf("credstore: schema: %w", err)
+	}
+	s.migrated = true
+	return nil
+}
+
+// Get implements upstream.CredentialStore.
+func (s *Store) Get(ctx context.Context, server, principal string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	var sealed []byte
+	err := s.pool.QueryRow(ctx, `SELECT sealed FROM bub_upstream_credentials WHERE server = $1 AND principal = $2`, server, principal).Scan(&sealed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, upstream.ErrNoCredentials
+	}
+	if err != nil {
+		return nil, fmt.Errorf("credstore: %w", err)
+	}
+	return sealed, nil
+}
+
+// Put implements upstream.CredentialStore.
+func (s *Store) Put(ctx context.Context, server, principal string, sealed []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO bub_upstream_credentials (server, principal, sealed) VALUES ($1, $2, $3)
+		ON CONFLICT (server, principal) DO UPDATE SET sealed = EXCLUDED.sealed, updated = now()`, server, principal, sealed)
+	if err != nil {
+		return fmt.Errorf("credstore: %w", err)
+	}
+	return nil
+}
+
+// Delete implements upstream.CredentialStore.
+func (s *Store) Delete(ctx context.Context, server, principal string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		return false, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM bub_upstream_credentials WHERE server = $1 AND principal = $2`, server, principal)
+	if err != nil {
+		return false, fmt.Errorf("credstore: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// Principals implements upstream.CredentialStore.
+func (s *Store) Principals(ctx context.Context, server string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT principal FROM bub_upstream_credentials WHERE server = $1 ORDER BY principal`, server)
+	if err != nil {
+		return nil, fmt.Errorf("credstore: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("credstore: %w", err)
+	}
+	return out, nil
+}
+
+// Lock implements upstream.CredentialLocker with a session-level advisory
+// lock on (server, principal), held on a connection of its own until
+// unlock, so replicas refresh one principal's token one at a time.
+func (s *Store) Lock(ctx context.Context, server, principal string) (func(), error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("credstore: %w", err)
+	}
+	key := "bub_upstream_credentials\n" + server + "\n" + principal
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, key); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("credstore: lock: %w", err)
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, key); err != nil {
+			// The lock is the session's: a connection that cannot say so
+			// is closed, which lets go of it.
+			conn.Conn().Close(ctx)
+		}
+		conn.Release()
+	}, nil
+}
