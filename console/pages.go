@@ -762,6 +762,11 @@ type upstreamView struct {
 	// as one of these and a new tool).
 	Gone    []string
 	DiffErr string
+	// SignedIn are the principals with their own credentials for an
+	// auth = "oauth" server (names only, never a token); CredErr says why
+	// they could not be listed.
+	SignedIn []string
+	CredErr  string
 }
 
 // upstreamsData is the upstreams page's data.
@@ -781,6 +786,13 @@ func (c *Console) upstreamsPage(w http.ResponseWriter, r *http.Request, v viewer
 					uv.DiffErr = err.Error()
 				}
 				uv.Changes, uv.Gone = ch, gone
+			}
+			if st.Auth == upstream.AuthOAuth {
+				who, err := m.Principals(r.Context(), st.Name)
+				if err != nil {
+					uv.CredErr = err.Error()
+				}
+				uv.SignedIn = who
 			}
 			d.Servers = append(d.Servers, uv)
 		}

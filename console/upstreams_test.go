@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"html"
 	"net/http"
 	"net/url"
@@ -137,9 +138,9 @@ func TestUpstreamsQuarantineApprove(t *testing.T) {
 	})
 }
 
-// TestUpstreamCredentials: the upstreams page says plainly that no
-// upstream has per-principal credentials yet, and what each server is
-// sent instead, by name only: never a header's, a variable's or an
+// TestUpstreamCredentials: the upstreams page lists who is signed in to
+// an auth = "oauth" server (principals only), and what each other server
+// is sent, by name only: never a token, a header's, a variable's or an
 // environment entry's value.
 func TestUpstreamCredentials(t *testing.T) {
 	const secretHeader, secretEnv, secretToken = "hdr-s3cr3t-value", "env-s3cr3t-value", "tok-s3cr3t-value"
@@ -150,12 +151,26 @@ bearer_token_env = "REMOTE_TOKEN"
 headers = { X-Api-Key = "` + secretHeader + `", X-Tenant = "tenant-s3cr3t" }
 [upstreams.plain]
 url = "http://127.0.0.1:1/mcp"
+[upstreams.gh]
+url = "http://127.0.0.1:1/mcp"
+auth = "oauth"
+[upstreams.nobody]
+url = "http://127.0.0.1:1/mcp"
+auth = "oauth"
 `
 	t.Setenv("REMOTE_TOKEN", secretToken)
-	f := newFixture(t, src, true)
+	home := t.TempDir()
+	store := upstream.FileCredentialStore{Dir: filepath.Join(home, "upstreams", "credentials")}
+	for _, who := range []string{"https://idp.example#bob", "https://idp.example#alice"} {
+		if err := store.Put(context.Background(), "gh", who, []byte(secretToken)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFixtureIn(t, home, src, true)
 	_, body := f.get(t, "/console/upstreams", adminToken)
 	for _, want := range []string{
-		`Per-principal credentials: <strong>none yet</strong>`,
+		`<tr><td>gh</td><td>each principal's own token (OAuth)</td><td>signed in: <code>https://idp.example#alice</code>, <code>https://idp.example#bob</code></td></tr>`,
+		`<tr><td>nobody</td><td>each principal's own token (OAuth)</td><td>yes, nobody signed in yet</td></tr>`,
 		`<tr><td>remote</td><td>bearer token from <code>$REMOTE_TOKEN</code>; headers <code>X-Api-Key</code>, <code>X-Tenant</code>, shared by every principal</td><td>no</td></tr>`,
 		`<tr><td>fake</td><td>environment <code>API_KEY</code>, shared by every principal</td><td>no</td></tr>`,
 		`<tr><td>plain</td><td>nothing configured</td><td>no</td></tr>`,
