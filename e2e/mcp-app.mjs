@@ -5,9 +5,10 @@
 // upstream's TestMCPAppThroughBub with MCP_APP_SERVER set to the server's
 // {command, args, env}.
 //
-// @modelcontextprotocol/ext-apps is not used: its package needs
-// @modelcontextprotocol/server ^2 as a peer, which the harness does not
-// install; the SDK client is all a host needs to find and read the UI.
+// The host side is the official MCP Apps package's: getToolUiResourceUri
+// reads the tool's _meta as hosts do (and refuses a URI that is not
+// ui://), and the UI must come back as its RESOURCE_MIME_TYPE.
+import { getToolUiResourceUri, RESOURCE_MIME_TYPE } from '@modelcontextprotocol/ext-apps/app-bridge';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
@@ -21,11 +22,14 @@ await client.connect(new StdioClientTransport({ command: spec.command, args: spe
 let tool;
 for (const end = Date.now() + 60_000; !tool && Date.now() < end;) {
   const { tools } = await client.listTools();
-  tool = tools.find((t) => typeof t._meta?.ui?.resourceUri === 'string');
+  tool = tools.find((t) => getToolUiResourceUri(t) !== undefined);
   if (!tool) await new Promise((r) => setTimeout(r, 50));
 }
 if (!tool) throw new Error('no tool with _meta.ui.resourceUri was listed');
-const uri = tool._meta.ui.resourceUri;
+const uri = getToolUiResourceUri(tool);
 const { contents } = await client.readResource({ uri });
+if (contents[0]?.mimeType !== RESOURCE_MIME_TYPE) {
+  throw new Error(`the UI came back as ${contents[0]?.mimeType}, not ${RESOURCE_MIME_TYPE}`);
+}
 console.log(JSON.stringify({ tool: tool.name, uri, contents }));
 await client.close();
