@@ -482,20 +482,21 @@ func (u *upstream) load(ctx context.Context, s *session) error {
 	return nil
 }
 
-// refresher is the state of a tool list's refreshes: idle, running, or
-// running with another one asked for (pending). The pending session is
-// the latest notifier's, so the refresh that follows reads the newest
-// connection.
+// refresher coalesces reloads of a list (tools, or resources and
+// prompts): idle, running, or running with another one asked for
+// (pending). The pending session is the latest notifier's, so the reload
+// that follows reads the newest connection.
 type refresher struct {
 	mu      sync.Mutex
 	running bool
 	pending *session
 }
 
-// listChanged asks for a reload of s's tool list: it starts one when none
-// runs, else marks one pending (the latest request wins).
-func (u *upstream) listChanged(s *session) {
-	r := &u.refresh
+// ask runs run(s) now, or, while a run is going, marks one more to follow
+// it: one at a time and at most one pending, however many ask meanwhile
+// (a burst of list_changed would otherwise be a burst of lists). The runs
+// are tracked by wg, so Cleanup waits for them; stopped ends the chain.
+func (r *refresher) ask(s *session, wg *sync.WaitGroup, stopped func() bool, run func(*session)) {
 	r.mu.Lock()
 	if r.running {
 		r.pending = s
@@ -504,17 +505,15 @@ func (u *upstream) listChanged(s *session) {
 	}
 	r.running = true
 	r.mu.Unlock()
-	// Tracked, so Cleanup waits for it; the run loop holds the count
-	// above zero while the session lives.
-	u.m.wg.Add(1)
+	wg.Add(1)
 	go func() {
-		defer u.m.wg.Done()
+		defer wg.Done()
 		for {
-			u.reload(s)
+			run(s)
 			r.mu.Lock()
 			next := r.pending
 			r.pending = nil
-			if next == nil || u.m.ctx.Err() != nil {
+			if next == nil || stopped() {
 				r.running = false
 				r.mu.Unlock()
 				return
@@ -523,6 +522,11 @@ func (u *upstream) listChanged(s *session) {
 			s = next
 		}
 	}()
+}
+
+// listChanged asks for a reload of s's tool list.
+func (u *upstream) listChanged(s *session) {
+	u.refresh.ask(s, &u.m.wg, u.m.stopping, u.reload)
 }
 
 // reload re-reads the tool list after notifications/tools/list_changed.

@@ -502,3 +502,6 @@ func writeFileAtomic(path string, b []byte) error {
 var _ app.Provisioner = (*Module)(nil)
 var _ app.CleanerUpper = (*Module)(nil)
 var _ mcpserver.Extender = (*Module)(nil)
+
+// stopping reports whether the module is shutting down.
+func (m *Module) stopping() bool { return m.ctx.Err() != nil }

@@ -45,8 +45,8 @@ type catalog struct {
 	templates []json.RawMessage // mcp.ResourceTemplate fails to decode templates it cannot parse
 	prompts   []mcp.Prompt
 	subs      map[string]bool // the upstream's URIs bub-mcp subscribed to
-	// refresh coalesces list changes as tools' do (refresher).
-	running, pending bool
+	// refresh coalesces list changes as tools' do.
+	refresh refresher
 }
 
 // MCPExtensions serves the upstreams' resources, templates and prompts
@@ -536,38 +536,9 @@ func (u *upstream) updated(uri string) {
 }
 
 // catalogChanged reloads the upstream's resources, templates and prompts
-// from s: one reload at a time, and at most one more behind it however
-// many list changes arrive meanwhile.
+// from s, coalesced as tool lists are (refresher).
 func (u *upstream) catalogChanged(s *session) {
-	c := &u.catalog
-	c.mu.Lock()
-	if c.running {
-		c.pending = true
-		c.mu.Unlock()
-		return
-	}
-	c.running = true
-	c.mu.Unlock()
-	u.m.wg.Add(1)
-	go func() {
-		defer u.m.wg.Done()
-		for {
-			u.loadCatalog(s)
-			c.mu.Lock()
-			if !c.pending || u.m.ctx.Err() != nil {
-				c.running = false
-				c.mu.Unlock()
-				return
-			}
-			c.pending = false
-			c.mu.Unlock()
-			u.mu.Lock()
-			if u.cur != nil {
-				s = u.cur
-			}
-			u.mu.Unlock()
-		}
-	}()
+	u.catalog.refresh.ask(s, &u.m.wg, u.m.stopping, u.loadCatalog)
 }
 
 // loadCatalog lists what the upstream's capabilities say it has, renews
