@@ -100,10 +100,7 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 		case u.cfg.Auth == AuthTokenExchange && refused(err):
 			// The exchanged token lapsed or was refused: the next call
 			// trades again, over a new connection.
-			u.exchange.drop(principal)
-			u.pool.drop(principal)
-			return nil, &registry.Error{Kind: registry.KindTemporary,
-				Message: fmt.Sprintf("upstream %s refused the exchanged token of %s (401); try the call again", u.cfg.name, principal), Cause: err}
+			return nil, u.exchangeRefused(principal, err)
 		case context.Cause(cctx) == errCallTimeout:
 			return nil, &registry.Error{Kind: registry.KindTemporary,
 				Message: fmt.Sprintf("Tool '%s' of upstream %s timed out after %s (upstreams.%s.timeout); it was cancelled", tool, u.cfg.name, u.cfg.Timeout.Duration, u.cfg.name)}

@@ -127,7 +127,20 @@ func (u *upstream) exchangeSession(ctx context.Context, principal string, token 
 			return nil, nil, err
 		}
 	}
-	return u.pooled(ctx, principal, func() (*session, error) { return u.connectExchanged(principal) })
+	s, release, err := u.pooled(ctx, principal, func() (*session, error) { return u.connectExchanged(principal) })
+	if err != nil && refused(err) {
+		return nil, nil, u.exchangeRefused(principal, err)
+	}
+	return s, release, err
+}
+
+// exchangeRefused forgets principal's exchanged token, which the server
+// refused (401), so that the next call trades again.
+func (u *upstream) exchangeRefused(principal string, err error) error {
+	u.exchange.drop(principal)
+	u.pool.drop(principal)
+	return &registry.Error{Kind: registry.KindTemporary,
+		Message: fmt.Sprintf("upstream %s refused the exchanged token of %s (401); try the call again", u.cfg.name, principal), Cause: err}
 }
 
 // exchangeToken trades subject, principal's token, for one for u and
