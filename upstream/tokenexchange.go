@@ -177,12 +177,12 @@ func (u *upstream) exchangeToken(ctx context.Context, principal, subject string)
 	}
 	defer res.Body.Close()
 	var out struct {
-		AccessToken     string  `json:"access_token"`
-		IssuedTokenType string  `json:"issued_token_type"`
-		TokenType       string  `json:"token_type"`
-		ExpiresIn       float64 `json:"expires_in"`
-		Error           string  `json:"error"`
-		Description     string  `json:"error_description"`
+		AccessToken     string   `json:"access_token"`
+		IssuedTokenType string   `json:"issued_token_type"`
+		TokenType       string   `json:"token_type"`
+		ExpiresIn       *float64 `json:"expires_in"`
+		Error           string   `json:"error"`
+		Description     string   `json:"error_description"`
 	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxExchangeBody+1))
 	if err == nil && len(body) > maxExchangeBody {
@@ -204,11 +204,15 @@ func (u *upstream) exchangeToken(ctx context.Context, principal, subject string)
 		return fail(fmt.Sprintf("%s issued no bearer access token", endpoint), nil)
 	case out.IssuedTokenType != "" && out.IssuedTokenType != tokenTypeAccessToken:
 		return fail(fmt.Sprintf("%s issued a %s, not an access token", endpoint, out.IssuedTokenType), nil)
+	case out.ExpiresIn != nil && *out.ExpiresIn < 1:
+		// The caller's own token is about to expire (an exchanged one
+		// lives no longer): its client refreshes it first.
+		return fail(fmt.Sprintf("%s issued a token that expires at once; the caller's token is expiring", endpoint), nil)
 	}
 	now := time.Now()
-	life := time.Duration(out.ExpiresIn * float64(time.Second))
-	if life <= 0 {
-		life = time.Minute // no expiry given: trade again soon
+	life := time.Minute // no expiry given: trade again soon
+	if out.ExpiresIn != nil {
+		life = time.Duration(min(*out.ExpiresIn, 24*3600) * float64(time.Second))
 	}
 	e := &exchanged{principal: principal, token: out.AccessToken, exp: now.Add(life), renew: now.Add(life - min(exchangeMargin, life/2))}
 	u.exchange.put(e, max(minExchangeCache, 2*u.cfg.MaxConnections))

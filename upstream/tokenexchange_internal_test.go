@@ -107,7 +107,11 @@ func newExchangeHost(t *testing.T) *exchangeHost {
 				fmt.Fprint(w, `{"error":"invalid_grant","error_description":"not a token of mine"}`)
 				return
 			}
-			fmt.Fprintf(w, `{"access_token":"up-%s","issued_token_type":%q,"token_type":"Bearer","expires_in":300}`, sub, tokenTypeAccessToken)
+			life := 300
+			if strings.HasSuffix(sub, "-expiring") {
+				life = 0
+			}
+			fmt.Fprintf(w, `{"access_token":"up-%s","issued_token_type":%q,"token_type":"Bearer","expires_in":%d}`, sub, tokenTypeAccessToken, life)
 		default:
 			http.NotFound(w, r)
 		}
@@ -174,6 +178,10 @@ func TestTokenExchangeCalls(t *testing.T) {
 	_, err = h.call(ctx, "mallory", "stolen-secret-token")
 	if err == nil || !strings.Contains(err.Error(), "/token refused (invalid_grant: not a token of mine)") || strings.Contains(err.Error(), "stolen-secret-token") {
 		t.Errorf("a refused exchange: %v; want the authorization server's refusal, without the token", err)
+	}
+	_, err = h.call(ctx, "erin", "subj-erin-expiring")
+	if err == nil || !strings.Contains(err.Error(), "issued a token that expires at once") {
+		t.Errorf("an exchanged token with no life left: %v; want an error", err)
 	}
 	// An exchanged token the server refuses is forgotten: the next call
 	// trades again.
