@@ -92,6 +92,9 @@ func oauthFront(ctx context.Context, cfg *config.Config, home string, log *slog.
 		KeyRotation:     rotation,
 		MaxClients:      p.MaxClients,
 		Logger:          log,
+		// Upstreams mounted with auth = "token_exchange" trade the
+		// callers' tokens here (same trust domain).
+		TokenExchangeAudiences: p.TokenExchangeAudiences,
 	})
 	if err != nil {
 		release()

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"time"
 )
@@ -44,6 +45,12 @@ type OAuthProxy struct {
 	DSNEnv string `toml:"dsn_env"`
 	// DSN is filled from DSNEnv at load; not a key.
 	DSN string `toml:"-"`
+	// TokenExchangeAudiences are the resources (MCP servers' URLs, as
+	// their `[upstreams.<name>] url` names them) for which the front
+	// trades one of its own access tokens for another, RFC 8693: an
+	// upstream bub-mcp mounted with auth = "token_exchange" whose
+	// [auth.oauth] issuer is this front. Empty: no token exchange.
+	TokenExchangeAudiences []string `toml:"token_exchange_audiences"`
 }
 
 // checkProxy validates [auth.oauth.proxy] and reads its secrets from the
@@ -78,6 +85,11 @@ func (c *Config) checkProxy(getenv func(string) string, fail func(string, ...str
 	}
 	if p.MaxClients < 0 {
 		return fail("must not be negative", key("max_clients")...)
+	}
+	for _, a := range p.TokenExchangeAudiences {
+		if u, err := url.Parse(a); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Fragment != "" {
+			return fail(fmt.Sprintf("%q: want an MCP server's absolute http(s) URL", a), key("token_exchange_audiences")...)
+		}
 	}
 	switch p.Store {
 	case "", "file":

@@ -20,13 +20,14 @@ access_token_ttl = "5m"
 key_rotation = "12h"
 store = "postgres"
 dsn_env = "OAUTH_DSN"
+token_exchange_audiences = ["https://up.example/mcp"]
 `, getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &OAuthProxy{ClientID: "bub", ClientSecretEnv: "IDP_SECRET", ClientSecret: "s3", Scopes: []string{"openid", "email", "groups"},
 		Claims: []string{"email", "groups"}, AccessTokenTTL: Duration{5 * time.Minute}, KeyRotation: Duration{12 * time.Hour},
-		Store: "postgres", DSNEnv: "OAUTH_DSN", DSN: "postgres://x"}
+		Store: "postgres", DSNEnv: "OAUTH_DSN", DSN: "postgres://x", TokenExchangeAudiences: []string{"https://up.example/mcp"}}
 	if diff := cmp.Diff(want, c.Auth.OAuth.Proxy); diff != "" {
 		t.Errorf("[auth.oauth.proxy] (-want +got):\n%s", diff)
 	}
@@ -39,6 +40,7 @@ dsn_env = "OAUTH_DSN"
 		{"long access tokens", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\naccess_token_ttl = \"2h\"\n", "config: bub.toml:12: auth.oauth.proxy.access_token_ttl: between 1s and 1h"},
 		{"fast rotation", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\nkey_rotation = \"1m\"\n", "config: bub.toml:12: auth.oauth.proxy.key_rotation: at least 1h"},
 		{"unknown store", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\nstore = \"redis\"\n", "config: bub.toml:12: auth.oauth.proxy.store: unknown store \"redis\""},
+		{"relative audience", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\ntoken_exchange_audiences = [\"/mcp\"]\n", "config: bub.toml:12: auth.oauth.proxy.token_exchange_audiences: \"/mcp\": want an MCP server's absolute http(s) URL"},
 		{"postgres without dsn", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\nstore = \"postgres\"\n", "config: bub.toml:0: auth.oauth.proxy.dsn_env: store = \"postgres\" needs dsn_env"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,7 +35,43 @@ type Connection struct {
 	// request; informational only (they never change the View).
 	ClientName    string
 	ClientVersion string
+	// OAuthToken is the OAuth access token the caller presented, which
+	// the HTTP transport validated as resource server: set for OAuth
+	// principals only, for upstreams mounted with auth =
+	// "token_exchange" to trade at its issuer. It prints, logs and
+	// marshals as nothing (see CallerToken).
+	OAuthToken CallerToken
 }
+
+// CallerToken holds a caller's bearer token so that it cannot leak by
+// accident: fmt, slog and encoding/json see "" (a Connection printed or
+// logged whole carries no secret); only Reveal gives the token, to the
+// one place that sends it to its issuer.
+type CallerToken struct{ raw string }
+
+// NewCallerToken wraps a caller's token.
+func NewCallerToken(raw string) CallerToken { return CallerToken{raw: raw} }
+
+// Reveal returns the token itself.
+func (t CallerToken) Reveal() string { return t.raw }
+
+// IsSet reports whether there is a token.
+func (t CallerToken) IsSet() bool { return t.raw != "" }
+
+// String hides the token.
+func (t CallerToken) String() string { return "" }
+
+// GoString hides the token from %#v.
+func (t CallerToken) GoString() string { return "registry.CallerToken{}" }
+
+// LogValue hides the token from slog.
+func (t CallerToken) LogValue() slog.Value { return slog.StringValue("") }
+
+// MarshalJSON hides the token from encoding/json.
+func (t CallerToken) MarshalJSON() ([]byte, error) { return []byte(`""`), nil }
+
+// MarshalText hides the token from text encoders (TOML, YAML, map keys).
+func (t CallerToken) MarshalText() ([]byte, error) { return nil, nil }
 
 // Session is what a tool may do with its session: read and annotate its
 // tape, switch its settings, spill and read back large results. It is

@@ -25,7 +25,18 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 	var s *session
 	var err error
 	principal := ""
-	if u.cfg.Auth == AuthOAuth {
+	if u.cfg.Auth == AuthTokenExchange {
+		var token registry.CallerToken
+		if tc != nil && tc.Conn != nil {
+			principal, token = tc.Conn.Principal, tc.Conn.OAuthToken
+		}
+		var release func()
+		s, release, err = u.exchangeSession(ctx, principal, token)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	} else if u.cfg.Auth == AuthOAuth {
 		if tc != nil && tc.Conn != nil {
 			principal = tc.Conn.Principal
 		}
@@ -86,6 +97,10 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 			// helps: this principal signs in again.
 			u.pool.drop(principal)
 			return nil, u.loginRequired(principal)
+		case u.cfg.Auth == AuthTokenExchange && refused(err):
+			// The exchanged token lapsed or was refused: the next call
+			// trades again, over a new connection.
+			return nil, u.exchangeRefused(principal, err)
 		case context.Cause(cctx) == errCallTimeout:
 			return nil, &registry.Error{Kind: registry.KindTemporary,
 				Message: fmt.Sprintf("Tool '%s' of upstream %s timed out after %s (upstreams.%s.timeout); it was cancelled", tool, u.cfg.name, u.cfg.Timeout.Duration, u.cfg.name)}

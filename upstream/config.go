@@ -32,6 +32,9 @@ const (
 	DefaultMaxMessageBytes = 64 << 20
 	// AuthOAuth is the value of auth for per-principal OAuth.
 	AuthOAuth = "oauth"
+	// AuthTokenExchange is the value of auth for RFC 8693 token
+	// exchange of each caller's own OAuth token (tokenexchange.go).
+	AuthTokenExchange = "token_exchange"
 	// DefaultMaxConnections bounds the live per-principal connections
 	// of an auth = "oauth" server.
 	DefaultMaxConnections = 64
@@ -75,9 +78,12 @@ type Server struct {
 	// ClientID (else dynamic registration, with ClientName) and the secret
 	// in $ClientSecretEnv identify bub-mcp there, Scopes are asked for.
 	// Empty means the Headers and BearerTokenEnv, alike for every
-	// principal. MaxConnections bounds the live per-principal connections
-	// (the least recently used idle one is closed for a new one), and
-	// IdleTimeout closes one unused that long.
+	// principal. Auth = "token_exchange" trades each caller's own OAuth
+	// access token, at its issuer, for one whose audience is the server
+	// (RFC 8693; tokenexchange.go). With either, MaxConnections bounds the
+	// live per-principal connections (the least recently used idle one
+	// is closed for a new one), and IdleTimeout closes one unused that
+	// long.
 	Auth            string          `toml:"auth"`
 	ClientID        string          `toml:"client_id"`
 	ClientSecretEnv string          `toml:"client_secret_env"`
@@ -547,30 +553,37 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // checkAuth validates auth and its keys and fills in their defaults.
 func (s *Server) checkAuth(fail failFunc) error {
-	oauthKeys := []struct {
-		key string
-		set bool
-	}{{"client_id", s.ClientID != ""}, {"client_secret_env", s.ClientSecretEnv != ""}, {"scopes", len(s.Scopes) > 0},
-		{"client_name", s.ClientName != ""}, {"max_connections", s.MaxConnections != 0}, {"idle_timeout", s.IdleTimeout.Duration != 0}}
+	keys := []struct {
+		key       string
+		set       bool
+		exchanges bool // allowed with auth = "token_exchange" too
+	}{{"client_id", s.ClientID != "", false}, {"client_secret_env", s.ClientSecretEnv != "", false}, {"scopes", len(s.Scopes) > 0, false},
+		{"client_name", s.ClientName != "", false}, {"max_connections", s.MaxConnections != 0, true}, {"idle_timeout", s.IdleTimeout.Duration != 0, true}}
 	switch s.Auth {
 	case "":
-		for _, k := range oauthKeys {
+		for _, k := range keys {
 			if k.set {
 				return fail(`only with auth = "oauth"`, k.key)
 			}
 		}
 		return nil
 	case AuthOAuth:
+	case AuthTokenExchange:
+		for _, k := range keys {
+			if k.set && !k.exchanges {
+				return fail(`only with auth = "oauth" (token exchange acts as the caller's own client)`, k.key)
+			}
+		}
 	default:
-		return fail(fmt.Sprintf("unknown auth %q (want %q, or none for headers and bearer_token_env)", s.Auth, AuthOAuth), "auth")
+		return fail(fmt.Sprintf("unknown auth %q (want %q, %q, or none for headers and bearer_token_env)", s.Auth, AuthOAuth, AuthTokenExchange), "auth")
 	}
 	switch {
 	case s.URL == "":
 		return fail("only for HTTP servers (url)", "auth")
 	case s.kind() != "http":
-		return fail(`auth = "oauth" needs the streamable HTTP transport (type = "http")`, "auth")
+		return fail(fmt.Sprintf(`auth = %q needs the streamable HTTP transport (type = "http")`, s.Auth), "auth")
 	case s.BearerTokenEnv != "":
-		return fail(`bearer_token_env and auth = "oauth" are exclusive: each principal's calls carry their own token`, "bearer_token_env")
+		return fail(fmt.Sprintf(`bearer_token_env and auth = %q are exclusive: each principal's calls carry their own token`, s.Auth), "bearer_token_env")
 	case s.ClientSecretEnv != "" && s.ClientID == "":
 		return fail("needs client_id (the secret of a pre-registered client)", "client_secret_env")
 	case s.MaxConnections < 0:
@@ -580,7 +593,7 @@ func (s *Server) checkAuth(fail failFunc) error {
 	}
 	for k := range s.Headers {
 		if strings.EqualFold(k, "Authorization") {
-			return fail(`an Authorization header and auth = "oauth" are exclusive`, "headers", k)
+			return fail(fmt.Sprintf(`an Authorization header and auth = %q are exclusive`, s.Auth), "headers", k)
 		}
 	}
 	if s.MaxConnections == 0 {
@@ -589,8 +602,12 @@ func (s *Server) checkAuth(fail failFunc) error {
 	if s.IdleTimeout.Duration == 0 {
 		s.IdleTimeout.Duration = DefaultIdleTimeout
 	}
-	if s.ClientName == "" {
+	if s.ClientName == "" && s.Auth == AuthOAuth {
 		s.ClientName = "bub-mcp"
 	}
 	return nil
 }
+
+// perPrincipal reports whether the server is connected to once per
+// principal (auth = "oauth" or "token_exchange"), never shared.
+func (s *Server) perPrincipal() bool { return s.Auth == AuthOAuth || s.Auth == AuthTokenExchange }

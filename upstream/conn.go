@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -106,9 +107,16 @@ type upstream struct {
 	// server waits for them without polling.
 	active activeCalls
 
-	// pool is an auth = "oauth" server's per-principal connections
-	// (oauthconn.go); such a server has no shared one.
+	// pool is an auth = "oauth" or "token_exchange" server's
+	// per-principal connections (oauthconn.go); such a server has no
+	// shared one.
 	pool connPool
+	// exchange is an auth = "token_exchange" server's exchanged tokens
+	// (tokenexchange.go).
+	exchange exchangeCache
+	// listing is set while a caller's connection lists the tools of an
+	// auth = "token_exchange" server (listForCaller).
+	listing atomic.Bool
 }
 
 // activeCalls counts calls in flight and says when there are none.
@@ -225,8 +233,9 @@ func (u *upstream) setStateLocked(st State, err error) {
 func (u *upstream) start() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	// An auth = "oauth" server connects per principal, on their calls.
-	if u.running || u.closed || u.cfg.Auth == AuthOAuth {
+	// An auth = "oauth" or "token_exchange" server connects per
+	// principal, on their calls.
+	if u.running || u.closed || u.cfg.perPrincipal() {
 		return
 	}
 	u.running = true
@@ -310,11 +319,14 @@ func (u *upstream) run(ctx context.Context) {
 
 // connect starts a session: the transport, initialize, within
 // start_timeout.
-func (u *upstream) connect(ctx context.Context) (*session, error) { return u.connectWith(ctx, nil) }
+func (u *upstream) connect(ctx context.Context) (*session, error) {
+	return u.connectWith(ctx, nil, nil)
+}
 
 // connectWith is connect, with oauth (for an auth = "oauth" server: one
-// principal's token store and client) instead of a static bearer token.
-func (u *upstream) connectWith(ctx context.Context, oauth *transport.OAuthConfig) (*session, error) {
+// principal's token store and client) instead of a static bearer token,
+// and hc (nil: u.httpClient()) as the HTTP client of an HTTP server.
+func (u *upstream) connectWith(ctx context.Context, oauth *transport.OAuthConfig, hc *http.Client) (*session, error) {
 	s := &session{dead: make(chan struct{})}
 	var tr transport.Interface
 	if u.cfg.URL != "" {
@@ -329,7 +341,9 @@ func (u *upstream) connectWith(ctx context.Context, oauth *transport.OAuthConfig
 			}
 			h["Authorization"] = "Bearer " + tok
 		}
-		hc := u.httpClient()
+		if hc == nil {
+			hc = u.httpClient()
+		}
 		if u.cfg.kind() == "sse" {
 			// The 2024 HTTP+SSE transport: answers come on the event
 			// stream, so its wait for one is the call's timeout.

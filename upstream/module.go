@@ -128,6 +128,9 @@ func (m *Module) Provision(ctx context.Context, a *app.App) error {
 		m.pinStore, m.closeStore = PGPinStore{Docs: docs}, docs.Close
 	}
 	m.hot.init(a)
+	if serving {
+		a.AddFilter(m.listForCaller)
+	}
 	var ups []*upstream
 	for _, s := range servers {
 		ups = append(ups, newUpstream(s, m))
@@ -168,6 +171,9 @@ func (m *Module) mount(u *upstream) {
 			u.listAsAnyone()
 		}
 		return
+	}
+	if u.cfg.Auth == AuthTokenExchange {
+		return // listed by the first OAuth caller's view (listForCaller)
 	}
 	if (u.cfg.Start == StartEager || !ok) && !m.app.OnDemand() {
 		u.start()
@@ -233,7 +239,7 @@ func (m *Module) WaitFor(ctx context.Context, tool string) bool {
 		if !strings.HasPrefix(tool, u.cfg.name+".") && !strings.HasPrefix(tool, u.cfg.name+"_") {
 			continue
 		}
-		if u.cfg.Auth == AuthOAuth { // no shared connection to wait for
+		if u.cfg.perPrincipal() { // no shared connection to wait for
 			return true
 		}
 		u.start()
@@ -380,7 +386,7 @@ func (m *Module) Status() []Status {
 		st.Pin = u.cfg.pinMode()
 		st.Quarantined, st.Unapproved = m.pinCounts(u.cfg.name)
 		st.BearerTokenEnv = u.cfg.BearerTokenEnv
-		if st.Auth = u.cfg.Auth; st.Auth == AuthOAuth {
+		if st.Auth = u.cfg.Auth; u.cfg.perPrincipal() {
 			st.Connections = u.pool.live()
 		}
 		st.Headers = slices.Sorted(maps.Keys(u.cfg.Headers))

@@ -123,6 +123,18 @@ func (u *upstream) principalSession(ctx context.Context, tc *registry.ToolContex
 	if err != nil {
 		return nil, nil, &registry.Error{Kind: registry.KindTemporary, Message: fmt.Sprintf("upstream %s: reading the stored credentials: %v", u.cfg.name, err)}
 	}
+	s, release, err := u.pooled(ctx, principal, func() (*session, error) { return u.connectAs(principal, set, c) })
+	if err != nil && errors.Is(err, transport.ErrOAuthAuthorizationRequired) {
+		return nil, nil, u.loginRequired(principal)
+	}
+	return s, release, err
+}
+
+// pooled returns principal's live connection to u from the pool,
+// connecting it with connect when there is none; release must be called
+// when the call is done. A failed connection leaves the pool, and its
+// error is wrapped (errors.Is finds the cause).
+func (u *upstream) pooled(ctx context.Context, principal string, connect func() (*session, error)) (*session, func(), error) {
 	p := &u.pool
 	p.mu.Lock()
 	if p.closed {
@@ -159,7 +171,7 @@ func (u *upstream) principalSession(ctx context.Context, tc *registry.ToolContex
 		p.mu.Unlock()
 	}
 	if fresh {
-		pc.s, pc.err = u.connectAs(principal, set, c)
+		pc.s, pc.err = connect()
 		close(pc.ready)
 	}
 	select {
@@ -172,7 +184,7 @@ func (u *upstream) principalSession(ctx context.Context, tc *registry.ToolContex
 		release()
 		u.pool.drop(principal)
 		if errors.Is(pc.err, transport.ErrOAuthAuthorizationRequired) {
-			return nil, nil, u.loginRequired(principal)
+			return nil, nil, pc.err
 		}
 		return nil, nil, &registry.Error{Kind: registry.KindTemporary, Message: fmt.Sprintf("upstream %s: connecting as %s: %v", u.cfg.name, principal, pc.err), Cause: pc.err}
 	}
@@ -239,13 +251,19 @@ func (u *upstream) connectAs(principal string, set *tokenSet, c *credentials) (*
 	oc := u.oauthConfig("")
 	oc.ClientID, oc.ClientSecret, oc.TokenEndpointAuthMethod = set.ClientID, set.ClientSecret, set.AuthMethod
 	oc.TokenStore = &principalTokens{c: c, server: u.cfg.name, principal: principal, refresh: u.refresher(oc), log: u.m.log}
-	s, err := u.connectWith(u.ctx, &oc)
+	s, err := u.connectWith(u.ctx, &oc, nil)
 	if err != nil {
 		if s != nil {
 			u.stop(s)
 		}
 		return nil, hideURL(err, u.cfg.URL)
 	}
+	return u.listIfUnknown(s)
+}
+
+// listIfUnknown lists the tools over a fresh per-principal connection s
+// when none are known yet; a failed list ends s.
+func (u *upstream) listIfUnknown(s *session) (*session, error) {
 	u.mu.Lock()
 	known := len(u.names) > 0
 	u.mu.Unlock()

@@ -113,6 +113,10 @@ type Options struct {
 	// over (the old one stays published, so nobody is logged out); 0
 	// means 24 h.
 	KeyRotation time.Duration
+	// TokenExchangeAudiences are the resources the token-exchange grant
+	// (RFC 8693) may issue tokens for, from the front's own access
+	// tokens; empty means no token exchange.
+	TokenExchangeAudiences []string
 	// MaxClients bounds dynamic registrations; 0 means 10000.
 	MaxClients int
 	// AllowLoopbackClientIDs lets http://127.0.0.1 URLs be CIMD client ids
@@ -183,6 +187,7 @@ func New(opts Options) (*Front, error) {
 	}
 	opts.Scopes = slices.Clone(opts.Scopes)
 	opts.Claims = slices.Clone(opts.Claims)
+	opts.TokenExchangeAudiences = slices.Clone(opts.TokenExchangeAudiences)
 	f := &Front{opts: opts}
 	f.upstream = &upstream{opts: opts.Upstream, client: opts.HTTPClient, now: opts.Now}
 	f.cimd = newCIMDCache(opts.AllowLoopbackClientIDs, opts.Now)
@@ -256,6 +261,10 @@ func (f *Front) metadata() map[string]any {
 	if scopes == nil {
 		scopes = []string{}
 	}
+	grants := []string{"authorization_code", "refresh_token"}
+	if len(f.opts.TokenExchangeAudiences) > 0 {
+		grants = append(grants, GrantTokenExchange)
+	}
 	return map[string]any{
 		"issuer":                                         f.opts.Issuer,
 		"authorization_endpoint":                         f.opts.Issuer + AuthorizePath,
@@ -265,7 +274,7 @@ func (f *Front) metadata() map[string]any {
 		"scopes_supported":                               scopes,
 		"response_types_supported":                       []string{"code"},
 		"response_modes_supported":                       []string{"query"},
-		"grant_types_supported":                          []string{"authorization_code", "refresh_token"},
+		"grant_types_supported":                          grants,
 		"token_endpoint_auth_methods_supported":          []string{"none"},
 		"code_challenge_methods_supported":               []string{"S256"},
 		"authorization_response_iss_parameter_supported": true,

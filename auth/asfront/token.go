@@ -11,8 +11,10 @@ import (
 	"strings"
 )
 
-// serveToken is the token endpoint: authorization_code (with PKCE) and
-// refresh_token (rotated on every use; a reused one revokes its family).
+// serveToken is the token endpoint: authorization_code (with PKCE),
+// refresh_token (rotated on every use; a reused one revokes its family)
+// and, when Options.TokenExchangeAudiences lists any, token exchange
+// (exchange.go).
 func (f *Front) serveToken(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	form, e := readForm(w, r)
@@ -22,6 +24,10 @@ func (f *Front) serveToken(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Header.Get("Authorization") != "" || form.Get("client_secret") != "" {
 		f.refuse(w, r, oerr(401, "invalid_client", "clients of this server are public: authenticate with PKCE, not a secret", nil))
+		return
+	}
+	if form.Get("grant_type") == GrantTokenExchange && len(f.opts.TokenExchangeAudiences) > 0 {
+		f.exchangeGrant(w, r, form)
 		return
 	}
 	var g grantData

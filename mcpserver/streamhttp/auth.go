@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/bubbuild/bub-mcp/auth"
+	"github.com/bubbuild/bub-mcp/registry"
 )
 
 // bearerAuth makes a valid bearer token mandatory when static tokens or
@@ -17,7 +18,9 @@ import (
 // and the profile its claims allow on this path. A static token is tried
 // first (a hash look-up); anything else goes to the resource server,
 // which answers refusals itself (401 with resource_metadata, 403
-// insufficient_scope). It runs after callerState. Neither: no link.
+// insufficient_scope). It runs after callerState. Neither: no link. An
+// OAuth caller's Connection also carries its token (OAuthToken), hidden
+// from logs, for auth = "token_exchange" upstreams.
 func bearerAuth(tokens []Token, rs *auth.ResourceServer, log *slog.Logger) Middleware {
 	if len(tokens) == 0 && rs == nil {
 		return nil
@@ -43,6 +46,11 @@ func bearerAuth(tokens []Token, rs *auth.ResourceServer, log *slog.Logger) Middl
 			if p.Name != caller.Principal {
 				caller.PrincipalName = p.Name
 			}
+			// The validated token itself, for an upstream with auth =
+			// "token_exchange" to trade at its issuer; a static token
+			// is never passed on.
+			_, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			caller.OAuthToken = registry.NewCallerToken(strings.TrimSpace(tok))
 			next.ServeHTTP(w, r)
 		})
 	}
