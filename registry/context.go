@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
 
@@ -57,6 +58,12 @@ func (t CallerToken) Reveal() string { return t.raw }
 
 // IsSet reports whether there is a token.
 func (t CallerToken) IsSet() bool { return t.raw != "" }
+
+// Equal reports whether t and o hold the same token, in constant time; it
+// is also what go-cmp compares Connections with (the field is unexported).
+func (t CallerToken) Equal(o CallerToken) bool {
+	return subtle.ConstantTimeCompare([]byte(t.raw), []byte(o.raw)) == 1
+}
 
 // String hides the token.
 func (t CallerToken) String() string { return "" }

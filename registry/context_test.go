@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -36,5 +38,18 @@ func TestCallerTokenHidden(t *testing.T) {
 	}
 	if (registry.Connection{}).OAuthToken.IsSet() {
 		t.Errorf("the zero Connection has a token")
+	}
+}
+
+// Connections holding tokens compare with go-cmp (as tests of every
+// package do) without a panic over the unexported field.
+func TestCallerTokenCompares(t *testing.T) {
+	a := registry.Connection{Profile: "p", OAuthToken: registry.NewCallerToken("tok-a")}
+	if diff := cmp.Diff(a, registry.Connection{Profile: "p", OAuthToken: registry.NewCallerToken("tok-a")}); diff != "" {
+		t.Errorf("equal tokens differ:\n%s", diff)
+	}
+	diff := cmp.Diff(a, registry.Connection{Profile: "p", OAuthToken: registry.NewCallerToken("tok-b")})
+	if diff == "" {
+		t.Error("two different tokens compare equal")
 	}
 }
