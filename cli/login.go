@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/bubbuild/bub-mcp/upstream"
@@ -22,16 +21,11 @@ func loginCommand(env *Env) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c.onDemand = true // no other upstream starts
-			a, err := newApp(ctx, quieted(env, slog.LevelError), &c)
+			m, done, err := upstreamsOnDemand(ctx, env, &c, `no upstream servers: add [upstreams.<name>] with auth = "oauth" to bub.toml`) // no other upstream starts
 			if err != nil {
 				return err
 			}
-			defer closeApp(env, a)
-			m, ok := upstream.FromApp(a)
-			if !ok {
-				return &usageError{"no upstream servers: add [upstreams.<name>] with auth = \"oauth\" to bub.toml"}
-			}
+			defer done()
 			name := args[0]
 			err = m.Login(ctx, name, func(authURL string) {
 				fmt.Fprintf(env.Stderr, "Open this URL in a browser to sign in to %s:\n\n  %s\n\nWaiting for the browser to come back...\n", name, authURL)
@@ -73,22 +67,13 @@ the token may have leaked.`,
 				return &usageError{"--principal and --all are exclusive"}
 			}
 			ctx := cmd.Context()
-			c.onDemand = true
-			a, err := newApp(ctx, quieted(env, slog.LevelError), c)
+			m, done, err := upstreamsOnDemand(ctx, env, c, "no upstream servers: add [upstreams.<name>] to bub.toml")
 			if err != nil {
 				return err
 			}
-			defer closeApp(env, a)
-			m, ok := upstream.FromApp(a)
-			if !ok {
-				return &usageError{"no upstream servers: add [upstreams.<name>] to bub.toml"}
-			}
+			defer done()
 			name := args[0]
-			by := env.Getenv("USER")
-			if by == "" {
-				by = "local user"
-			}
-			gone, err := m.Logout(ctx, name, principal, all, by)
+			gone, err := m.Logout(ctx, name, principal, all, operator(env))
 			if err != nil {
 				return err
 			}

@@ -54,7 +54,7 @@ func upstreamsCommand(env *Env) *cobra.Command {
 				return upstreamsFailed(env, st)
 			}
 			if len(st) == 0 {
-				fmt.Fprintln(env.Stdout, "no upstream servers: add [upstreams.<name>] to bub.toml or servers to $BUB_HOME/mcp.json")
+				fmt.Fprintln(env.Stdout, noUpstreams)
 				return nil
 			}
 			tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
@@ -92,16 +92,11 @@ func upstreamsDiffCommand(env *Env, c *common) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c.onDemand = true // start only the server asked about
-			a, err := newApp(ctx, quieted(env, slog.LevelError), c)
+			m, done, err := upstreamsOnDemand(ctx, env, c, noUpstreams) // starts only the server asked about
 			if err != nil {
 				return err
 			}
-			defer closeApp(env, a)
-			m, ok := upstream.FromApp(a)
-			if !ok {
-				return &usageError{"no upstream servers: add [upstreams.<name>] to bub.toml or servers to $BUB_HOME/mcp.json"}
-			}
+			defer done()
 			name := args[0]
 			if m.WaitFor(ctx, name+".") {
 				for _, s := range m.Status() {
@@ -148,21 +143,12 @@ func upstreamsApproveCommand(env *Env, c *common) *cobra.Command {
 		Short: "approve the quarantined tool definitions of an upstream server (all of them, or the named tools)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c.onDemand = true // approves what diff showed: starts nothing
-			a, err := newApp(cmd.Context(), quieted(env, slog.LevelError), c)
+			m, done, err := upstreamsOnDemand(cmd.Context(), env, c, noUpstreams) // approves what diff showed: starts nothing
 			if err != nil {
 				return err
 			}
-			defer closeApp(env, a)
-			m, ok := upstream.FromApp(a)
-			if !ok {
-				return &usageError{"no upstream servers: add [upstreams.<name>] to bub.toml or servers to $BUB_HOME/mcp.json"}
-			}
-			by := env.Getenv("USER")
-			if by == "" {
-				by = "local user"
-			}
-			approved, err := m.Approve(args[0], args[1:], by)
+			defer done()
+			approved, err := m.Approve(args[0], args[1:], operator(env))
 			if err != nil {
 				return err
 			}
@@ -237,4 +223,34 @@ func upstreamHealth(a *app.App) func() streamhttp.Health {
 		}
 		return h
 	}
+}
+
+// upstreamsOnDemand is the upstream module of an App for a command that
+// works on one server (diff, approve, login, logout): no server starts
+// until it is used; done closes the App. none is the usage message when
+// no server is configured.
+func upstreamsOnDemand(ctx context.Context, env *Env, c *common, none string) (m *upstream.Module, done func(), err error) {
+	c.onDemand = true
+	a, err := newApp(ctx, quieted(env, slog.LevelError), c)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, ok := upstream.FromApp(a)
+	if !ok {
+		closeApp(env, a)
+		return nil, nil, &usageError{none}
+	}
+	return m, func() { closeApp(env, a) }, nil
+}
+
+// noUpstreams is the usage message of a command that needs one.
+const noUpstreams = "no upstream servers: add [upstreams.<name>] to bub.toml or servers to $BUB_HOME/mcp.json"
+
+// operator names who runs a command that changes shared state (approvals,
+// logouts), for the audit record: $USER, else "local user".
+func operator(env *Env) string {
+	if by := env.Getenv("USER"); by != "" {
+		return by
+	}
+	return "local user"
 }
