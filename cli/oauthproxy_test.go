@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/bubbuild/bub-mcp/internal/oidctest"
@@ -55,43 +56,12 @@ func TestServeOAuthProxy(t *testing.T) {
 	})
 
 	redirect := "http://127.0.0.1:9/callback"
-	store := client.NewMemoryTokenStore()
-	c, err := client.NewOAuthStreamableHttpClient(endpoint, client.OAuthConfig{
-		RedirectURI: redirect, Scopes: []string{"mcp"}, PKCEEnabled: true, TokenStore: store,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	initReq := mcp.InitializeRequest{}
-	initReq.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-	_, err = c.Initialize(t.Context(), initReq)
-	if !client.IsOAuthAuthorizationRequiredError(err) {
-		t.Fatalf("initialize without a token: %v; want OAuth authorization required", err)
-	}
-	h := client.GetOAuthHandler(err)
-	if err := h.RegisterClient(t.Context(), "bub-mcp cli test"); err != nil {
-		t.Fatalf("dynamic registration: %v", err)
-	}
-	verifier, _ := client.GenerateCodeVerifier()
-	state, _ := client.GenerateState()
-	authURL, err := h.GetAuthorizationURL(t.Context(), state, client.GenerateCodeChallenge(verifier))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startSignIn(t, endpoint, redirect, "bub-mcp cli test", mcp.ProtocolVersion20251125)
+	c, store, authURL := p.c, p.store, p.authURL
 	if !strings.HasPrefix(authURL, public+"/authorize?") || !strings.Contains(authURL, "resource="+url.QueryEscape(endpoint)) {
 		t.Fatalf("authorization URL %s: want bub-mcp's /authorize with the resource", authURL)
 	}
-	code := signInAndConsent(t, authURL, redirect, state, public, "bub-mcp cli test")
-	if err := h.ProcessAuthorizationResponse(t.Context(), code, state, verifier); err != nil {
-		t.Fatalf("code exchange: %v", err)
-	}
-	if _, err := c.Initialize(t.Context(), initReq); err != nil {
-		t.Fatalf("initialize with bub-mcp's token: %v", err)
-	}
+	p.finish(t, signInAndConsent(t, authURL, redirect, p.state, public, "bub-mcp cli test"))
 	read := func() {
 		t.Helper()
 		req := mcp.CallToolRequest{}
@@ -145,7 +115,7 @@ func TestServeOAuthProxy(t *testing.T) {
 	// The old refresh token, used again, revokes the grant: the rotated
 	// one stops working too.
 	for i, rt := range []string{old.RefreshToken, fresh.RefreshToken} {
-		res, err := http.PostForm(public+"/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}, "client_id": {h.GetClientID()}})
+		res, err := http.PostForm(public+"/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}, "client_id": {p.h.GetClientID()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,6 +128,63 @@ func TestServeOAuthProxy(t *testing.T) {
 }
 
 var consentField = regexp.MustCompile(`name="(consent|csrf)" value="([^"]+)"`)
+
+// pendingSignIn is mcp-go's OAuth client after bub-mcp's 401 and its own
+// registration: what is left is the browser and the code exchange.
+type pendingSignIn struct {
+	c        *client.Client
+	store    *transport.MemoryTokenStore
+	h        *transport.OAuthHandler
+	init     mcp.InitializeRequest
+	authURL  string
+	state    string
+	verifier string
+}
+
+// startSignIn runs mcp-go's OAuth client against endpoint up to the
+// authorization URL: initialize answered 401, dynamic registration as
+// clientName, PKCE. The client closes with the test.
+func startSignIn(t *testing.T, endpoint, redirect, clientName, version string) *pendingSignIn {
+	t.Helper()
+	p := &pendingSignIn{store: client.NewMemoryTokenStore()}
+	c, err := client.NewOAuthStreamableHttpClient(endpoint, client.OAuthConfig{
+		RedirectURI: redirect, Scopes: []string{"mcp"}, PKCEEnabled: true, TokenStore: p.store,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	p.c = c
+	p.init.Params.ProtocolVersion = version
+	_, err = c.Initialize(t.Context(), p.init)
+	if !client.IsOAuthAuthorizationRequiredError(err) {
+		t.Fatalf("initialize without a token: %v; want OAuth authorization required", err)
+	}
+	p.h = client.GetOAuthHandler(err)
+	if err := p.h.RegisterClient(t.Context(), clientName); err != nil {
+		t.Fatalf("dynamic registration: %v", err)
+	}
+	p.verifier, _ = client.GenerateCodeVerifier()
+	p.state, _ = client.GenerateState()
+	if p.authURL, err = p.h.GetAuthorizationURL(t.Context(), p.state, client.GenerateCodeChallenge(p.verifier)); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// finish exchanges the code and initializes with the token.
+func (p *pendingSignIn) finish(t *testing.T, code string) {
+	t.Helper()
+	if err := p.h.ProcessAuthorizationResponse(t.Context(), code, p.state, p.verifier); err != nil {
+		t.Fatalf("code exchange: %v", err)
+	}
+	if _, err := p.c.Initialize(t.Context(), p.init); err != nil {
+		t.Fatalf("initialize with the token: %v", err)
+	}
+}
 
 // signInAndConsent is the user's browser: it follows the authorization
 // URL through Hydra's sign-in to bub-mcp's consent page, allows, and
@@ -276,40 +303,9 @@ dsn_env = "BUB_TEST_DSN"
 	}
 
 	redirect := "http://127.0.0.1:9/callback"
-	store := client.NewMemoryTokenStore()
-	c, err := client.NewOAuthStreamableHttpClient(public+"/mcp", client.OAuthConfig{
-		RedirectURI: redirect, Scopes: []string{"mcp"}, PKCEEnabled: true, TokenStore: store,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	initReq := mcp.InitializeRequest{}
-	initReq.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	_, err = c.Initialize(t.Context(), initReq)
-	if !client.IsOAuthAuthorizationRequiredError(err) {
-		t.Fatalf("initialize without a token: %v", err)
-	}
-	h := client.GetOAuthHandler(err)
-	if err := h.RegisterClient(t.Context(), "replica test"); err != nil {
-		t.Fatal(err)
-	}
-	verifier, _ := client.GenerateCodeVerifier()
-	state, _ := client.GenerateState()
-	authURL, err := h.GetAuthorizationURL(t.Context(), state, client.GenerateCodeChallenge(verifier))
-	if err != nil {
-		t.Fatal(err)
-	}
-	code := signInAndConsent(t, authURL, redirect, state, public, "replica test")
-	if err := h.ProcessAuthorizationResponse(t.Context(), code, state, verifier); err != nil {
-		t.Fatalf("code exchange: %v", err)
-	}
-	if _, err := c.Initialize(t.Context(), initReq); err != nil {
-		t.Fatal(err)
-	}
+	p := startSignIn(t, public+"/mcp", redirect, "replica test", mcp.LATEST_PROTOCOL_VERSION)
+	c, store := p.c, p.store
+	p.finish(t, signInAndConsent(t, p.authURL, redirect, p.state, public, "replica test"))
 	for i := range 3 { // one call through each replica
 		if _, err := c.ListTools(t.Context(), mcp.ListToolsRequest{}); err != nil {
 			t.Fatalf("tools/list %d: %v", i, err)
@@ -459,32 +455,8 @@ func TestServeOAuthProxyBrowser(t *testing.T) {
 	testenv.MustHaveFile(t, "/usr/bin/chromium", "Debian chromium", "run e2e/console/setup.sh")
 	public, _ := serveProxy(t)
 	redirect := "http://127.0.0.1:9/browser-callback"
-	c, err := client.NewOAuthStreamableHttpClient(public+"/mcp", client.OAuthConfig{
-		RedirectURI: redirect, Scopes: []string{"mcp"}, PKCEEnabled: true, TokenStore: client.NewMemoryTokenStore(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	initReq := mcp.InitializeRequest{}
-	initReq.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	_, err = c.Initialize(t.Context(), initReq)
-	if !client.IsOAuthAuthorizationRequiredError(err) {
-		t.Fatalf("initialize without a token: %v", err)
-	}
-	h := client.GetOAuthHandler(err)
-	if err := h.RegisterClient(t.Context(), "Browser <Test>"); err != nil {
-		t.Fatal(err)
-	}
-	verifier, _ := client.GenerateCodeVerifier()
-	state, _ := client.GenerateState()
-	authURL, err := h.GetAuthorizationURL(t.Context(), state, client.GenerateCodeChallenge(verifier))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startSignIn(t, public+"/mcp", redirect, "Browser <Test>", mcp.LATEST_PROTOCOL_VERSION)
+	state, authURL := p.state, p.authURL
 	cmd := exec.CommandContext(t.Context(), node, filepath.Join("testdata", "consent-browser.mjs"), authURL, redirect)
 	cmd.Env = append(os.Environ(), "PLAYWRIGHT=file://"+playwright)
 	out, err := cmd.CombinedOutput()
@@ -509,10 +481,5 @@ func TestServeOAuthProxyBrowser(t *testing.T) {
 	if err != nil || back.Query().Get("state") != state || back.Query().Get("iss") != public {
 		t.Fatalf("back at the client with %s; want state and iss", got["REDIRECT"][0])
 	}
-	if err := h.ProcessAuthorizationResponse(t.Context(), back.Query().Get("code"), state, verifier); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Initialize(t.Context(), initReq); err != nil {
-		t.Fatalf("initialize with the browser-approved token: %v", err)
-	}
+	p.finish(t, back.Query().Get("code"))
 }

@@ -167,40 +167,9 @@ profile = "default"
 		t.Helper()
 		idp.SetLogin(idpClient, oidctest.TokenRequest{Subject: subject, Claims: map[string]any{"groups": []string{"eng"}}})
 		redirect := "http://127.0.0.1:9/callback"
-		store := client.NewMemoryTokenStore()
-		c, err := client.NewOAuthStreamableHttpClient(gateway+"/mcp", client.OAuthConfig{
-			RedirectURI: redirect, Scopes: []string{"mcp"}, PKCEEnabled: true, TokenStore: store,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		init := mcp.InitializeRequest{}
-		init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-		_, err = c.Initialize(t.Context(), init)
-		if !client.IsOAuthAuthorizationRequiredError(err) {
-			t.Fatalf("initialize without a token: %v; want OAuth authorization required", err)
-		}
-		h := client.GetOAuthHandler(err)
-		if err := h.RegisterClient(t.Context(), "token exchange test "+subject); err != nil {
-			t.Fatal(err)
-		}
-		verifier, _ := client.GenerateCodeVerifier()
-		state, _ := client.GenerateState()
-		authURL, err := h.GetAuthorizationURL(t.Context(), state, client.GenerateCodeChallenge(verifier))
-		if err != nil {
-			t.Fatal(err)
-		}
-		code := signInAndConsent(t, authURL, redirect, state, gateway, "token exchange test "+subject)
-		if err := h.ProcessAuthorizationResponse(t.Context(), code, state, verifier); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Initialize(t.Context(), init); err != nil {
-			t.Fatal(err)
-		}
+		p := startSignIn(t, gateway+"/mcp", redirect, "token exchange test "+subject, mcp.ProtocolVersion20251125)
+		p.finish(t, signInAndConsent(t, p.authURL, redirect, p.state, gateway, "token exchange test "+subject))
+		c, store := p.c, p.store
 		tok, err := store.GetToken(t.Context())
 		if err != nil {
 			t.Fatal(err)
