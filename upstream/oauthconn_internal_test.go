@@ -59,21 +59,7 @@ func newOAuthHost(t *testing.T, extra string, tokens map[string]string) *oauthHo
 	t.Cleanup(ts.Close)
 	home := t.TempDir()
 	src := "[upstreams.up]\nurl = \"" + ts.URL + "/mcp\"\nauth = \"oauth\"\n" + extra
-	cfg, err := config.Parse(filepath.Join(home, "bub.toml"), src, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := filepath.Join(home, "ws")
-	if err := os.MkdirAll(ws, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"upstream"},
-		Home: home, Workspace: ws, Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	m, _ := FromApp(a)
+	m := upstreamModule(t, home, src)
 	h.m, h.u = m, m.list()[0]
 	c, err := m.creds()
 	if err != nil {
@@ -283,4 +269,26 @@ func sealedElsewhere(t *testing.T) string {
 	}
 	c := &credentials{state: other}
 	return c.sealState(&loginState{Kind: "start", Server: "up", Principal: "alice", Expires: time.Now().Add(time.Minute).Unix(), Nonce: newNonce()})
+}
+
+// upstreamModule is the upstream module of an App over the bub.toml src
+// in home (its workspace inside), closed with the test.
+func upstreamModule(t *testing.T, home, src string) *Module {
+	t.Helper()
+	cfg, err := config.Parse(filepath.Join(home, "bub.toml"), src, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(home, "ws")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"upstream"},
+		Home: home, Workspace: ws, Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	m, _ := FromApp(a)
+	return m
 }

@@ -3,19 +3,14 @@ package upstream
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/app"
-	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -120,21 +115,7 @@ func newExchangeHost(t *testing.T) *exchangeHost {
 	h.issuer = as.URL
 	home := t.TempDir()
 	src := "[upstreams.up]\nurl = \"" + mcpSrv.URL + "/mcp\"\nauth = \"token_exchange\"\n"
-	cfg, err := config.Parse(filepath.Join(home, "bub.toml"), src, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := filepath.Join(home, "ws")
-	if err := os.MkdirAll(ws, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"upstream"},
-		Home: home, Workspace: ws, Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	m, _ := FromApp(a)
+	m := upstreamModule(t, home, src)
 	h.u = m.list()[0]
 	return h
 }
