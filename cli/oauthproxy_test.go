@@ -253,9 +253,9 @@ func TestOAuthProxyReplicas(t *testing.T) {
 	// roundRobin, passes redirects to the browser as they are.
 	var backends []*httputil.ReverseProxy
 	var next atomic.Uint64
-	lb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	lb := httptest.NewServer(bufferedBody(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		backends[(next.Add(1)-1)%uint64(len(backends))].ServeHTTP(w, r)
-	}))
+	})))
 	defer lb.Close()
 	public := lb.URL
 	upstream := idp.NewClient(t, oidctest.ClientOptions{

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -90,6 +91,26 @@ func startHTTPReplicaBin(t testing.TB, bin string, env []string) string {
 	return ""
 }
 
+// bufferedBody reads a request's whole body before h forwards it, as
+// load balancers that buffer requests (nginx's default) do. A proxy that
+// streams the body races net/http: once the backend has answered, the
+// front server discards and closes the client's body as it writes the
+// answer's header, while the proxy's transport is still reading that
+// body for trailing bytes; the transport then closes the backend
+// connection mid-answer ("http: invalid Read on closed Body") and the
+// client reads an unexpected EOF.
+func bufferedBody(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 8<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	})
+}
+
 // roundRobin is a reverse proxy that sends each request to the next
 // backend, as a load balancer without sticky sessions does, streaming
 // responses through as they come (event streams included).
@@ -141,7 +162,7 @@ func roundRobin(t *testing.T, backends []string) string {
 			}
 		}
 	})
-	srv := httptest.NewServer(proxy)
+	srv := httptest.NewServer(bufferedBody(proxy))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -71,7 +71,7 @@ func startOAuthUpstream(t *testing.T, ttl string) *oauthUpstream {
 	target, _ := url.Parse("http://" + addr)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.FlushInterval = -1
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy := httptest.NewServer(bufferedBody(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		up.rec.mu.Lock()
 		switch r.URL.Path {
 		case "/mcp":
@@ -84,7 +84,7 @@ func startOAuthUpstream(t *testing.T, ttl string) *oauthUpstream {
 		}
 		up.rec.mu.Unlock()
 		rp.ServeHTTP(w, r)
-	}))
+	})))
 	t.Cleanup(proxy.Close)
 	up.public = proxy.URL
 	up.client = up.idp.NewClient(t, oidctest.ClientOptions{

@@ -74,14 +74,14 @@ func TestUpstreamTokenExchange(t *testing.T) {
 	target, _ := url.Parse("http://" + upAddr)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.FlushInterval = -1
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	proxy := httptest.NewServer(bufferedBody(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/mcp" {
 			mu.Lock()
 			bearers = append(bearers, r.Header.Get("Authorization"))
 			mu.Unlock()
 		}
 		rp.ServeHTTP(w, r)
-	}))
+	})))
 	t.Cleanup(proxy.Close)
 	upMCP := proxy.URL + "/mcp"
 
