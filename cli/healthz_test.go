@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/internal/oidctest"
 )
 
 // TestHealthzHidesUpstreamStderr serves the built binary with a token and
@@ -27,27 +31,42 @@ func TestHealthzHidesUpstreamStderr(t *testing.T) {
 	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg, "HEALTH_TOKEN=tok-123")
 	base := strings.TrimSuffix(serveHTTP(t, cmd), "/mcp")
-	get := func(token string) string {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, base+"/healthz", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+	waitHealthDetails(t, base, "tok-123", secret)
+	for _, token := range []string{"", "wrong"} {
+		if got := getHealthz(t, base, token); got != "degraded\n" {
+			t.Errorf("/healthz with token %q = %q; want \"degraded\\n\" only", token, got)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("/healthz: %d %s", resp.StatusCode, b)
-		}
-		return string(b)
 	}
-	// The upstream fails soon after the start; the details say so first.
+}
+
+// getHealthz is base's /healthz body, with token as the bearer unless
+// empty.
+func getHealthz(t *testing.T, base, token string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/healthz", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// waitHealthDetails waits until /healthz, read with token, shows the
+// failing upstream "leaky" and secret from its stderr: it fails soon
+// after the start, and the details say so first.
+func waitHealthDetails(t *testing.T, base, token, secret string) {
+	t.Helper()
 	var details string
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		details = get("tok-123")
+		details = getHealthz(t, base, token)
 		if strings.Contains(details, secret) {
 			break
 		}
@@ -59,9 +78,64 @@ func TestHealthzHidesUpstreamStderr(t *testing.T) {
 	if !strings.HasPrefix(details, "degraded\n") || !strings.Contains(details, "upstream leaky: ") {
 		t.Errorf("/healthz with the token:\n%s\nwant degraded and the upstream's state", details)
 	}
-	for _, token := range []string{"", "wrong"} {
-		if got := get(token); got != "degraded\n" {
-			t.Errorf("/healthz with token %q = %q; want \"degraded\\n\" only", token, got)
+}
+
+// TestHealthzDetailsNeedAValidOAuthToken is TestHealthzHidesUpstreamStderr
+// with [auth.oauth] (Ory Hydra) and no static token: an OAuth access token
+// valid for the server reads the details; none, one for another resource,
+// one without the required scope or garbage reads "degraded" only.
+func TestHealthzDetailsNeedAValidOAuthToken(t *testing.T) {
+	const secret = "sk-live-77d0c3b5"
+	idp := oidctest.Start(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // serve binds it again: public_url must name the port first
+	public := "http://" + addr
+	endpoint := public + "/mcp"
+	src := fmt.Sprintf(`[server]
+public_url = %q
+
+[profiles.default]
+workspace = %q
+
+[auth.oauth]
+issuer = %q
+required_scopes = ["mcp"]
+
+[[auth.oauth.rules]]
+claim = "groups"
+value = "eng"
+profile = "default"
+
+[upstreams.leaky]
+command = "sh"
+args = ["-c", "echo password=%s >&2; exit 3"]
+`, public, t.TempDir(), idp.Issuer, secret)
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "serve", "--http", addr)
+	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg)
+	serveHTTP(t, cmd)
+
+	oauthClient := idp.NewClient(t, oidctest.ClientOptions{Audience: []string{endpoint, "https://other.example.com/mcp"}, Scopes: []string{"mcp"}})
+	token := func(aud string, scopes ...string) string {
+		return idp.Token(t, oauthClient, oidctest.TokenRequest{Subject: "alice", Scopes: scopes, Audience: []string{aud},
+			Claims: map[string]any{"groups": []string{"eng"}}}).AccessToken
+	}
+	waitHealthDetails(t, public, token(endpoint, "mcp"), secret)
+	for _, tc := range []struct{ name, token string }{
+		{"no token", ""},
+		{"a token for another resource", token("https://other.example.com/mcp", "mcp")},
+		{"a token without the required scope", token(endpoint)},
+		{"not a token", "garbage"},
+	} {
+		if got := getHealthz(t, public, tc.token); got != "degraded\n" {
+			t.Errorf("/healthz with %s = %q; want \"degraded\\n\" only", tc.name, got)
 		}
 	}
 }

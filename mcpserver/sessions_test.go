@@ -136,6 +136,26 @@ func TestSessionLimits(t *testing.T) {
 	}
 }
 
+// TestSessionLimitsByDefault: with nothing configured the sessions are
+// still bounded: one address gets its share of DefaultMaxSessions (a
+// quarter), and the next initialize is refused with 503 and Retry-After.
+// Had zero meant "no bound", as it did before max_sessions, every
+// initialize would get a session.
+func TestSessionLimitsByDefault(t *testing.T) {
+	url := sessionServer(t, mcpserver.Limits{}, 0)
+	share := mcpserver.DefaultMaxSessions / 4
+	for i := range share {
+		if got := initialize(t, url, "", initLine); got.status != http.StatusOK || got.session == "" {
+			t.Fatalf("initialize %d of the default share %d = %d %q; want a session", i+1, share, got.status, got.body)
+		}
+	}
+	got := initialize(t, url, "", initLine)
+	if got.status != http.StatusServiceUnavailable || got.retryAfter == "" || got.session != "" || !strings.Contains(got.body, "max_sessions_per_principal") {
+		t.Errorf("initialize past the default share = %d %q, Retry-After %q, session %q; want 503 with Retry-After naming max_sessions_per_principal",
+			got.status, got.body, got.retryAfter, got.session)
+	}
+}
+
 // TestSessionLimitsFreedByIdleTTL: a session the client left is ended by
 // session_idle_ttl, and its slot serves a new client.
 func TestSessionLimitsFreedByIdleTTL(t *testing.T) {
