@@ -263,8 +263,12 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 		return nil
 	}
 	for _, p := range o.AllowPaths {
-		// Code mode's stub directory may not exist yet (it is written
-		// before the first run): mount it if it is there by then.
+		// Code mode's stub directory may not exist yet (stubs are
+		// written when a View is handed out). It is made now, so that
+		// it is mounted read-only from the first spawn on: inside a
+		// workspace that holds it, a process could otherwise make it
+		// first and plant files there. Where it cannot be made, it is
+		// mounted once it exists (--ro-bind-try).
 		p, err := expandHome(p)
 		if err != nil {
 			return fail(err)
@@ -273,6 +277,7 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 			p = filepath.Join(host.workspace, p)
 		}
 		p = filepath.Clean(p)
+		_ = os.MkdirAll(p, 0o700)
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			p = real
 		}

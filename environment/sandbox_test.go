@@ -424,7 +424,10 @@ func TestSandboxStubDirReadOnly(t *testing.T) {
 	if err := os.Mkdir(ro, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws, AllowPaths: []string{inside, outside},
+	// A stub directory that does not exist yet when the sandbox is made
+	// must not be made (and planted in) first by a process.
+	later := filepath.Join(ws, ".bub2", "codemode")
+	s, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws, AllowPaths: []string{inside, outside, later},
 		Policy: environment.SandboxPolicy{ReadOnly: []string{ro}}})
 	if err != nil {
 		t.Fatalf("NewSandbox: %v", err)
@@ -454,6 +457,12 @@ func TestSandboxStubDirReadOnly(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(d, "tools.pyi")); err != nil || string(b) != "stub" {
 			t.Errorf("the stub in %s = %q, %v", d, b, err)
 		}
+	}
+	if r := run(t, s, `mkdir -p "$D" && echo x > "$D/planted.py"`, "D="+later); r.Code == 0 {
+		t.Errorf("plant in a stub directory made after the sandbox: exit 0; want a failure")
+	}
+	if _, err := os.Lstat(filepath.Join(later, "planted.py")); err == nil {
+		t.Errorf("planted.py was created in %s from inside the sandbox", later)
 	}
 	// A read_only path inside the workspace is read-only too.
 	if r := run(t, s, `echo x > "$R/planted"`, "R="+ro); r.Code == 0 {
