@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -182,7 +183,7 @@ func TestCodeModeWithoutPython(t *testing.T) {
 // a value that is no boolean is an error naming the key (issue 26 item 21).
 func TestCallStateCodeMode(t *testing.T) {
 	testenv.MustHaveExec(t, "python3", "apt-get install python3")
-	_, _, env := codeModeEnv(t, "")
+	home, ws, env := codeModeEnv(t, "")
 	code := "code=i = await tools.tape_info()\nprint('entries' in i)"
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
@@ -207,5 +208,32 @@ func TestCallStateCodeMode(t *testing.T) {
 	}
 	if out, errOut, c := run("--state", "code_mode=maybe", "run_code", code); c == 0 || !strings.Contains(errOut, `state "code_mode": want true or false, got maybe`) {
 		t.Errorf("code_mode=maybe: exit %d, %q, stderr %q; want an error naming the key", c, out, errOut)
+	}
+
+	// Over stdio, _meta "bub/state" does the same for one MCP request.
+	s := startCodeMode(t, home, ws, env)
+	meta := &mcp.Meta{AdditionalFields: map[string]any{"bub/state": map[string]any{"code_mode": true}}}
+	list := mcp.ListToolsRequest{}
+	list.Params.Meta = meta
+	res, err := s.c.ListTools(t.Context(), list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	if !slices.Contains(names, "run_code") || slices.Contains(names, "tape_info") {
+		t.Errorf("tools/list with code_mode=true = %v; want the code-mode tools", names)
+	}
+	if tools := listTools(t, s.c); tools["run_code"].Name != "" || tools["tape_info"].Name == "" {
+		t.Errorf("tools/list without the state lists run_code or lacks tape_info: nothing may be stored")
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_code"
+	req.Params.Arguments = map[string]any{"code": strings.TrimPrefix(code, "code=")}
+	req.Params.Meta = meta
+	if r, err := s.c.CallTool(t.Context(), req); err != nil || r.IsError || resultText(r) != "True\n" {
+		t.Errorf("run_code with _meta code_mode=true = %v, %v", r, err)
 	}
 }
