@@ -81,8 +81,7 @@ func (m *Module) runBash(ctx context.Context, tc *registry.ToolContext, in bashA
 	// When absent, the schema's default (30) applies. Zero or less is a
 	// timeout that has already passed, as asyncio.timeout(0) is in Bub: the
 	// command starts and goes on in the background at once, and the call
-	// returns its shell id.
-	in.TimeoutSeconds = max(in.TimeoutSeconds, 0)
+	// returns its shell id (below).
 	env, err := envOf(tc, "bash")
 	if err != nil {
 		return BashResult{}, err
@@ -106,9 +105,10 @@ func (m *Module) runBash(ctx context.Context, tc *registry.ToolContext, in bashA
 		return BashResult{ShellID: sh.id, Status: "running"}, nil
 	}
 
-	if in.TimeoutSeconds == 0 {
+	if in.TimeoutSeconds <= 0 {
+		// The message names the timeout as given, as Bub's does.
 		sh.detached.Store(true)
-		return BashResult{ShellID: sh.id, Status: "running", TimedOut: true}, nil
+		return BashResult{ShellID: sh.id, Status: "running", TimedOut: true, TimeoutSeconds: in.TimeoutSeconds}, nil
 	}
 	timeout := time.NewTimer(seconds(in.TimeoutSeconds))
 	defer timeout.Stop()

@@ -28,6 +28,7 @@ func TestLaxInputs(t *testing.T) {
 		}
 		for _, tt := range reads {
 			t.Run("fs.read "+tt.name, func(t *testing.T) {
+				f := f.in(t)
 				if diff := cmp.Diff(tt.want, f.ok("fs.read", tt.args)); diff != "" {
 					t.Errorf("fs.read(%v) (-want +got):\n%s", tt.args, diff)
 				}
@@ -45,6 +46,7 @@ func TestLaxInputs(t *testing.T) {
 		}
 		for _, tt := range edits {
 			t.Run("fs.edit "+tt.name, func(t *testing.T) {
+				f := f.in(t)
 				f.write("e.txt", "x\nx\nx\n")
 				f.ok("fs.edit", map[string]any{"path": "e.txt", "old": "x", "new": "y", "start": tt.start})
 				if diff := cmp.Diff(tt.want, f.read("e.txt")); diff != "" {
@@ -55,9 +57,10 @@ func TestLaxInputs(t *testing.T) {
 
 		for _, timeout := range []int{0, -5} {
 			t.Run("bash timeout_seconds="+strconv.Itoa(timeout)+" goes to the background", func(t *testing.T) {
+				f := f.in(t)
 				text := f.ok("bash", map[string]any{"command": "echo one; echo two; sleep 30", "timeout_seconds": timeout})
 				id := shellID(t, text)
-				if want := "command timed out after 0 seconds; continuing in background\nshell_id: " + id; text != want {
+				if want := "command timed out after " + strconv.Itoa(timeout) + " seconds; continuing in background\nshell_id: " + id; text != want {
 					t.Errorf("bash = %q; want %q", text, want)
 				}
 				if got := f.pollOutput(id, 2); !cmp.Equal(got, []string{"one", "two"}) {
@@ -83,4 +86,12 @@ func TestLaxInputs(t *testing.T) {
 			})
 		}
 	})
+}
+
+// in returns f reporting to t, so a subtest's failure stops that subtest
+// only (FailNow on the parent from a subtest is not allowed).
+func (f *fixture) in(t testing.TB) *fixture {
+	c := *f
+	c.t = t
+	return &c
 }

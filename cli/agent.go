@@ -43,7 +43,7 @@ func agentCommand(env *Env) *cobra.Command {
 	fs.StringVarP(&prompt, "prompt", "p", "", "run this prompt (or ,command) once and exit; status 1 if it fails")
 	fs.StringVar(&model, "model", "", "model as provider:model (default: the session's ,model, else $BUB_MODEL, else [agent] model)")
 	fs.BoolVar(&asJSON, "json", false, "print events as JSON lines instead of text")
-	fs.Var(&state, "state", "request-scoped state key=value the turn's tools see as ToolContext.State, never stored (repeatable)")
+	fs.Var(&state, "state", "request-scoped state key=value the turn's tools see as ToolContext.State, never stored (repeatable); code_mode=true|false switches code mode for this turn only")
 	return cmd
 }
 

@@ -41,7 +41,7 @@ func callCommand(env *Env) *cobra.Command {
 	c.flags(cmd.Flags())
 	cmd.Flags().StringVar(&c.session, "session", "", "session whose tape, settings and shells the call uses (default: the profile's)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the structured result as JSON instead of the rendered text")
-	cmd.Flags().Var(&state, "state", "request-scoped state key=value the tool sees as ToolContext.State, never stored (repeatable)")
+	cmd.Flags().Var(&state, "state", "request-scoped state key=value the tool sees as ToolContext.State, never stored (repeatable); code_mode=true|false switches code mode for this call only (run_code)")
 	return cmd
 }
 

@@ -2,13 +2,16 @@ package cli_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -171,5 +174,66 @@ func TestCodeModeWithoutPython(t *testing.T) {
 	<-s.logDone
 	if log := s.stderr.String(); strings.Count(log, "codemode.python.missing") != 1 || !strings.Contains(log, "[codemode] python") {
 		t.Errorf("server log: want one warning naming [codemode] python:\n%s", log)
+	}
+}
+
+// TestCallStateCodeMode: `bub-mcp call --state code_mode=true run_code`
+// runs code mode for that call only, on a profile whose session has code
+// mode off; nothing is stored, so the next call without it is refused, and
+// a value that is no boolean is an error naming the key (issue 26 item 21).
+func TestCallStateCodeMode(t *testing.T) {
+	testenv.MustHaveExec(t, "python3", "apt-get install python3")
+	home, ws, env := codeModeEnv(t, "")
+	code := "code=i = await tools.tape_info()\nprint('entries' in i)"
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(binary(t), append([]string{"call"}, args...)...)
+		cmd.Env = env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("bub-mcp call %v: %v", args, err)
+		}
+		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+	}
+	if out, errOut, c := run("--state", "code_mode=true", "run_code", code); c != 0 || out != "True\n" {
+		t.Errorf("with --state code_mode=true: exit %d, %q, stderr %q; want True", c, out, errOut)
+	}
+	for _, args := range [][]string{{"run_code", code}, {"--state", "code_mode=false", "run_code", code}} {
+		if out, errOut, c := run(args...); c == 0 || !strings.Contains(errOut, "Code mode is not enabled for this run.") {
+			t.Errorf("%q: exit %d, %q, stderr %q; want code mode not enabled (nothing stored)", args, c, out, errOut)
+		}
+	}
+	if out, errOut, c := run("--state", "code_mode=maybe", "run_code", code); c == 0 || !strings.Contains(errOut, `state "code_mode": want true or false, got maybe`) {
+		t.Errorf("code_mode=maybe: exit %d, %q, stderr %q; want an error naming the key", c, out, errOut)
+	}
+
+	// Over stdio, _meta "bub/state" does the same for one MCP request.
+	s := startCodeMode(t, home, ws, env)
+	meta := &mcp.Meta{AdditionalFields: map[string]any{"bub/state": map[string]any{"code_mode": true}}}
+	list := mcp.ListToolsRequest{}
+	list.Params.Meta = meta
+	res, err := s.c.ListTools(t.Context(), list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	if !slices.Contains(names, "run_code") || slices.Contains(names, "tape_info") {
+		t.Errorf("tools/list with code_mode=true = %v; want the code-mode tools", names)
+	}
+	if tools := listTools(t, s.c); tools["run_code"].Name != "" || tools["tape_info"].Name == "" {
+		t.Errorf("tools/list without the state lists run_code or lacks tape_info: nothing may be stored")
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_code"
+	req.Params.Arguments = map[string]any{"code": strings.TrimPrefix(code, "code=")}
+	req.Params.Meta = meta
+	if r, err := s.c.CallTool(t.Context(), req); err != nil || r.IsError || resultText(r) != "True\n" {
+		t.Errorf("run_code with _meta code_mode=true = %v, %v", r, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,6 +241,11 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 		}
 	}
 	addRoot("/tmp", true)
+	// The binds below are mounted outermost first (see after the
+	// workspace), so a read-only path inside a writable one (code mode's
+	// stub directory inside a workspace of ~) stays read-only.
+	type bind struct{ flag, path string }
+	var binds []bind
 	mount := func(p, flag string, write bool) error {
 		p, err := expandHome(p)
 		if err != nil {
@@ -252,13 +258,17 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 		if err != nil {
 			return fmt.Errorf("environment: sandbox path %q: %w", p, err)
 		}
-		a = append(a, flag, real, real)
+		binds = append(binds, bind{flag, real})
 		addRoot(real, write)
 		return nil
 	}
 	for _, p := range o.AllowPaths {
-		// Code mode's stub directory may not exist yet (it is written
-		// before the first run): mount it if it is there by then.
+		// Code mode's stub directory may not exist yet (stubs are
+		// written when a View is handed out). It is made now, so that
+		// it is mounted read-only from the first spawn on: inside a
+		// workspace that holds it, a process could otherwise make it
+		// first and plant files there. Where it cannot be made, it is
+		// mounted once it exists (--ro-bind-try).
 		p, err := expandHome(p)
 		if err != nil {
 			return fail(err)
@@ -267,10 +277,11 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 			p = filepath.Join(host.workspace, p)
 		}
 		p = filepath.Clean(p)
+		_ = os.MkdirAll(p, 0o700)
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			p = real
 		}
-		a = append(a, "--ro-bind-try", p, p)
+		binds = append(binds, bind{"--ro-bind-try", p})
 		addRoot(p, false)
 	}
 	for _, p := range pol.ReadOnly {
@@ -285,6 +296,15 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 	}
 	if err := mount(host.workspace, "--bind", true); err != nil {
 		return fail(err)
+	}
+	// bubblewrap mounts in argument order and a later mount hides what
+	// an earlier one put beneath it: mount parents before their children
+	// (a parent's path is shorter), so each path gets the mode of its
+	// innermost root, as the file tools' locate gives it. The sort is
+	// stable: for one path listed twice, the later (writable) one wins.
+	slices.SortStableFunc(binds, func(x, y bind) int { return len(x.path) - len(y.path) })
+	for _, b := range binds {
+		a = append(a, b.flag, b.path, b.path)
 	}
 	// The workspace is mounted at its real path; the configured one may
 	// go through a symlink, so make that visible too.

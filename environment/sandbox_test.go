@@ -400,3 +400,79 @@ func TestPythonCachePerOwner(t *testing.T) {
 		t.Errorf("a cache of size 1 holds %d names", n)
 	}
 }
+
+// TestSandboxStubDirReadOnly checks that code mode's stub directory
+// (AllowPaths) is read-only inside the sandbox for processes and file
+// tools alike, also where it lies inside the writable workspace (a
+// workspace of ~ holds $BUB_HOME/codemode): a planted file there would
+// be Python that a later run picks up (issue 26 item 9). A read_only
+// path inside the workspace is read-only for processes as well.
+func TestSandboxStubDirReadOnly(t *testing.T) {
+	t.Parallel()
+	testenv.MustHaveBwrap(t)
+	ws, outside := t.TempDir(), t.TempDir()
+	inside := filepath.Join(ws, ".bub", "codemode")
+	for _, d := range []string{inside, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "tools.pyi"), []byte("stub"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ro := filepath.Join(ws, "ro")
+	if err := os.Mkdir(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A stub directory that does not exist yet when the sandbox is made
+	// must not be made (and planted in) first by a process.
+	later := filepath.Join(ws, ".bub2", "codemode")
+	s, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws, AllowPaths: []string{inside, outside, later},
+		Policy: environment.SandboxPolicy{ReadOnly: []string{ro}}})
+	if err != nil {
+		t.Fatalf("NewSandbox: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	for _, d := range []string{inside, outside} {
+		if r := run(t, s, `cat "$D/tools.pyi"`, "D="+d); r.Code != 0 || r.Stdout != "stub" {
+			t.Errorf("read the stub in %s: %+v", d, r)
+		}
+		for _, cmd := range []string{`echo x > "$D/planted.py"`, `echo x > "$D/tools.pyi"`, `mkdir "$D/s"`} {
+			if r := run(t, s, cmd, "D="+d); r.Code == 0 {
+				t.Errorf("%s with D=%s: exit 0; want a failure", cmd, d)
+			}
+		}
+		if err := s.WriteText(t.Context(), filepath.Join(d, "planted.py"), "x"); !errors.Is(err, environment.ErrReadOnly) {
+			t.Errorf("WriteText in %s = %v; want ErrReadOnly", d, err)
+		}
+		for _, p := range []string{"planted.py", "s"} {
+			if _, err := os.Lstat(filepath.Join(d, p)); err == nil {
+				t.Errorf("%s was created in %s from inside the sandbox", p, d)
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(d, "tools.pyi")); err != nil || string(b) != "stub" {
+			t.Errorf("the stub in %s = %q, %v", d, b, err)
+		}
+	}
+	if r := run(t, s, `mkdir -p "$D" && echo x > "$D/planted.py"`, "D="+later); r.Code == 0 {
+		t.Errorf("plant in a stub directory made after the sandbox: exit 0; want a failure")
+	}
+	if _, err := os.Lstat(filepath.Join(later, "planted.py")); err == nil {
+		t.Errorf("planted.py was created in %s from inside the sandbox", later)
+	}
+	// A read_only path inside the workspace is read-only too.
+	if r := run(t, s, `echo x > "$R/planted"`, "R="+ro); r.Code == 0 {
+		t.Errorf("write in a read_only path inside the workspace: exit 0; want a failure")
+	}
+	if _, err := os.Lstat(filepath.Join(ro, "planted")); err == nil {
+		t.Errorf("a file was created in the read_only path %s", ro)
+	}
+	// The rest of the workspace stays writable.
+	if r := run(t, s, `echo x > "$W/.bub/ok.txt"`, "W="+ws); r.Code != 0 {
+		t.Errorf("write beside the stub directory: %+v", r)
+	}
+}

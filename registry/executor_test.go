@@ -612,3 +612,46 @@ func TestValidationDetails(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegralNumbers checks that an integer argument spelled with a
+// fraction or an exponent but an integral value (1.0, 2e0), which the
+// schema and Bub's pydantic accept, reaches a typed handler as the
+// integer, also inside lists; a real fraction is still refused.
+func TestIntegralNumbers(t *testing.T) {
+	type in struct {
+		N    int     `json:"n"`
+		List []int   `json:"list,omitempty"`
+		F    float64 `json:"f,omitempty"`
+	}
+	tool := MustNewTool("ints", "", func(ctx context.Context, tc *ToolContext, in in) (in, error) { return in, nil })
+	e := newExec(t, nil, tool)
+	tests := []struct {
+		args    string
+		want    in
+		wantErr string
+	}{
+		{args: `{"n":1}`, want: in{N: 1}},
+		{args: `{"n":1.0}`, want: in{N: 1}},
+		{args: `{"n":-3.00,"f":2.5}`, want: in{N: -3, F: 2.5}},
+		{args: `{"n":2e0,"list":[1.0,4,5E1]}`, want: in{N: 2, List: []int{1, 4, 50}}},
+		{args: `{"n":1.5}`, wantErr: "[invalid_input] Tool 'ints' argument validation failed."},
+		{args: `{"n":1e300}`, wantErr: "[invalid_input] Tool 'ints' argument validation failed."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args, func(t *testing.T) {
+			res := e.Call(context.Background(), Call{Tool: "ints", Args: json.RawMessage(tt.args)})
+			if tt.wantErr != "" {
+				if res.Err == nil || res.Err.Error() != tt.wantErr {
+					t.Errorf("Call = %v, %v; want %s", res.Value, res.Err, tt.wantErr)
+				}
+				return
+			}
+			if res.Err != nil {
+				t.Fatalf("Call: %v %v", res.Err, res.Err.Details)
+			}
+			if diff := cmp.Diff(tt.want, res.Value); diff != "" {
+				t.Errorf("handler got (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

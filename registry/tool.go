@@ -1,10 +1,13 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -193,7 +196,14 @@ func NewTool[In, Out any](name, description string, fn func(ctx context.Context,
 		var v In
 		if len(args) > 0 {
 			if err := json.Unmarshal(args, &v); err != nil {
-				return nil, invalidInput(name, []any{map[string]any{"loc": "", "msg": err.Error()}}, err)
+				// The schema (and Bub's pydantic) take 1.0 as the
+				// integer 1; encoding/json refuses it for an int field.
+				// Only on that failure: integral numbers are respelled
+				// and decoded again.
+				fixed, ok := integralNumbers(args)
+				if !ok || json.Unmarshal(fixed, &v) != nil {
+					return nil, invalidInput(name, []any{map[string]any{"loc": "", "msg": err.Error()}}, err)
+				}
 			}
 		}
 		return fn(ctx, tc, v)
@@ -249,4 +259,51 @@ func (t *Tool) checkArgs(raw json.RawMessage, decoded map[string]any, lax bool, 
 		return nil, &Error{Kind: KindConfig, Message: fmt.Sprintf("Tool '%s' has an input schema that cannot be compiled: %v", t.Name, err), Cause: err}
 	}
 	return v.check(raw, decoded, lax, name)
+}
+
+// integralNumbers respells the numbers of args that have a fraction or an
+// exponent but an integral value (1.0, 2e0) as integers, for an int field;
+// ok is false when there is none to respell. Values beyond 2^53 are left
+// as they are: their integral value is not exact.
+func integralNumbers(args json.RawMessage) (json.RawMessage, bool) {
+	d := json.NewDecoder(bytes.NewReader(args))
+	d.UseNumber()
+	var doc any
+	if d.Decode(&doc) != nil {
+		return nil, false
+	}
+	changed := false
+	var walk func(x any) any
+	walk = func(x any) any {
+		switch x := x.(type) {
+		case json.Number:
+			if !strings.ContainsAny(string(x), ".eE") {
+				return x
+			}
+			f, err := x.Float64()
+			if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+				return x
+			}
+			changed = true
+			return json.Number(strconv.FormatInt(int64(f), 10))
+		case map[string]any:
+			for k, v := range x {
+				x[k] = walk(v)
+			}
+		case []any:
+			for i, v := range x {
+				x[i] = walk(v)
+			}
+		}
+		return x
+	}
+	doc = walk(doc)
+	if !changed {
+		return nil, false
+	}
+	b, err := marshalNoEscape(doc)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
 }
