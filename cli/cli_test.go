@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 // TestFlagsAnywhere: every command takes its flags before or after its
@@ -98,64 +95,4 @@ func TestCompletion(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestCallStreamsProgressToTerminal: with stderr a terminal, call shows
-// bash's output on stderr as it comes (the first line before the
-// command ends; the rest comes with the result); otherwise stderr stays
-// quiet. stdout gets the result
-// either way.
-func TestCallStreamsProgressToTerminal(t *testing.T) {
-	ws := t.TempDir()
-	for _, terminal := range []bool{true, false} {
-		stderr := &timedWriter{start: time.Now()}
-		var stdout strings.Builder
-		env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: stderr,
-			Getenv:     func(k string) string { return map[string]string{"BUB_HOME": t.TempDir()}[k] },
-			IsTerminal: func(s any) bool { return terminal && s == io.Writer(stderr) }}
-		start := time.Now()
-		code := Run(t.Context(), env, []string{"call", "--workspace", ws, "bash", "command=echo first; sleep 1; echo second"})
-		took := time.Since(start)
-		if code != 0 || stdout.String() != "first\nsecond\n" {
-			t.Fatalf("terminal=%v: exit %d, stdout %q, stderr %q", terminal, code, stdout.String(), stderr.String())
-		}
-		got, at := stderr.String(), stderr.firstAt()
-		switch {
-		case terminal && !strings.HasPrefix(got, "first\n"):
-			t.Errorf("on a terminal, stderr = %q; want the output streamed", got)
-		case terminal && at > took-500*time.Millisecond:
-			t.Errorf("the first line reached stderr after %v of %v; want it while the command ran", at, took)
-		case !terminal && got != "":
-			t.Errorf("without a terminal, stderr = %q; want nothing", got)
-		}
-	}
-}
-
-// timedWriter records what is written and when the first write came.
-type timedWriter struct {
-	mu    sync.Mutex
-	start time.Time
-	first time.Duration
-	buf   strings.Builder
-}
-
-func (w *timedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.buf.Len() == 0 {
-		w.first = time.Since(w.start)
-	}
-	return w.buf.Write(p)
-}
-
-func (w *timedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-func (w *timedWriter) firstAt() time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.first
 }
