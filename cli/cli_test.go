@@ -53,6 +53,7 @@ func TestHelpAndUsage(t *testing.T) {
 		{args: []string{"help", "install"}, stdout: "--workspace string"},
 		{args: []string{"install", "--help"}, stdout: "bub-mcp install [flags] CLIENT"},
 		{args: []string{"help", "config", "check"}, stdout: "bub-mcp config check [flags]"},
+		{args: []string{"help", "upstreams"}, stdout: "exits 1 naming every server that\nfailed to start, with its error."},
 		{args: []string{"help"}, stdout: "Available Commands:"},
 		{args: []string{"help", "instal"}, code: 2, stderr: `unknown command "instal"; did you mean install?`},
 		{args: []string{"instal", "cursor"}, code: 2, stderr: `bub-mcp: unknown command "instal"; did you mean install?`},
