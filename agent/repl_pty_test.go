@@ -144,7 +144,7 @@ func (term *terminal) exit() {
 }
 
 // TestREPLTerminalEditing types at the REPL through a pseudo-terminal:
-// Tab completes a comma command, ",bash echo …" runs the rest of the
+// Tab completes a tool's and a session command's name, ",bash echo …" runs the rest of the
 // line, Ctrl-C on an empty line says how to leave instead of leaving,
 // Ctrl-R finds an earlier line, Ctrl-D leaves; the history is kept in
 // $BUB_HOME/agent_history (0600, without the line typed with a leading
@@ -153,8 +153,10 @@ func TestREPLTerminalEditing(t *testing.T) {
 	home := t.TempDir()
 	term := startTerminal(t, home, "")
 	term.waitShown("bub> ", 1)
-	term.send(",tape.inf\t\r") // Tab completes ,tape.info
+	term.send(",tape.inf\t\r") // Tab completes a tool's name: ,tape.info
 	term.waitFor("entries:", 1)
+	term.send(",reas\t\r") // and a session command's: ,reasoning_effort
+	term.waitFor("Session reasoning effort: ", 1)
 	term.send(",bash echo $((6*7)) done\r")
 	term.waitFor("42 done", 1)
 	term.send("\x03") // Ctrl-C on an empty line: a hint, no exit
@@ -182,7 +184,7 @@ func TestREPLTerminalEditing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ",tape.info\n,bash echo $((6*7)) done\n,tape.info\n"
+	want := ",tape.info\n,reasoning_effort\n,bash echo $((6*7)) done\n,tape.info\n"
 	if diff := cmp.Diff(want, string(b)); diff != "" {
 		t.Errorf("history file (-want +got):\n%s", diff)
 	}

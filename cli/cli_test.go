@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 // TestFlagsAnywhere: every command takes its flags before or after its
@@ -56,6 +53,7 @@ func TestHelpAndUsage(t *testing.T) {
 		{args: []string{"help", "install"}, stdout: "--workspace string"},
 		{args: []string{"install", "--help"}, stdout: "bub-mcp install [flags] CLIENT"},
 		{args: []string{"help", "config", "check"}, stdout: "bub-mcp config check [flags]"},
+		{args: []string{"help", "upstreams"}, stdout: "exits 1 naming every server that\nfailed to start, with its error."},
 		{args: []string{"help"}, stdout: "Available Commands:"},
 		{args: []string{"help", "instal"}, code: 2, stderr: `unknown command "instal"; did you mean install?`},
 		{args: []string{"instal", "cursor"}, code: 2, stderr: `bub-mcp: unknown command "instal"; did you mean install?`},
@@ -98,64 +96,4 @@ func TestCompletion(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestCallStreamsProgressToTerminal: with stderr a terminal, call shows
-// bash's output on stderr as it comes (the first line before the
-// command ends; the rest comes with the result); otherwise stderr stays
-// quiet. stdout gets the result
-// either way.
-func TestCallStreamsProgressToTerminal(t *testing.T) {
-	ws := t.TempDir()
-	for _, terminal := range []bool{true, false} {
-		stderr := &timedWriter{start: time.Now()}
-		var stdout strings.Builder
-		env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: stderr,
-			Getenv:     func(k string) string { return map[string]string{"BUB_HOME": t.TempDir()}[k] },
-			IsTerminal: func(s any) bool { return terminal && s == io.Writer(stderr) }}
-		start := time.Now()
-		code := Run(t.Context(), env, []string{"call", "--workspace", ws, "bash", "command=echo first; sleep 1; echo second"})
-		took := time.Since(start)
-		if code != 0 || stdout.String() != "first\nsecond\n" {
-			t.Fatalf("terminal=%v: exit %d, stdout %q, stderr %q", terminal, code, stdout.String(), stderr.String())
-		}
-		got, at := stderr.String(), stderr.firstAt()
-		switch {
-		case terminal && !strings.HasPrefix(got, "first\n"):
-			t.Errorf("on a terminal, stderr = %q; want the output streamed", got)
-		case terminal && at > took-500*time.Millisecond:
-			t.Errorf("the first line reached stderr after %v of %v; want it while the command ran", at, took)
-		case !terminal && got != "":
-			t.Errorf("without a terminal, stderr = %q; want nothing", got)
-		}
-	}
-}
-
-// timedWriter records what is written and when the first write came.
-type timedWriter struct {
-	mu    sync.Mutex
-	start time.Time
-	first time.Duration
-	buf   strings.Builder
-}
-
-func (w *timedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.buf.Len() == 0 {
-		w.first = time.Since(w.start)
-	}
-	return w.buf.Write(p)
-}
-
-func (w *timedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-func (w *timedWriter) firstAt() time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.first
 }

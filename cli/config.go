@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -48,7 +47,7 @@ func checkConfig(ctx context.Context, env *Env, c *common) error {
 		return err
 	}
 	c.onDemand = true // a check reads mcp.json; it starts no server
-	a, err := newApp(ctx, quieted(env, slog.LevelError), c)
+	a, err := newApp(ctx, env, c)
 	if err != nil {
 		return err
 	}

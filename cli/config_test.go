@@ -46,3 +46,43 @@ func TestConfigCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestRealClientMCPJSON: a $BUB_HOME/mcp.json as Cline or Gemini CLI
+// write it (their own fields, a disabled server) breaks no command:
+// `call fs.read` and `config check` work, each with one warning naming
+// every ignored field (not one per field or per server), and the check
+// says which server is disabled.
+func TestRealClientMCPJSON(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := `{"mcpServers": {
+		"cline": {"command": "/nonexistent/cline", "autoApprove": ["x"], "timeout": 60, "disabled": true},
+		"gemini": {"command": "/nonexistent/gemini", "trust": true}}}`
+	if err := os.WriteFile(filepath.Join(home, "mcp.json"), []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"BUB_HOME": home}
+	for _, tt := range []struct {
+		args           []string
+		stdout, stderr string // stdout's end; stderr substring
+	}{
+		{args: []string{"call", "--workspace", ws, "fs.read", "a.txt"}, stdout: "hi\n"},
+		{args: []string{"config", "check", "--workspace", ws}, stdout: "ok\n", stderr: "msg=upstream.mcpjson.disabled file=" + filepath.Join(home, "mcp.json") + " upstream=cline\n"},
+	} {
+		code, out, errOut := runCLIEnv(t, vars, tt.args...)
+		if code != 0 || !strings.HasSuffix(out, tt.stdout) || !strings.Contains(errOut, tt.stderr) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 0, stdout ending %q, stderr with %q", tt.args, code, out, errOut, tt.stdout, tt.stderr)
+		}
+		var warnings []string
+		for line := range strings.Lines(errOut) {
+			if strings.Contains(line, "upstream.mcpjson.ignored") {
+				warnings = append(warnings, line)
+			}
+		}
+		if len(warnings) != 1 || !strings.Contains(warnings[0], `fields="cline.autoApprove, cline.timeout, gemini.trust"`) {
+			t.Errorf("%q: warnings about ignored fields %q; want one naming cline.autoApprove, cline.timeout and gemini.trust", tt.args, warnings)
+		}
+	}
+}

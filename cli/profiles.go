@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -75,4 +76,20 @@ func profileReach(v *providers.View) []*registry.Tool {
 	}
 	slices.SortFunc(out, func(a, b *registry.Tool) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// profileToolCount is how many tools the profile's view reaches, as
+// `tools --profile` lists them, for the start-up log: the registry's
+// count said tools=22 for a profile that served one tool, or none. -1
+// when the view cannot be built (serving reports that error itself).
+func profileToolCount(ctx context.Context, a *app.App, profile string) int {
+	conn := providers.Connection{Transport: "stdio", Profile: profile}
+	if err := a.Resolve(ctx, &conn); err != nil {
+		return -1
+	}
+	v, err := a.View(ctx, &conn)
+	if err != nil {
+		return -1
+	}
+	return len(profileReach(v))
 }

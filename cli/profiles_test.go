@@ -40,8 +40,9 @@ func TestProfileGlobMatchesNoTool(t *testing.T) {
 	}
 }
 
-// TestProfileView: tools --profile lists what that profile reaches, and
-// call --profile runs only those tools.
+// TestProfileView: tools --profile lists what that profile reaches,
+// serve's start-up log counts it, and call --profile runs only those
+// tools.
 func TestProfileView(t *testing.T) {
 	home, ws := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("hi\n"), 0o644); err != nil {
@@ -59,6 +60,11 @@ func TestProfileView(t *testing.T) {
 	}
 	if want := "fs.read tape.anchors tape.handoff tape.info tape.search"; code != 0 || strings.Join(names, " ") != want {
 		t.Errorf("tools --profile ro: exit %d, %v (%s); want %s", code, names, stderr, want)
+	}
+	// serve's start-up log counts the same view, not every registered
+	// tool (it said tools=22 for a profile serving none).
+	if code, _, stderr := runCLIEnv(t, vars, "serve", "--profile", "ro", "--workspace", ws); code != 0 || !strings.Contains(stderr, "msg=mcp.stdio.start profile=ro tools=5\n") {
+		t.Errorf("serve --profile ro: exit %d, stderr %q; want the start logged with tools=5", code, stderr)
 	}
 	if code, out, _ := runCLIEnv(t, vars, "tools", "--workspace", ws); code != 0 || !strings.Contains(out, "\nbash ") {
 		t.Errorf("tools without --profile: exit %d; want every tool, bash included:\n%s", code, out)

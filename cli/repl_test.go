@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -100,5 +102,59 @@ func TestREPLInATerminal(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("Ctrl-D did not end the REPL:\n%s", out.String())
+	}
+}
+
+// TestCallStreamsProgressInATerminal runs `bub-mcp call bash` with its
+// stderr a pseudo-terminal: bash's first line shows there while the
+// command still runs (it waits for a file the test creates only once the
+// line is shown), and stdout, a pipe, gets the result alone. With stderr
+// a pipe, stderr stays quiet.
+func TestCallStreamsProgressInATerminal(t *testing.T) {
+	ws := t.TempDir()
+	script := "command=echo first; while [ ! -e gate ]; do sleep 0.05; done; echo second"
+	for _, terminal := range []bool{true, false} {
+		gate := filepath.Join(ws, "gate")
+		os.Remove(gate)
+		cmd := exec.Command(binary(t), "call", "--workspace", ws, "bash", script)
+		cmd.Env = agentEnv(t.TempDir(), "")
+		stdout, stderr := &ptyOutput{}, &ptyOutput{}
+		cmd.Stdout = stdout
+		if terminal {
+			ptmx, tty, err := pty.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = tty
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			tty.Close()
+			copied := make(chan struct{})
+			go func() { io.Copy(stderr, ptmx); close(copied) }()
+			t.Cleanup(func() { cmd.Process.Kill(); ptmx.Close() })
+			stderr.waitFor(t, "first", 1) // shown while bash waits for the gate
+			if err := os.WriteFile(gate, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("call: %v; terminal:\n%s", err, stderr.String())
+			}
+			<-copied
+		} else {
+			if err := os.WriteFile(gate, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("call: %v; stderr %q", err, stderr.String())
+			}
+			if got := stderr.String(); got != "" {
+				t.Errorf("with stderr a pipe, stderr = %q; want nothing", got)
+			}
+		}
+		if got := stdout.String(); got != "first\nsecond\n" {
+			t.Errorf("terminal=%v: stdout %q; want the result alone", terminal, got)
+		}
 	}
 }

@@ -120,7 +120,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 			printChecked(env, cfg.Path, filepath.Join(a.Home(), upstream.MCPJSONName), len(cfg.ProfileNames()))
 			return nil
 		}
-		env.Logger.Info("mcp.stdio.start", "profile", c.profile, "tools", len(a.Registry().Tools()))
+		env.Logger.Info("mcp.stdio.start", "profile", c.profile, "tools", profileToolCount(ctx, a, c.profile))
 		if cfg.Server.Metrics {
 			env.Logger.Warn("mcp.metrics.unserved", "reason", "[server] metrics serves /metrics on the HTTP transport only (serve --http)")
 		}

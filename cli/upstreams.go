@@ -28,7 +28,11 @@ func upstreamsCommand(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "upstreams [flags]",
 		Short: "start the upstream MCP servers and show each one's state, tool count and last error",
-		Args:  noArgs,
+		Long: "Start the upstream MCP servers and show each one's state, tool count and last error.\n\n" +
+			"It waits for each server's first attempt (at most its start_timeout), saying on stderr\n" +
+			"which it waits for and how each one ends, and exits 1 naming every server that\n" +
+			"failed to start, with its error.",
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			a, err := newApp(ctx, quieted(env, slog.LevelError), &c)

@@ -5,8 +5,8 @@
 // written by hand so that nothing a library adds hides what is on the
 // wire.
 //
-// Flags: -init-delay D sleeps before answering initialize;
-// -init-delay-file F reads D from F when F exists. For the pinning tests,
+// Flags: -init-gate F answers initialize only once the file F exists
+// (a start that takes as long as the test wants). For the pinning tests,
 // which restart it with another tool list: -describe tool=text sets a
 // tool's description, -add name adds a tool (it answers "added <name>"),
 // -rename old=new renames one (it still works); each may repeat. For the
@@ -208,9 +208,8 @@ func (s *server) call(m message) {
 }
 
 func main() {
-	initDelay := flag.Duration("init-delay", 0, "sleep before answering initialize")
 	callDelay := flag.Duration("call-delay", 0, "sleep before answering each tools/call (a call in flight for a while)")
-	delayFile := flag.String("init-delay-file", "", "a file holding -init-delay's value, read at start (tests change it between runs without changing the command line)")
+	gate := flag.String("init-gate", "", "answer initialize only once this file exists")
 	s := &server{out: bufio.NewWriter(os.Stdout), waiting: map[string]chan message{},
 		describe: map[string]string{}, renamed: map[string]string{}, original: map[string]string{}}
 	pair := func(m map[string]string) func(string) error {
@@ -232,14 +231,6 @@ func main() {
 	for k, v := range s.renamed {
 		s.original[v] = k
 	}
-	if b, err := os.ReadFile(*delayFile); *delayFile != "" && err == nil {
-		d, err := time.ParseDuration(strings.TrimSpace(string(b)))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		*initDelay = d
-	}
 	in := bufio.NewReader(os.Stdin)
 	for {
 		line, err := in.ReadBytes('\n')
@@ -260,7 +251,12 @@ func main() {
 				ch <- m
 			}
 		case m.Method == "initialize":
-			time.Sleep(*initDelay)
+			for *gate != "" {
+				if _, err := os.Stat(*gate); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			caps := map[string]any{"tools": map[string]any{"listChanged": true}}
 			if s.app {
 				caps["resources"] = map[string]any{}
