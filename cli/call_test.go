@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
@@ -262,4 +264,23 @@ func FuzzSplitWords(f *testing.F) {
 			t.Fatalf("splitWords(%q) round trip (-first +again):\n%s", s, diff)
 		}
 	})
+}
+
+// A one-shot call of a builtin tool starts no upstream server (the App
+// that call builds is on demand). The upstream here records its own start
+// in a file; the call's bash looks for that file for 3 s, far longer than
+// a start takes, so a call that had started it would see it.
+func TestCallStartsNoUpstream(t *testing.T) {
+	testenv.MustHaveExec(t, "sh", "apt-get install dash")
+	home, ws := t.TempDir(), t.TempDir()
+	marker := filepath.Join(t.TempDir(), "started")
+	mcpJSON := fmt.Sprintf(`{"mcpServers": {"rec": {"command": "sh", "args": ["-c", "touch %s; exec cat >/dev/null"]}}}`, marker)
+	if err := os.WriteFile(filepath.Join(home, "mcp.json"), []byte(mcpJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	look := fmt.Sprintf("command=for i in $(seq 30); do [ -e %s ] && { echo started; exit 0; }; sleep 0.1; done; echo never", marker)
+	code, out, errOut := runCLI(t, home, "call", "--workspace", ws, "bash", look)
+	if code != 0 || !strings.Contains(out, "never") {
+		t.Errorf("call bash: exit %d, stdout %q, stderr %q; want the upstream never started", code, out, errOut)
+	}
 }
