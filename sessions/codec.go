@@ -160,6 +160,22 @@ func encodeLine(id int, kind string, payload, meta []byte, date string) []byte {
 	return append(b, "}\n"...)
 }
 
+// lineRoom is the room a draft's prepared line leaves in front for its
+// `{"id":N` (N up to 20 digits).
+const lineRoom = len(`{"id":`) + 20
+
+// withID writes `{"id":N` into the room in front of line (draft.line)
+// and returns the complete line, the same bytes encodeLine writes. The
+// room is written again each time, so a backend may build its lines more
+// than once (a retried transaction).
+func withID(line []byte, id int) []byte {
+	var head [lineRoom]byte
+	h := strconv.AppendInt(append(head[:0], `{"id":`...), int64(id), 10)
+	start := lineRoom - len(h)
+	copy(line[start:], h)
+	return line[start:]
+}
+
 // formatDate renders an entry's date the way tapes have always held it
 // (RFC 3339 in UTC, to the nanosecond), so Entry.Time reads it back.
 func formatDate(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -153,20 +153,30 @@ func (s *Session) storeSpill(ref SpillRef, tool string, chunks []string) error {
 }
 
 // chunkDraft is makeDraft(KindToolResult, {"results": [c]}, meta) with
-// the payload written straight into a buffer of its size: a large
-// result's chunks went through encoding/json's growing buffers, twice
-// their size in garbage at the peak of the call (issue 26). The bytes are
-// the same (AppendString is what the encoder writes).
+// its tape line written straight into a buffer of its size, leaving room
+// for the id in front (draft.line): a large result's chunk is encoded
+// once, not into a payload and then again into the line (a 40 MiB
+// upstream result went through encoding/json's growing buffers, twice
+// its size in garbage at the peak of the call; then through a payload
+// and a line, both alive while one was copied into the other). The bytes
+// are the same (AppendString is what the encoder writes).
 func chunkDraft(c string, meta map[string]any) (draft, error) {
 	m, err := encodeObject(meta)
 	if err != nil {
 		return draft{}, fmt.Errorf("sessions: encode %s meta: %w", KindToolResult, err)
 	}
-	p := make([]byte, 0, len(c)+len(c)/16+len(`{"results":[""]}`)+8)
-	p = append(p, `{"results":[`...)
-	p = AppendString(p, c)
-	p = append(p, "]}"...)
-	return draft{kind: KindToolResult, payload: p, meta: m, date: formatDate(time.Now()),
+	date := formatDate(time.Now())
+	b := make([]byte, lineRoom, lineRoom+len(c)+len(c)/16+len(m)+len(date)+96)
+	b = append(b, `,"kind":`...)
+	b = AppendString(b, KindToolResult)
+	b = append(b, `,"payload":{"results":[`...)
+	b = AppendString(b, c)
+	b = append(b, `]},"meta":`...)
+	b = append(b, m...)
+	b = append(b, `,"date":`...)
+	b = AppendString(b, date)
+	b = append(b, "}\n"...)
+	return draft{kind: KindToolResult, line: b, meta: m, date: date,
 		p: map[string]any{"results": []string{c}}, m: meta}, nil
 }
 

@@ -44,6 +44,10 @@ type draft struct {
 	meta    []byte
 	date    string
 	p, m    map[string]any
+	// line, when set, is the draft's whole tape line but for its
+	// `{"id":N` start, after lineRoom bytes left for it; payload is then
+	// unset (chunkDraft: a large spill chunk is not copied again).
+	line []byte
 }
 
 // newTape makes a tape: in memory for a temp/ session, else in the
@@ -275,8 +279,14 @@ func encodeDrafts(last int, a, b []draft) ([]Line, []Entry) {
 	for _, ds := range [2][]draft{a, b} {
 		for _, d := range ds {
 			id++
+			text := d.line
+			if text != nil {
+				text = withID(text, id)
+			} else {
+				text = encodeLine(id, d.kind, d.payload, d.meta, d.date)
+			}
 			lines = append(lines, Line{
-				Text: encodeLine(id, d.kind, d.payload, d.meta, d.date),
+				Text: text,
 				h:    header{id: id, kind: d.kind, payload: d.p},
 			})
 			es = append(es, Entry{ID: id, Kind: d.kind, Payload: d.p, Meta: d.m, Date: d.date})

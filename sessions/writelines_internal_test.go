@@ -3,6 +3,7 @@ package sessions
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,8 +52,10 @@ func TestWriteLines(t *testing.T) {
 	}
 }
 
-// chunkDraft writes the bytes makeDraft would: HTML characters, control
-// characters, line separators, invalid UTF-8 and plain text alike.
+// chunkDraft's tape lines are the bytes makeDraft's would be: HTML
+// characters, control characters, line separators, invalid UTF-8 and
+// plain text alike, with ids of every width, built twice as a retried
+// transaction builds them.
 func TestChunkDraftMatchesMakeDraft(t *testing.T) {
 	for _, c := range []string{"", "plain", "<a href=\"x\">&amp;</a>", "tab\tnl\nnul\x00 \x1f", "\u2028\u2029 é 漢字 🙂", "bad \xff\xfe utf-8", `back\slash "quote"`} {
 		meta := map[string]any{"spill_handle": "h", "spill_chunk": 3}
@@ -64,8 +67,13 @@ func TestChunkDraftMatchesMakeDraft(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got.payload, want.payload) || !bytes.Equal(got.meta, want.meta) || got.kind != want.kind {
-			t.Errorf("chunkDraft(%q) payload %s meta %s; want %s %s", c, got.payload, got.meta, want.payload, want.meta)
+		want.date = got.date
+		for _, last := range []int{0, 8, 98, 1 << 40, 8, math.MaxInt - 1} {
+			g, _ := encodeDrafts(last, nil, []draft{got})
+			w, _ := encodeDrafts(last, nil, []draft{want})
+			if !bytes.Equal(g[0].Text, w[0].Text) {
+				t.Errorf("chunkDraft(%q) after id %d:\n%s\nwant\n%s", c, last, g[0].Text, w[0].Text)
+			}
 		}
 	}
 }

@@ -19,11 +19,11 @@ import (
 
 // A 40 MB result from an upstream, through the whole `bub-mcp serve`
 // process over stdio (read from the upstream, spilled to the session's
-// tape, answered): its peak RSS stays within 4x the result over the
-// process's RSS before the call, and the memory goes back to the OS
-// within seconds. The issue measured 420 MiB at the peak, kept 20 s
-// later; with the upstream's line read once but the spill copying the
-// chunks through growing buffers it was still 8x.
+// tape, answered): the process's peak RSS stays within 4x the result,
+// and the memory goes back to the OS within seconds. The issue measured
+// 420 MiB at the peak, kept 20 s later; with the upstream's line read
+// once but the spill copying the chunks through growing buffers it was
+// still 8x; with the spill's payload copied into its line, 4.3x.
 func TestServeLargeResultRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 40 MB through a server process")
@@ -108,10 +108,13 @@ func TestServeLargeResultRSS(t *testing.T) {
 		t.Fatalf("the call failed: %v", m["error"])
 	}
 	peak := status("VmHWM:")
-	ratio := float64(peak-base) / float64(size>>20)
-	t.Logf("RSS before %d MiB, peak %d MiB: %.1fx the result", base, peak, ratio)
+	// The issue's measure: the whole process's peak RSS against the
+	// result's size (420 MiB for 40 MiB, "11x", before; builtin tools
+	// 3-5x), not only what the call added.
+	ratio := float64(peak) / float64(size>>20)
+	t.Logf("RSS before %d MiB, peak %d MiB: %.1fx the result (%.1fx over the start)", base, peak, ratio, float64(peak-base)/float64(size>>20))
 	if ratio > 4 {
-		t.Errorf("a 40 MiB upstream result took %.1fx its size in RSS at the peak; want at most 4x", ratio)
+		t.Errorf("a 40 MiB upstream result peaked at %.1fx its size in RSS; want at most 4x", ratio)
 	}
 	deadline = time.Now().Add(6 * time.Second)
 	for {
