@@ -114,8 +114,7 @@ type stdioConn struct {
 	sem     chan struct{} // bounds the requests running at once
 	queue   chan struct{} // bounds the requests running or waiting
 
-	pool     *edge.Pool // runs requests that arrive while others wait to be read
-	encoders sync.Pool  // *bytes.Buffer messages are encoded into
+	pool *edge.Pool // runs requests that arrive while others wait to be read
 
 	// One goroutine at a time reads in (see read and runInline).
 	in      *bufio.Reader
@@ -450,43 +449,46 @@ func (c *stdioConn) reply(env edge.Envelope) {
 }
 
 // writeMessage encodes msg as one line (as json.Marshal would, newline
-// added) and writes it with a single write.
+// added) and writes it with a single write. The encoder hands its whole
+// buffer to one Write, so the line goes to write without another copy: a
+// 40 MiB result is held once by encoding/json, not again in a buffer of
+// ours (TestServeLargeResultRSS).
 func (c *stdioConn) writeMessage(msg any) {
-	buf, _ := c.encoders.Get().(*bytes.Buffer)
-	if buf == nil {
-		buf = new(bytes.Buffer)
-	}
-	buf.Reset()
-	if err := json.NewEncoder(buf).Encode(msg); err != nil {
+	if err := json.NewEncoder(lineWriter{c}).Encode(msg); err != nil {
 		c.log.Error("mcp.stdio.encode", "error", err)
-	} else {
-		c.write(buf.Bytes())
-	}
-	if buf.Cap() <= 64<<10 {
-		c.encoders.Put(buf)
 	}
 }
 
-// write queues line for out. Whoever finds no write in progress writes
-// everything queued, in order, until the queue is empty; the others return
-// at once. Under concurrent calls several responses thus share one
-// write(2), and order is kept: a tool's notifications still precede its
-// result.
+// lineWriter passes a whole encoded message to write.
+type lineWriter struct{ c *stdioConn }
+
+func (w lineWriter) Write(line []byte) (int, error) {
+	w.c.write(line)
+	return len(line), nil
+}
+
+// write writes line to out, or queues a copy of it while another write is
+// in progress; whoever writes then writes everything queued, in order,
+// until the queue is empty, and the others return at once. Under
+// concurrent calls several responses thus share one write(2), and order
+// is kept: a tool's notifications still precede its result. line is the
+// caller's until write returns.
 func (c *stdioConn) write(line []byte) {
 	c.wmu.Lock()
-	c.queued = append(c.queued, line...)
 	if c.writing {
+		c.queued = append(c.queued, line...)
 		c.wmu.Unlock()
 		return
 	}
 	c.writing = true
+	c.wmu.Unlock()
+	c.writeOut(line) // nothing is queued while no write is in progress
+	c.wmu.Lock()
 	for len(c.queued) > 0 {
 		buf := c.queued
 		c.queued = c.spare[:0]
 		c.wmu.Unlock()
-		if _, err := c.out.Write(buf); err != nil {
-			c.log.Debug("mcp.stdio.write", "error", err)
-		}
+		c.writeOut(buf)
 		c.wmu.Lock()
 		if cap(buf) <= 1<<20 {
 			c.spare = buf[:0]
@@ -496,6 +498,12 @@ func (c *stdioConn) write(line []byte) {
 	}
 	c.writing = false
 	c.wmu.Unlock()
+}
+
+func (c *stdioConn) writeOut(b []byte) {
+	if _, err := c.out.Write(b); err != nil {
+		c.log.Debug("mcp.stdio.write", "error", err)
+	}
 }
 
 // pump writes the notifications mcp-go queues for this client (resource
