@@ -554,7 +554,10 @@ func (a *App) Environment(ctx context.Context, conn *providers.Connection) (envi
 	if !ok {
 		return nil, fmt.Errorf("app: profile %q has no environment", p.Name)
 	}
-	o := environment.Options{Session: conn.SessionKey, Workspace: conn.Workspace, Confine: p.Confine, Logger: a.log}
+	// The home holds bub.toml's secrets and the audit log: no profile's
+	// tools may reach it, even inside a workspace of ~.
+	o := environment.Options{Session: conn.SessionKey, Workspace: conn.Workspace, Confine: p.Confine,
+		Hidden: []string{a.home}, Logger: a.log}
 	for _, f := range a.envSetups {
 		f(conn, &o)
 	}
