@@ -292,3 +292,36 @@ func TestSandboxHidesHomeInReadWrite(t *testing.T) {
 	}
 	checkHomeIntact(t, home, secret)
 }
+
+// TestSandboxHiddenRootStaysPut: a process cannot move the directories
+// that hold a hidden root deeper in the workspace: its content would stay
+// covered, but the server would no longer find its home.
+func TestSandboxHiddenRootStaysPut(t *testing.T) {
+	t.Parallel()
+	testenv.MustHaveBwrap(t)
+	ws := t.TempDir()
+	home := filepath.Join(ws, "a", "b", "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "bub.toml"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := environment.NewSandbox(&environment.SandboxOptions{Workspace: ws, Hidden: []string{home}})
+	if err != nil {
+		t.Fatalf("NewSandbox: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, cmd := range []string{`mv "$W/a" "$W/moved"`, `mv "$W/a/b" "$W/a/c"`, `mv "$W/a/b/home" "$W/h"`} {
+		if r := run(t, s, cmd, "W="+ws); r.Code == 0 {
+			t.Errorf("%s: exit 0; want a failure", cmd)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(home, "bub.toml")); err != nil || string(b) != "secret" {
+		t.Errorf("bub.toml after the attempts = %q, %v", b, err)
+	}
+	// The directories around it stay writable.
+	if r := run(t, s, `echo x > "$W/a/b/ok" && mkdir "$W/a/d"`, "W="+ws); r.Code != 0 {
+		t.Errorf("write beside the hidden root: %+v", r)
+	}
+}

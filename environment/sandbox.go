@@ -73,8 +73,10 @@ type SandboxOptions struct {
 	// reach, such as the server's home ($BUB_HOME) inside a workspace of
 	// "~". Each that lies inside a mounted path (the workspace, ReadWrite,
 	// ReadOnly) is covered by an empty read-only tmpfs, made as a
-	// directory on the host first if missing; an AllowPath beneath one is
-	// mounted read-only on top of it, so it stays readable. File
+	// directory on the host first if missing, and the directories
+	// between it and that path are mount points too, so that no process
+	// can rename them; an AllowPath beneath one is mounted read-only on
+	// top of it, so it stays readable. File
 	// operations refuse paths beneath them with ErrOutsideWorkspace.
 	Hidden []string
 	// Python is the interpreter code runs with; empty means "python3". It
@@ -261,7 +263,6 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 	// stub directory inside a workspace of ~) stays read-only, and a
 	// hidden root's tmpfs covers what is beneath it but not what is
 	// mounted inside it afterwards.
-	type bind struct{ flag, path string }
 	var binds []bind
 	mount := func(p, flag string, write bool) error {
 		p, err := expandHome(p)
@@ -338,6 +339,7 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 		if fi, err := os.Stat(h); err != nil || !fi.IsDir() {
 			return fail(fmt.Errorf("environment: sandbox hidden path %s is not a directory", h))
 		}
+		binds = append(binds, pinAncestors(binds, h)...)
 		binds = append(binds, bind{"--tmpfs", h})
 		covered = append(covered, h)
 	}
@@ -410,6 +412,38 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 		return fail(fmt.Errorf("environment: sandbox: %s cannot start a sandbox here (exit %d, %v): %s", bwPath, code, err, strings.TrimSpace(errOut)))
 	}
 	return s, nil
+}
+
+// bind is one bubblewrap mount of a host path at the same place: flag
+// is --bind, --ro-bind, --ro-bind-try or --tmpfs (which takes no source).
+type bind struct{ flag, path string }
+
+// pinAncestors returns binds of each directory between the hidden root h
+// and the innermost of binds holding it onto itself, with that one's
+// mode. A mount point cannot be renamed, so a process cannot move the
+// directory holding $BUB_HOME away from the path the server uses (its
+// contents would stay covered, but the server would lose them).
+func pinAncestors(binds []bind, h string) []bind {
+	var in *bind
+	for i, b := range binds {
+		if b.flag != "--tmpfs" && b.path != h && beneath(h, b.path) && (in == nil || len(b.path) > len(in.path)) {
+			in = &binds[i]
+		}
+	}
+	if in == nil {
+		return nil
+	}
+	flag := in.flag
+	if flag == "--ro-bind-try" {
+		flag = "--ro-bind"
+	}
+	var pins []bind
+	for d := filepath.Dir(h); d != in.path && beneath(d, in.path); d = filepath.Dir(d) {
+		if !slices.ContainsFunc(binds, func(b bind) bool { return b.path == d && b.flag != "--tmpfs" }) {
+			pins = append(pins, bind{flag, d})
+		}
+	}
+	return pins
 }
 
 // sortLongestFirst orders paths by decreasing length.
