@@ -25,8 +25,9 @@ const maxSymlinkHops = 40
 // ResolvePath expands "~", joins relative paths to the workspace and
 // cleans the result. When the environment is confined, a path whose real
 // location (after "..", and symlinks in its existing part) is outside the
-// workspace and AllowPaths, or beneath a hidden root (LocalOptions.Hidden),
-// fails with an error wrapping ErrOutsideWorkspace. The returned path is the cleaned one, not the
+// workspace and AllowPaths, or beneath a hidden root
+// (LocalOptions.Hidden), fails with an error wrapping
+// ErrOutsideWorkspace. The returned path is the cleaned one, not the
 // symlink-resolved one, so messages show what the caller asked for.
 //
 // Confinement is checked when ResolvePath runs; a symlink swapped in

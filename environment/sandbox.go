@@ -76,8 +76,8 @@ type SandboxOptions struct {
 	// directory on the host first if missing, and the directories
 	// between it and that path are mount points too, so that no process
 	// can rename them; an AllowPath beneath one is mounted read-only on
-	// top of it, so it stays readable. File
-	// operations refuse paths beneath them with ErrOutsideWorkspace.
+	// top of it, so it stays readable. File operations refuse paths
+	// beneath them with ErrOutsideWorkspace.
 	Hidden []string
 	// Python is the interpreter code runs with; empty means "python3". It
 	// is resolved on the host to its real executable, and its

@@ -48,7 +48,11 @@ type rootTree struct {
 // sandboxed process could make one): it opens at once, and a reader sees
 // from Stat that it is not a regular file.
 func (t *rootTree) Open(name string) (fs.File, error) {
-	return t.open(name, os.O_RDONLY|syscall.O_NONBLOCK)
+	f, err := t.open(name, os.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		return nil, err // not a nil *os.File in a non-nil fs.File
+	}
+	return f, nil
 }
 
 // open opens name with flag and refuses it when the file opened is
