@@ -325,3 +325,45 @@ func TestSandboxHiddenRootStaysPut(t *testing.T) {
 		t.Errorf("write beside the hidden root: %+v", r)
 	}
 }
+
+// TestWorkspaceInsideHiddenRoot: a workspace inside a hidden root stays
+// usable (a path is decided by its innermost root); the rest of the
+// hidden root stays out of reach.
+func TestWorkspaceInsideHiddenRoot(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	ws := filepath.Join(home, "work")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "bub.toml"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	envs := map[string]func() (environment.Environment, error){
+		"local": func() (environment.Environment, error) {
+			return environment.NewLocal(&environment.LocalOptions{Workspace: ws, Confine: true, Hidden: []string{home}})
+		},
+		"sandbox": func() (environment.Environment, error) {
+			testenv.MustHaveBwrap(t)
+			return environment.NewSandbox(&environment.SandboxOptions{Workspace: ws, Hidden: []string{home}})
+		},
+	}
+	for name, mk := range envs {
+		e, err := mk()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		t.Cleanup(func() { e.Close() })
+		if err := e.WriteText(t.Context(), "a/note.txt", "hi"); err != nil {
+			t.Errorf("%s: WriteText in the workspace: %v", name, err)
+		}
+		if got, err := e.ReadText(t.Context(), "a/note.txt"); err != nil || got != "hi" {
+			t.Errorf("%s: ReadText in the workspace = %q, %v", name, got, err)
+		}
+		// (In the sandbox, a path under /tmp is its private /tmp: no
+		// such file there.)
+		if got, err := e.ReadText(t.Context(), "../bub.toml"); err == nil || got == "secret" {
+			t.Errorf("%s: ReadText of the hidden root beside the workspace = %q, %v; want a refusal", name, got, err)
+		}
+	}
+}

@@ -32,8 +32,10 @@ type Options struct {
 	// ".." and symlinks too, with an error wrapping ErrOutsideWorkspace,
 	// and an isolating kind keeps its processes from seeing or changing
 	// them. A path is decided by its innermost root, so AllowPaths beneath
-	// a hidden root stay readable. The local kind without Confine reaches
-	// everything by design, processes included.
+	// a hidden root stay readable (and a workspace inside one stays
+	// usable); a workspace that is itself a hidden root is hidden whole.
+	// The local kind without Confine reaches everything by design,
+	// processes included.
 	Hidden []string
 	// Python is the interpreter code runs with; empty means DefaultPython.
 	Python string
