@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -554,7 +555,15 @@ func (a *App) Environment(ctx context.Context, conn *providers.Connection) (envi
 	if !ok {
 		return nil, fmt.Errorf("app: profile %q has no environment", p.Name)
 	}
-	o := environment.Options{Session: conn.SessionKey, Workspace: conn.Workspace, Confine: p.Confine, Logger: a.log}
+	// The home holds bub.toml's secrets and the audit log: no profile's
+	// tools may reach it, even inside a workspace of ~. Absolute, as a
+	// relative one would be taken against the workspace.
+	home, err := filepath.Abs(a.home)
+	if err != nil {
+		return nil, fmt.Errorf("app: home: %w", err)
+	}
+	o := environment.Options{Session: conn.SessionKey, Workspace: conn.Workspace, Confine: p.Confine,
+		Hidden: []string{home}, Logger: a.log}
 	for _, f := range a.envSetups {
 		f(conn, &o)
 	}

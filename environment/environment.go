@@ -182,7 +182,8 @@ var (
 	// ErrClosed means the environment was closed; nothing new can start.
 	ErrClosed = errors.New("environment: shell runtime is closed")
 	// ErrOutsideWorkspace means a confined environment refused a path
-	// that resolves outside its workspace.
+	// that resolves outside its workspace, or beneath a root no tool may
+	// reach (Options.Hidden).
 	ErrOutsideWorkspace = errors.New("environment: path resolves outside the workspace")
 	// ErrReadOnly means a confined environment refused to write beneath
 	// a root it may only read (LocalOptions.AllowPaths, the sandbox's

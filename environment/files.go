@@ -25,7 +25,8 @@ const maxSymlinkHops = 40
 // ResolvePath expands "~", joins relative paths to the workspace and
 // cleans the result. When the environment is confined, a path whose real
 // location (after "..", and symlinks in its existing part) is outside the
-// workspace and AllowPaths fails with an error wrapping
+// workspace and AllowPaths, or beneath a hidden root
+// (LocalOptions.Hidden), fails with an error wrapping
 // ErrOutsideWorkspace. The returned path is the cleaned one, not the
 // symlink-resolved one, so messages show what the caller asked for.
 //
@@ -54,6 +55,9 @@ func (e *LocalEnvironment) ResolvePath(p string) (string, error) {
 				msg: fmt.Sprintf("environment: path %q resolves outside the workspace %s", p, e.workspace),
 				err: ErrOutsideWorkspace,
 			}
+		}
+		if err := e.hidden.check(p, real); err != nil {
+			return "", err
 		}
 	}
 	return x, nil

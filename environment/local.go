@@ -46,6 +46,14 @@ type LocalOptions struct {
 	// they lie inside the workspace, so a model cannot plant Python that
 	// code mode would later run.
 	AllowPaths []string
+	// Hidden are roots a confined environment's file operations refuse
+	// (ErrOutsideWorkspace), through ".." and symlinks too, even where
+	// they lie inside the workspace: the server's own home ($BUB_HOME,
+	// with bub.toml and the audit log) under a workspace of "~". A path
+	// is decided by its innermost root, so an AllowPath beneath a hidden
+	// root stays readable. Without Confine they change nothing, and
+	// spawned processes are never kept out.
+	Hidden []string
 	// Python is the interpreter code runs with; empty means "python3".
 	Python string
 	// ExtraEnv holds KEY=VALUE entries added to every process's
@@ -75,6 +83,7 @@ type LocalEnvironment struct {
 	workspace string   // absolute, cleaned, as configured
 	realRoots []string // symlink-free workspace and AllowPaths, for Confine
 	readOnly  []string // symlink-free AllowPaths: readable, never written under Confine
+	hidden    hiddenSet
 	confine   bool
 	python    string
 	extraEnv  []string
@@ -162,6 +171,9 @@ func NewLocal(opts *LocalOptions) (*LocalEnvironment, error) {
 		}
 		e.realRoots = append(e.realRoots, real)
 		e.readOnly = append(e.readOnly, real)
+	}
+	if e.hidden, err = newHiddenSet(o.Hidden, ws, e.realRoots); err != nil {
+		return nil, err
 	}
 
 	if sh, err := exec.LookPath("bash"); err == nil {

@@ -30,7 +30,7 @@ func (m *taggedModule) Validate() error {
 
 // NewEnvironment makes one session's Environment.
 func (m *taggedModule) NewEnvironment(ctx context.Context, o environment.Options) (environment.Environment, error) {
-	local, err := environment.NewLocal(&environment.LocalOptions{Workspace: o.Workspace, Confine: o.Confine, AllowPaths: o.AllowPaths, Python: o.Python})
+	local, err := environment.NewLocal(&environment.LocalOptions{Workspace: o.Workspace, Confine: o.Confine, AllowPaths: o.AllowPaths, Hidden: o.Hidden, Python: o.Python})
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,19 @@ type Options struct {
 	// such as the directory holding code mode's tool stubs; writes
 	// beneath them are refused (ErrReadOnly) wherever paths are confined.
 	AllowPaths []string
+	// Hidden are roots no tool may reach: the application passes its own
+	// home ($BUB_HOME: bub.toml with its secrets, the audit log, state),
+	// which may lie inside the workspace (the default ~/.bub under a
+	// workspace of ~). Every kind must honour it wherever it confines:
+	// confined file operations refuse paths beneath these roots, through
+	// ".." and symlinks too, with an error wrapping ErrOutsideWorkspace,
+	// and an isolating kind keeps its processes from seeing or changing
+	// them. A path is decided by its innermost root, so AllowPaths beneath
+	// a hidden root stay readable (and a workspace inside one stays
+	// usable); a workspace that is itself a hidden root is hidden whole.
+	// The local kind without Confine reaches everything by design,
+	// processes included.
+	Hidden []string
 	// Python is the interpreter code runs with; empty means DefaultPython.
 	Python string
 	// Logger receives the environment's own records; nil means
@@ -126,6 +139,6 @@ func init() {
 		if err := checkCtx(ctx); err != nil {
 			return nil, err
 		}
-		return NewLocal(&LocalOptions{Workspace: o.Workspace, Confine: o.Confine, AllowPaths: o.AllowPaths, Python: o.Python})
+		return NewLocal(&LocalOptions{Workspace: o.Workspace, Confine: o.Confine, AllowPaths: o.AllowPaths, Hidden: o.Hidden, Python: o.Python})
 	})
 }

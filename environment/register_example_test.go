@@ -30,7 +30,7 @@ func (e shoutingEnv) ReadText(ctx context.Context, path string) (string, error) 
 // does; a binary enables it with a blank import.
 func init() {
 	environment.Register("shouting", func(ctx context.Context, o environment.Options) (environment.Environment, error) {
-		local, err := environment.NewLocal(&environment.LocalOptions{Workspace: o.Workspace, Confine: o.Confine, AllowPaths: o.AllowPaths, Python: o.Python})
+		local, err := environment.NewLocal(&environment.LocalOptions{Workspace: o.Workspace, Confine: o.Confine, AllowPaths: o.AllowPaths, Hidden: o.Hidden, Python: o.Python})
 		if err != nil {
 			return nil, err
 		}

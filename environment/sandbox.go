@@ -69,6 +69,16 @@ type SandboxOptions struct {
 	// AllowPaths are extra roots mounted read-only, such as code mode's
 	// stub directory.
 	AllowPaths []string
+	// Hidden are roots no process or file operation of the sandbox may
+	// reach, such as the server's home ($BUB_HOME) inside a workspace of
+	// "~". Each that lies inside a mounted path (the workspace, ReadWrite,
+	// ReadOnly) is covered by an empty read-only tmpfs, made as a
+	// directory on the host first if missing, and the directories
+	// between it and that path are mount points too, so that no process
+	// can rename them; an AllowPath beneath one is mounted read-only on
+	// top of it, so it stays readable. File operations refuse paths
+	// beneath them with ErrOutsideWorkspace.
+	Hidden []string
 	// Python is the interpreter code runs with; empty means "python3". It
 	// is resolved on the host to its real executable, and its
 	// installation is mounted read-only, so a Python under $HOME (pyenv)
@@ -92,8 +102,11 @@ type SandboxOptions struct {
 // own: new user, pid, ipc, uts, cgroup and (unless Network is "host")
 // network namespaces; no capabilities; /usr, /bin, /lib* and a few files
 // of /etc (copied once, see sandboxEtc) read-only; the workspace and
-// ReadWrite paths writable; a /tmp private to the environment (shared by its processes, not with the
-// host); $HOME, $BUB_HOME and everything else not mounted invisible.
+// ReadWrite paths writable; a /tmp private to the environment (shared by
+// its processes, not with the host); everything else not mounted
+// invisible, and so are the Hidden roots inside mounted paths: with
+// $BUB_HOME hidden (the application hides it for every profile), a
+// workspace of "~" does not expose bub.toml or the audit log.
 // Each process is pid 1's child in its pid namespace, so when it exits,
 // is signalled or its ctx ends, everything it started dies with it,
 // setsid daemons included (--die-with-parent covers the server's own
@@ -102,7 +115,10 @@ type SandboxOptions struct {
 //
 // File operations run on the host but are confined to what the sandbox
 // can see, resolved beneath each mounted root with os.Root, so a symlink
-// planted by a sandboxed process cannot point them outside.
+// planted by a sandboxed process cannot point them outside; a file opened
+// is checked once more where the kernel says it is, so such a symlink
+// cannot point them into a hidden root either. A process racing a write
+// can at most make an empty directory appear there, never a file.
 //
 // What it does not do: no seccomp filter (the kernel's whole syscall
 // surface is reachable from the namespaces), no disk quota beyond
@@ -118,6 +134,7 @@ type SandboxEnvironment struct {
 	maxRead   int64
 	baseArgs  []string
 	readRoots []string // absolute inside paths, longest first
+	hidden    hiddenSet
 	writeable map[string]bool
 	pidsCg    *cgroupHier // set when Processes needs pids.max
 	rlimits   []string    // prlimit arguments, empty for none
@@ -243,8 +260,9 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 	addRoot("/tmp", true)
 	// The binds below are mounted outermost first (see after the
 	// workspace), so a read-only path inside a writable one (code mode's
-	// stub directory inside a workspace of ~) stays read-only.
-	type bind struct{ flag, path string }
+	// stub directory inside a workspace of ~) stays read-only, and a
+	// hidden root's tmpfs covers what is beneath it but not what is
+	// mounted inside it afterwards.
 	var binds []bind
 	mount := func(p, flag string, write bool) error {
 		p, err := expandHome(p)
@@ -297,19 +315,57 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 	if err := mount(host.workspace, "--bind", true); err != nil {
 		return fail(err)
 	}
+	wsReal := s.readRoots[len(s.readRoots)-1]
+	open := make([]string, len(s.readRoots))
+	for i, r := range s.readRoots {
+		open[i] = r
+		if r == "/tmp" {
+			open[i] = s.tmp
+		}
+	}
+	if s.hidden, err = newHiddenSet(o.Hidden, host.workspace, open); err != nil {
+		return fail(err)
+	}
+	var covered []string
+	for _, h := range s.hidden.roots {
+		if !slices.ContainsFunc(binds, func(b bind) bool { return beneath(h, b.path) }) {
+			continue // not mounted: invisible already
+		}
+		// The tmpfs needs a directory to cover; one made now also
+		// keeps a process from making it first and filling it.
+		if err := os.MkdirAll(h, 0o700); err != nil {
+			return fail(fmt.Errorf("environment: sandbox hidden path %s: %w", h, err))
+		}
+		if fi, err := os.Stat(h); err != nil || !fi.IsDir() {
+			return fail(fmt.Errorf("environment: sandbox hidden path %s is not a directory", h))
+		}
+		binds = append(binds, pinAncestors(binds, h)...)
+		binds = append(binds, bind{"--tmpfs", h})
+		covered = append(covered, h)
+	}
 	// bubblewrap mounts in argument order and a later mount hides what
 	// an earlier one put beneath it: mount parents before their children
 	// (a parent's path is shorter), so each path gets the mode of its
 	// innermost root, as the file tools' locate gives it. The sort is
-	// stable: for one path listed twice, the later (writable) one wins.
+	// stable: for one path listed twice, the later (writable) one wins,
+	// and a hidden root's tmpfs, last, wins over a mount of its own path.
 	slices.SortStableFunc(binds, func(x, y bind) int { return len(x.path) - len(y.path) })
 	for _, b := range binds {
+		if b.flag == "--tmpfs" {
+			a = append(a, b.flag, b.path)
+			continue
+		}
 		a = append(a, b.flag, b.path, b.path)
 	}
 	// The workspace is mounted at its real path; the configured one may
 	// go through a symlink, so make that visible too.
-	if real := s.readRoots[len(s.readRoots)-1]; real != host.workspace {
-		a = append(a, "--symlink", real, host.workspace)
+	if wsReal != host.workspace {
+		a = append(a, "--symlink", wsReal, host.workspace)
+	}
+	// Read-only only now: the mounts inside a tmpfs needed their mount
+	// points made in it.
+	for _, h := range covered {
+		a = append(a, "--remount-ro", h)
 	}
 	a = append(a, "--remount-ro", "/")
 	s.baseArgs = a
@@ -356,6 +412,38 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 		return fail(fmt.Errorf("environment: sandbox: %s cannot start a sandbox here (exit %d, %v): %s", bwPath, code, err, strings.TrimSpace(errOut)))
 	}
 	return s, nil
+}
+
+// bind is one bubblewrap mount of a host path at the same place: flag
+// is --bind, --ro-bind, --ro-bind-try or --tmpfs (which takes no source).
+type bind struct{ flag, path string }
+
+// pinAncestors returns binds of each directory between the hidden root h
+// and the innermost of binds holding it onto itself, with that one's
+// mode. A mount point cannot be renamed, so a process cannot move the
+// directory holding $BUB_HOME away from the path the server uses (its
+// contents would stay covered, but the server would lose them).
+func pinAncestors(binds []bind, h string) []bind {
+	var in *bind
+	for i, b := range binds {
+		if b.flag != "--tmpfs" && b.path != h && beneath(h, b.path) && (in == nil || len(b.path) > len(in.path)) {
+			in = &binds[i]
+		}
+	}
+	if in == nil {
+		return nil
+	}
+	flag := in.flag
+	if flag == "--ro-bind-try" {
+		flag = "--ro-bind"
+	}
+	var pins []bind
+	for d := filepath.Dir(h); d != in.path && beneath(d, in.path); d = filepath.Dir(d) {
+		if !slices.ContainsFunc(binds, func(b bind) bool { return b.path == d && b.flag != "--tmpfs" }) {
+			pins = append(pins, bind{flag, d})
+		}
+	}
+	return pins
 }
 
 // sortLongestFirst orders paths by decreasing length.

@@ -5,17 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ResolvePath resolves p as a process in the sandbox would see it ("~" is
 // its HOME, /tmp), cleaned; relative paths join the workspace. A path
 // outside everything mounted for the sandbox's files (workspace,
-// ReadWrite, ReadOnly, AllowPaths, /tmp) fails with ErrOutsideWorkspace,
-// also through symlinks: the sandbox is always confined.
+// ReadWrite, ReadOnly, AllowPaths, /tmp) or beneath a hidden root
+// (SandboxOptions.Hidden) fails with ErrOutsideWorkspace, also through
+// symlinks: the sandbox is always confined.
 func (s *SandboxEnvironment) ResolvePath(p string) (string, error) {
 	x, _, _, err := s.locate(p)
 	return x, err
@@ -52,6 +56,18 @@ func (s *SandboxEnvironment) locate(p string) (inside, hostRoot, rel string, err
 			h := root
 			if root == "/tmp" {
 				h = s.tmp
+			}
+			// Where the path leads on the host, for the hidden roots;
+			// files opened are checked again (checkFile), which a
+			// symlink swapped in meanwhile cannot escape.
+			if len(s.hidden.roots) > 0 {
+				real, err := realPath(filepath.Join(h, rel))
+				if err != nil {
+					return "", "", "", fmt.Errorf("environment: resolve %q: %w", p, err)
+				}
+				if err := s.hidden.check(p, real); err != nil {
+					return "", "", "", err
+				}
 			}
 			return x, h, rel, nil
 		}
@@ -116,6 +132,9 @@ func (s *SandboxEnvironment) ReadText(ctx context.Context, p string) (string, er
 		return "", fileError(path, err)
 	}
 	defer f.Close()
+	if err := s.hidden.checkFile(p, f); err != nil {
+		return "", err
+	}
 	return readText(f, path, s.maxRead)
 }
 
@@ -137,7 +156,11 @@ func (s *SandboxEnvironment) OpenFile(ctx context.Context, p string) (io.ReadClo
 		}
 		return nil, fileError(path, err)
 	}
-	fi, err := f.Stat()
+	err = s.hidden.checkFile(p, f)
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
+	}
 	if err == nil {
 		err = checkRegular(path, fi)
 	}
@@ -167,13 +190,16 @@ func (s *SandboxEnvironment) WriteText(ctx context.Context, p, content string) e
 			return fmt.Errorf("environment: create parent directories of %s: %w", path, err)
 		}
 	}
-	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	f, err := s.openWrite(r, p, rel)
 	if err != nil {
 		if e := escapeError(p, err); e != nil {
 			return e
 		}
 		if errors.Is(err, syscall.EISDIR) {
 			return isDirError(path)
+		}
+		if errors.Is(err, ErrOutsideWorkspace) {
+			return err
 		}
 		return fmt.Errorf("environment: %w", err)
 	}
@@ -195,6 +221,96 @@ func (s *SandboxEnvironment) WriteText(ctx context.Context, p, content string) e
 		return fmt.Errorf("environment: write %s: %w", path, err)
 	}
 	return nil
+}
+
+// maxCreateTries bounds openWrite's retries when a file appears between
+// its open and its creation (only a racing process does that).
+const maxCreateTries = 3
+
+// openWrite opens rel beneath r for writing, creating it if missing,
+// without truncating, and refuses a file in a hidden root even when a
+// process swaps a symlink in while it works: an existing file is checked
+// once open, before anything is written; a new one (at the end of a
+// dangling symlink, if rel is one) is created with O_EXCL|O_NOFOLLOW in
+// a directory checked once open, so it is made exactly there.
+func (s *SandboxEnvironment) openWrite(r *os.Root, p, rel string) (*os.File, error) {
+	const flag = os.O_WRONLY | syscall.O_NONBLOCK
+	if len(s.hidden.roots) == 0 {
+		return r.OpenFile(rel, flag|os.O_CREATE, 0o644)
+	}
+	for range maxCreateTries {
+		f, err := r.OpenFile(rel, flag, 0)
+		if err == nil {
+			if err := s.hidden.checkFile(p, f); err != nil {
+				f.Close()
+				return nil, err
+			}
+			return f, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		target, err := danglingTarget(r, rel)
+		if err != nil {
+			return nil, err
+		}
+		dir, err := r.OpenFile(filepath.Dir(target), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			return nil, err
+		}
+		f, err = createIn(dir, filepath.Base(target), p, &s.hidden)
+		dir.Close()
+		if errors.Is(err, fs.ErrExist) {
+			continue // made meanwhile: open it as an existing file
+		}
+		return f, err
+	}
+	return nil, fmt.Errorf("%s keeps appearing and disappearing: %w", p, fs.ErrExist)
+}
+
+// danglingTarget follows rel, beneath r, through the symlinks at its end
+// to the name that does not exist, as open with O_CREAT would; an
+// absolute link target leaves the root, as os.Root has it.
+func danglingTarget(r *os.Root, rel string) (string, error) {
+	for range maxSymlinkHops {
+		fi, err := r.Lstat(rel)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return rel, nil
+		}
+		link, err := r.Readlink(rel)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(link) {
+			return "", &fs.PathError{Op: "openat", Path: rel, Err: errors.New("path escapes from parent")}
+		}
+		rel = filepath.Join(filepath.Dir(rel), link)
+	}
+	return "", &fs.PathError{Op: "openat", Path: rel, Err: syscall.ELOOP}
+}
+
+// createIn creates the new file name in the open directory dir, after
+// refusing dir if it is hidden. O_NOFOLLOW with O_EXCL: a symlink of that
+// name is not followed (the creation fails with EEXIST).
+func createIn(dir *os.File, name, p string, hidden *hiddenSet) (*os.File, error) {
+	if err := hidden.checkFile(p, dir); err != nil {
+		return nil, err
+	}
+	sc, err := dir.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var oerr error
+	if err := sc.Control(func(dfd uintptr) {
+		fd, oerr = unix.Openat(int(dfd), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
+	}); err != nil {
+		return nil, err
+	}
+	if oerr != nil {
+		return nil, &fs.PathError{Op: "create", Path: p, Err: oerr}
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(dir.Name(), name)), nil
 }
 
 // readAllLimit reads r to its end, keeping at most max bytes.

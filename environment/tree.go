@@ -6,7 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // TreeReader is implemented by environments whose directory trees the
@@ -31,39 +35,94 @@ type Tree interface {
 }
 
 // rootTree is a Tree over an *os.Root: every name is resolved beneath the
-// root, so neither ".." nor a symlink planted in the tree leads out.
+// root, so neither ".." nor a symlink planted in the tree leads out. Hidden
+// roots inside it (Options.Hidden) are left out of listings and refused
+// when opened, wherever a symlink leads from.
 type rootTree struct {
 	fs.FS
-	root *os.Root
+	root   *os.Root
+	hidden *hiddenSet // nil: nothing hidden
 }
 
 // Open opens name without blocking on a FIFO planted in the tree (a
 // sandboxed process could make one): it opens at once, and a reader sees
 // from Stat that it is not a regular file.
 func (t *rootTree) Open(name string) (fs.File, error) {
+	f, err := t.open(name, os.O_RDONLY|syscall.O_NONBLOCK)
+	if err != nil {
+		return nil, err // not a nil *os.File in a non-nil fs.File
+	}
+	return f, nil
+}
+
+// open opens name with flag and refuses it when the file opened is
+// hidden.
+func (t *rootTree) open(name string, flag int) (*os.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	f, err := t.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := t.root.OpenFile(name, flag, 0)
 	if err != nil {
 		return nil, err
+	}
+	if err := t.hidden.checkFile(name, f); err != nil {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	return f, nil
 }
 
 func (t *rootTree) ReadDir(name string) ([]fs.DirEntry, error) {
-	return fs.ReadDir(t.FS, name)
+	if t.hidden == nil || len(t.hidden.roots) == 0 {
+		return fs.ReadDir(t.FS, name)
+	}
+	f, err := t.open(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dir, err := fdPath(f)
+	if err != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
+	}
+	list, err := f.ReadDir(-1)
+	list = slices.DeleteFunc(list, func(d fs.DirEntry) bool {
+		_, hidden := t.hidden.covers(filepath.Join(dir, d.Name()))
+		return hidden
+	})
+	slices.SortFunc(list, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return list, err
 }
 
 func (t *rootTree) Stat(name string) (fs.FileInfo, error) {
-	return fs.Stat(t.FS, name)
+	if t.hidden == nil || len(t.hidden.roots) == 0 {
+		return fs.Stat(t.FS, name)
+	}
+	// O_PATH: metadata needs no read permission, and nothing is opened
+	// for reading. os.Root opens a final symlink itself with O_PATH, so
+	// one is opened again, followed, to stat what it leads to.
+	f, err := t.open(name, unix.O_PATH)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	f.Close()
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return fi, err
+	}
+	if f, err = t.open(name, os.O_RDONLY|syscall.O_NONBLOCK); err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
 }
 
 func (t *rootTree) Close() error { return t.root.Close() }
 
 // openRootTree opens dir (on the host) as a Tree, refusing what is not a
-// directory with the errors ReadText uses.
-func openRootTree(dir, shown string) (Tree, error) {
+// directory with the errors ReadText uses; hidden (nil for none) is left
+// out of it.
+func openRootTree(dir, shown string, hidden *hiddenSet) (Tree, error) {
 	// Stat first: os.OpenRoot opens without O_DIRECTORY or O_NONBLOCK,
 	// so a FIFO would block it until a writer comes.
 	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
@@ -80,16 +139,21 @@ func openRootTree(dir, shown string) (Tree, error) {
 		}
 		return nil, fmt.Errorf("environment: open %s: %w", shown, err)
 	}
-	return &rootTree{FS: r.FS(), root: r}, nil
+	return &rootTree{FS: r.FS(), root: r, hidden: hidden}, nil
 }
 
-// OpenTree opens the host directory dir, after ResolvePath's checks.
+// OpenTree opens the host directory dir, after ResolvePath's checks; a
+// confined environment leaves its hidden roots out of the tree.
 func (e *LocalEnvironment) OpenTree(dir string) (Tree, error) {
 	path, err := e.ResolvePath(dir)
 	if err != nil {
 		return nil, err
 	}
-	return openRootTree(path, path)
+	var hidden *hiddenSet
+	if e.confine {
+		hidden = &e.hidden
+	}
+	return openRootTree(path, path, hidden)
 }
 
 // OpenTree opens dir beneath the mounted root it lies in, so the tree
@@ -100,7 +164,7 @@ func (s *SandboxEnvironment) OpenTree(dir string) (Tree, error) {
 		return nil, err
 	}
 	if rel == "." {
-		return openRootTree(hostRoot, inside)
+		return openRootTree(hostRoot, inside, &s.hidden)
 	}
 	parent, err := os.OpenRoot(hostRoot)
 	if err != nil {
@@ -126,7 +190,7 @@ func (s *SandboxEnvironment) OpenTree(dir string) (Tree, error) {
 		}
 		return nil, fmt.Errorf("environment: open %s: %w", inside, err)
 	}
-	return &rootTree{FS: r.FS(), root: r}, nil
+	return &rootTree{FS: r.FS(), root: r, hidden: &s.hidden}, nil
 }
 
 var (

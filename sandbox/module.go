@@ -118,7 +118,7 @@ func (m *Environment) NewEnvironment(ctx context.Context, o environment.Options)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return environment.NewSandbox(&environment.SandboxOptions{Workspace: o.Workspace, AllowPaths: o.AllowPaths, Python: o.Python,
+	return environment.NewSandbox(&environment.SandboxOptions{Workspace: o.Workspace, AllowPaths: o.AllowPaths, Hidden: o.Hidden, Python: o.Python,
 		Policy: m.policy, PythonCache: m.pythons})
 }
 
