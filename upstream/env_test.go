@@ -81,7 +81,8 @@ exec "$@"`
 }
 
 // A stdio server with environment = "sandbox" runs in bubblewrap: it
-// cannot read $HOME or $BUB_HOME, which the same server run locally can.
+// cannot read $HOME or $BUB_HOME, which the same server run locally can,
+// not even from a cwd that holds $BUB_HOME.
 func TestSandboxedUpstream(t *testing.T) {
 	testenv.MustHaveBwrap(t)
 	bin := fakeBinary(t)
@@ -106,9 +107,14 @@ func TestSandboxedUpstream(t *testing.T) {
 	src := stdioTable("plain", bin, nil, "") + stdioTable("boxed", bin, nil, `environment = "sandbox"
 [upstreams.boxed.sandbox]
 read_only = [`+strconv.Quote(filepath.Dir(bin))+`]
+`) + stdioTable("boxedcwd", bin, nil, `environment = "sandbox"
+cwd = `+strconv.Quote(filepath.Dir(home))+`
+[upstreams.boxedcwd.sandbox]
+read_only = [`+strconv.Quote(filepath.Dir(bin))+`]
 `)
 	h := newHost(t, src, home)
 	h.waitState(t, "boxed", "ready", nil)
+	h.waitState(t, "boxedcwd", "ready", nil)
 	got, want := map[string]string{}, map[string]string{}
 	for what, path := range secrets {
 		got["plain reads "+what] = h.text(t, "plain.read", map[string]any{"path": path})
@@ -120,6 +126,13 @@ read_only = [`+strconv.Quote(filepath.Dir(bin))+`]
 		}
 		want["boxed reads "+what] = "not found"
 	}
+	// Nor when $BUB_HOME lies inside the server's cwd, mounted writable.
+	text := h.text(t, "boxedcwd.read", map[string]any{"path": secrets["$BUB_HOME"]})
+	got["boxed in its parent reads $BUB_HOME"] = text
+	if strings.HasPrefix(text, "error: ") && strings.Contains(text, "no such file or directory") {
+		got["boxed in its parent reads $BUB_HOME"] = "not found"
+	}
+	want["boxed in its parent reads $BUB_HOME"] = "not found"
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("reads (-want +got):\n%s", diff)
 	}
