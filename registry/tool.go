@@ -273,31 +273,17 @@ func integralNumbers(args json.RawMessage) (json.RawMessage, bool) {
 		return nil, false
 	}
 	changed := false
-	var walk func(x any) any
-	walk = func(x any) any {
-		switch x := x.(type) {
-		case json.Number:
-			if !strings.ContainsAny(string(x), ".eE") {
-				return x
-			}
-			f, err := x.Float64()
-			if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-				return x
-			}
-			changed = true
-			return json.Number(strconv.FormatInt(int64(f), 10))
-		case map[string]any:
-			for k, v := range x {
-				x[k] = walk(v)
-			}
-		case []any:
-			for i, v := range x {
-				x[i] = walk(v)
-			}
+	doc = mapNumbers(doc, func(n json.Number) any {
+		if !strings.ContainsAny(string(n), ".eE") {
+			return n
 		}
-		return x
-	}
-	doc = walk(doc)
+		f, err := n.Float64()
+		if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+			return n
+		}
+		changed = true
+		return json.Number(strconv.FormatInt(int64(f), 10))
+	})
 	if !changed {
 		return nil, false
 	}

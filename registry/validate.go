@@ -136,17 +136,26 @@ func schemaTypes(p map[string]any) []string {
 // normalizeNumbers turns the json.Number values jsonschema.UnmarshalJSON
 // produces into float64, the form encoding/json gives handlers' maps.
 func normalizeNumbers(v any) any {
+	return mapNumbers(v, func(n json.Number) any {
+		f, _ := n.Float64()
+		return f
+	})
+}
+
+// mapNumbers replaces, in place, each json.Number in v (a document
+// decoded with UseNumber) with f's answer for it, and returns v so
+// changed.
+func mapNumbers(v any, f func(json.Number) any) any {
 	switch x := v.(type) {
 	case json.Number:
-		f, _ := x.Float64()
-		return f
+		return f(x)
 	case map[string]any:
 		for k, e := range x {
-			x[k] = normalizeNumbers(e)
+			x[k] = mapNumbers(e, f)
 		}
 	case []any:
 		for i, e := range x {
-			x[i] = normalizeNumbers(e)
+			x[i] = mapNumbers(e, f)
 		}
 	}
 	return v
