@@ -114,7 +114,7 @@ type stdioConn struct {
 	sem     chan struct{} // bounds the requests running at once
 	queue   chan struct{} // bounds the requests running or waiting
 
-	pool *edge.Pool // runs requests that arrive while others wait to be read
+	pool *pool // runs requests that arrive while others wait to be read
 
 	// One goroutine at a time reads in (see read and runInline).
 	in      *bufio.Reader
@@ -153,7 +153,7 @@ func newStdioConn(core edge.Core, out io.Writer) *stdioConn {
 		out:     out,
 		sem:     make(chan struct{}, l.MaxConcurrentPerClient),
 		queue:   make(chan struct{}, 2*l.MaxConcurrentPerClient),
-		pool:    edge.NewPool(l.MaxConcurrentPerClient, edge.PoolIdle),
+		pool:    newPool(l.MaxConcurrentPerClient, poolIdle),
 		notes:   make(chan mcp.JSONRPCNotification, 100),
 		pending: map[int64]chan rpcReply{},
 	}

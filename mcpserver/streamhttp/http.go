@@ -127,7 +127,6 @@ type Handler struct {
 	streamable *server.StreamableHTTPServer
 	ids        *sessionTable
 	parking    *mcpgofix.Parking // 2025 sessions' GET streams (mcpgofix/getstream.go)
-	pool       *edge.Pool        // runs detachable requests
 	posts      edge.Calls        // POSTs being answered
 }
 
@@ -142,8 +141,7 @@ func New(srv *mcpserver.Server, o Options) *Handler {
 	core := srv.Transport()
 	limits := core.Limits()
 	h := &Handler{core: core, log: core.Logger(), via: edge.ViaMCP{MCP: core.MCP(), Logger: core.Logger()},
-		ids: newSessionTable(limits.MaxSessions, limits.MaxSessionsPerPrincipal), parking: mcpgofix.NewParking(),
-		pool: edge.NewPool(64, edge.PoolIdle)}
+		ids: newSessionTable(limits.MaxSessions, limits.MaxSessionsPerPrincipal), parking: mcpgofix.NewParking()}
 	// However a 2025 session ends (DELETE, idle sweep, shutdown), its GET
 	// stream's hand-off state goes with it.
 	core.OnSessionEnd(h.parking.Forget)

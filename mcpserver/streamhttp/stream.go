@@ -242,11 +242,11 @@ func (h *Handler) servePollable(w http.ResponseWriter, r *http.Request, st *http
 	})
 	defer stop()
 	done := make(chan struct{})
-	h.pool.Go(func() {
+	go func() {
 		defer close(done)
 		defer cancel()
 		h.streamable.ServeHTTP(pw, r.WithContext(inner)) // inner keeps r's values
-	})
+	}()
 	select {
 	case <-done:
 	case <-pw.gone:

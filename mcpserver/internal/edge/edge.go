@@ -188,9 +188,6 @@ func RPCError(rawID json.RawMessage, code int, message string) mcp.JSONRPCError 
 	return mcpgofix.RPCError(rawID, code, message)
 }
 
-// PoolIdle is how long an idle pooled goroutine waits for work.
-const PoolIdle = 30 * time.Second
-
 // ShutdownTimeout bounds how long closing transports may take after
 // calls were cancelled.
 const ShutdownTimeout = 5 * time.Second
