@@ -2,7 +2,7 @@
 // transports (mcpserver/stdio, mcpserver/streamhttp) share, and nothing
 // else: the contract between them (Core, Outbound), the envelope a
 // transport decodes once where a message enters, the bounds both keep,
-// and their small plumbing (Pool, Calls).
+// and their small plumbing (Calls).
 package edge
 
 import (
