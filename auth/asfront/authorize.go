@@ -7,12 +7,41 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 )
+
+// redirectMatches reports whether the redirect URI a request names is
+// the registered one: the same string, or, for http on a loopback IP
+// literal (127.0.0.1, [::1]), the same but for the port, which RFC 8252
+// §7.3 (and OAuth 2.1) has the server accept whatever it is: a native
+// client listens on a port the OS hands it at each sign-in. "localhost"
+// is not such a literal (RFC 8252 §8.3) and matches exactly.
+func redirectMatches(registered, requested string) bool {
+	if registered == requested {
+		return true
+	}
+	r, err1 := url.Parse(registered)
+	q, err2 := url.Parse(requested)
+	if err1 != nil || err2 != nil || r.Scheme != "http" || q.Scheme != "http" || !loopbackIP(r.Hostname()) || r.Hostname() != q.Hostname() {
+		return false
+	}
+	r.Host, q.Host = r.Hostname(), q.Hostname()
+	if strings.Contains(r.Host, ":") { // an IPv6 literal
+		r.Host, q.Host = "["+r.Host+"]", "["+q.Host+"]"
+	}
+	return r.String() == q.String()
+}
+
+// loopbackIP reports whether host is a loopback IP literal.
+func loopbackIP(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
 
 // pending is an authorization request between /authorize and the IdP's
 // callback; consent adds the signed-in user while the consent page waits.
@@ -90,7 +119,7 @@ func (f *Front) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	if ru == "" && len(c.RedirectURIs) == 1 {
 		ru = c.RedirectURIs[0]
 	}
-	if !slices.Contains(c.RedirectURIs, ru) {
+	if !slices.ContainsFunc(c.RedirectURIs, func(reg string) bool { return redirectMatches(reg, ru) }) {
 		f.pageError(w, r, oerr(400, "invalid_request", "redirect_uri is not registered for this client", nil))
 		return
 	}

@@ -307,6 +307,28 @@ func TestFlow(t *testing.T) {
 	}
 }
 
+// A native client registers its loopback redirect URI without a port
+// and signs in on whatever port the OS gave it (RFC 8252 §7.3): the code
+// goes to that port and is redeemed with it; another path is refused.
+func TestLoopbackRedirectAnyPort(t *testing.T) {
+	e := newEnv(t, nil)
+	id := e.register("http://127.0.0.1/cb")
+	redirect := "http://127.0.0.1:9/cb"
+	f := newFlow(id, redirect, e.endpoint)
+	res, body, _ := e.authorize(e.browser(redirect), f, true)
+	if loc := res.Header.Get("Location"); !strings.HasPrefix(loc, redirect+"?") {
+		t.Fatalf("authorize: %d %s %q; want a redirect to %s", res.StatusCode, loc, body, redirect)
+	}
+	if status, body, _ := e.token(codeForm(f, e.code(res, f))); status != 200 {
+		t.Errorf("token: %d %s", status, body)
+	}
+	other := "http://127.0.0.1:9/elsewhere"
+	res, body, consented := e.authorize(e.browser(other), newFlow(id, other, e.endpoint), true)
+	if consented || res.StatusCode != 400 || !strings.Contains(body, "redirect_uri is not registered for this client") {
+		t.Errorf("another path: %d %q (consent %v); want 400, not registered", res.StatusCode, body, consented)
+	}
+}
+
 var cmpIgnoreExpiry = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Expiry" }, cmp.Ignore())
 
 // TestRefusals checks each refusal's status and body.
