@@ -41,9 +41,10 @@ func loginCommand(env *Env) *cobra.Command {
 	return cmd
 }
 
-// upstreamsLogoutCommand is `bub-mcp upstreams logout <name>`: it deletes
-// stored token sets of an auth = "oauth" upstream, so the next call of
-// that principal asks it to sign in again.
+// upstreamsLogoutCommand is `bub-mcp upstreams logout <name>`: it revokes
+// (at the upstream's authorization server, when it can) and deletes stored
+// token sets of an auth = "oauth" upstream, so the next call of that
+// principal asks it to sign in again.
 func upstreamsLogoutCommand(env *Env, c *common) *cobra.Command {
 	var (
 		principal string
@@ -51,16 +52,22 @@ func upstreamsLogoutCommand(env *Env, c *common) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "logout <name> [--principal P | --all]",
-		Short: "delete the stored upstream tokens of a principal (default: the local user), or of all with --all",
-		Long: `Delete the token sets bub-mcp keeps for an upstream with auth = "oauth".
+		Short: "revoke and delete the stored upstream tokens of a principal (default: the local user), or of all with --all",
+		Long: `Revoke and delete the token sets bub-mcp keeps for an upstream with auth = "oauth".
 
 Without --principal, the local user's set is deleted (the one of stdio
 clients, bub-mcp call and bub-mcp login). --principal names another
 principal (a token's name, or an OAuth principal's issuer#sub, as the audit
 log shows it); --all deletes every principal's. A serving bub-mcp sees the
-deletion at that principal's next call, which asks to sign in again. The
-upstream's authorization server is not told: revoke the grant there too if
-the token may have leaked.`,
+deletion at that principal's next call, which asks to sign in again.
+
+Before deleting a set, bub-mcp revokes its tokens at the upstream's
+authorization server (RFC 7009) when its metadata names a
+revocation_endpoint, so that a copy of the refresh token stops working
+too. The set is deleted either way; the output says for whom the
+authorization server revoked the grant and for whom the set was deleted
+only here (and why): revoke the grant there by hand if its token may have
+leaked.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all && principal != "" {
@@ -87,13 +94,28 @@ the token may have leaked.`,
 				}
 				fmt.Fprintf(env.Stdout, "upstream %s: no stored token for principal %q\n", name, who)
 			default:
-				fmt.Fprintf(env.Stdout, "upstream %s: deleted the tokens of %s\n", name, quoteAll(gone))
+				var names, revoked []string
+				for _, g := range gone {
+					names = append(names, g.Principal)
+					if g.Revoked {
+						revoked = append(revoked, g.Principal)
+					}
+				}
+				fmt.Fprintf(env.Stdout, "upstream %s: deleted the tokens of %s\n", name, quoteAll(names))
+				if len(revoked) > 0 {
+					fmt.Fprintf(env.Stdout, "  revoked at the authorization server: %s\n", quoteAll(revoked))
+				}
+				for _, g := range gone {
+					if !g.Revoked {
+						fmt.Fprintf(env.Stdout, "  deleted only here, not revoked: %q: %s\n", g.Principal, g.NotRevoked)
+					}
+				}
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&principal, "principal", "", "the principal whose token set to delete (default: the local user)")
-	cmd.Flags().BoolVar(&all, "all", false, "delete every principal's token set")
+	cmd.Flags().StringVar(&principal, "principal", "", "the principal whose token set to revoke and delete (default: the local user)")
+	cmd.Flags().BoolVar(&all, "all", false, "revoke and delete every principal's token set")
 	return cmd
 }
 

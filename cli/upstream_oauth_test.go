@@ -44,11 +44,19 @@ type oauthUpstream struct {
 }
 
 // recorder is a reverse proxy that remembers the Authorization headers of
-// the MCP requests and the grant types of the token requests it passes.
+// the MCP requests, the grant types of the token requests and the forms
+// of the revocation requests it passes.
 type recorder struct {
-	mu     sync.Mutex
-	bearer []string // Authorization headers of /mcp requests
-	grants []string // grant_type of /token requests
+	mu      sync.Mutex
+	bearer  []string     // Authorization headers of /mcp requests
+	grants  []string     // grant_type of /token requests
+	revokes []url.Values // forms of /revoke requests
+}
+
+func (r *recorder) revocations() []url.Values {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]url.Values(nil), r.revokes...)
 }
 
 func (r *recorder) seen() (bearer, grants []string) {
@@ -81,6 +89,11 @@ func startOAuthUpstream(t *testing.T, ttl string) *oauthUpstream {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			form, _ := url.ParseQuery(string(body))
 			up.rec.grants = append(up.rec.grants, form.Get("grant_type"))
+		case "/revoke":
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			form, _ := url.ParseQuery(string(body))
+			up.rec.revokes = append(up.rec.revokes, form)
 		}
 		up.rec.mu.Unlock()
 		rp.ServeHTTP(w, r)
@@ -394,11 +407,41 @@ func testUpstreamOAuth(t *testing.T, store string) {
 		}
 	}
 
-	// Logout: alice's next call asks again; bob's still works.
+	// Logout: alice's next call asks again; bob's still works. The
+	// upstream's authorization server revoked her grant: the refresh
+	// token bub-mcp held for her no longer refreshes there.
 	logout := exec.Command(binary(t), "upstreams", "logout", "up", "--principal", "alice")
 	logout.Env = envFor()
-	if b, err := logout.CombinedOutput(); err != nil || !strings.Contains(string(b), `deleted the tokens of "alice"`) {
+	b, err := logout.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), `deleted the tokens of "alice"`) || !strings.Contains(string(b), `revoked at the authorization server: "alice"`) {
 		t.Fatalf("upstreams logout: %v %s", err, b)
+	}
+	var revoked url.Values
+	for _, f := range up.rec.revocations() {
+		if f.Get("token_type_hint") == "refresh_token" {
+			if revoked != nil {
+				t.Errorf("more than one refresh token revoked for one principal's logout")
+			}
+			revoked = f
+		}
+	}
+	if revoked == nil || revoked.Get("token") == "" || revoked.Get("client_id") == "" {
+		t.Fatalf("the logout revoked no refresh token at the upstream: %v", up.rec.revocations())
+	}
+	for _, st := range stored {
+		if bytes.Contains(b, []byte(revoked.Get("token"))) || bytes.Contains(st, []byte(revoked.Get("token"))) {
+			t.Errorf("the logout's output or a stored set shows the refresh token")
+		}
+	}
+	res, err = http.PostForm(up.public+"/token", url.Values{"grant_type": {"refresh_token"},
+		"refresh_token": {revoked.Get("token")}, "client_id": {revoked.Get("client_id")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 400 || !strings.Contains(string(page), `"error":"invalid_grant","error_description":"refresh token revoked"`) {
+		t.Errorf("refresh with alice's revoked token at the upstream: %d %s; want invalid_grant, revoked", res.StatusCode, page)
 	}
 	linkFor("alice after logout", alice)
 	if store == "file" {

@@ -573,8 +573,11 @@ func (m *Module) Login(ctx context.Context, name string, show func(authURL strin
 
 // Logout deletes the token sets of server name: principal's, or every
 // principal's with all; by (who asked) goes in the audit record of each.
-// It returns the principals whose set it deleted.
-func (m *Module) Logout(ctx context.Context, name, principal string, all bool, by string) ([]string, error) {
+// Before deleting a set it revokes its tokens at the server's
+// authorization server (RFC 7009), when that names a revocation endpoint;
+// the set is deleted whether or not that works, and each result says
+// which happened. It returns the principals whose set it deleted.
+func (m *Module) Logout(ctx context.Context, name, principal string, all bool, by string) ([]LogoutResult, error) {
 	u, ok := m.byName(name)
 	if !ok {
 		return nil, fmt.Errorf("no upstream %q (see `bub-mcp upstreams`)", name)
@@ -592,19 +595,65 @@ func (m *Module) Logout(ctx context.Context, name, principal string, all bool, b
 			return nil, err
 		}
 	}
-	var out []string
+	rv := &revoker{u: u}
+	var out []LogoutResult
 	for _, p := range who {
-		found, err := c.store.Delete(ctx, name, p)
+		res, found, err := m.logout(ctx, c, rv, u, p)
 		if err != nil {
 			return out, err
 		}
 		u.pool.drop(p)
 		if found {
-			out = append(out, p)
+			out = append(out, res)
 			m.auditCredentials("upstream.logout", by, name, p)
 		}
 	}
 	return out, nil
+}
+
+// logout revokes and deletes principal's token set at u, holding it
+// against a refresh in another process meanwhile (which would replace
+// the refresh token being revoked).
+func (m *Module) logout(ctx context.Context, c *credentials, rv *revoker, u *upstream, principal string) (LogoutResult, bool, error) {
+	name := u.cfg.name
+	res := LogoutResult{Principal: principal}
+	lctx, cancel := context.WithTimeout(ctx, u.cfg.StartTimeout.Duration)
+	unlock, err := c.lock(lctx, name, principal)
+	cancel()
+	if err != nil {
+		res.NotRevoked = fmt.Sprintf("could not hold the token set against a refresh: %v", err)
+		unlock = func() {}
+	}
+	defer unlock()
+	if err == nil {
+		set, err := c.load(ctx, name, principal)
+		switch {
+		case errors.Is(err, ErrNoCredentials):
+			// Either there is none (and Delete finds none, so this result
+			// is dropped) or it does not open.
+			res.NotRevoked = "the stored token set does not open with this server's key"
+		case err != nil:
+			res.NotRevoked = err.Error()
+		default:
+			if err := rv.revoke(ctx, set); err != nil {
+				res.NotRevoked = err.Error()
+			} else {
+				res.Revoked = true
+			}
+		}
+	}
+	found, err := c.store.Delete(ctx, name, principal)
+	if err != nil {
+		return res, false, err
+	}
+	if found {
+		if res.Revoked {
+			m.log.Info("upstream.revoke", "upstream", name, "principal", principal)
+		} else {
+			m.log.Warn("upstream.revoke", "upstream", name, "principal", principal, "error", res.NotRevoked)
+		}
+	}
+	return res, found, nil
 }
 
 // Principals lists the principals with a token set for server name.

@@ -192,7 +192,7 @@ func TestLogoutSeenByLiveConnection(t *testing.T) {
 		t.Errorf("p2 after p1's logout: %v", err)
 	}
 	gone, err := h.m.Logout(ctx, "up", "", true, "tester")
-	if err != nil || len(gone) != 1 || gone[0] != "p2" {
+	if err != nil || len(gone) != 1 || gone[0].Principal != "p2" {
 		t.Errorf("Logout --all: %v %v; want p2", gone, err)
 	}
 }

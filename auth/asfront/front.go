@@ -4,13 +4,13 @@
 // bub-mcp is the OAuth 2.1 authorization server MCP clients see. It
 // publishes RFC 8414 metadata, registers clients (RFC 7591, and CIMD
 // client ids fetched from their https URL), runs /authorize (PKCE S256,
-// RFC 8707 resource, RFC 9207 iss) and /token (authorization code,
-// refresh with rotation and reuse detection), and sends the user to the
-// real IdP with one pre-registered client. On the IdP's callback it reads
-// the ID token's claims, asks the user to consent once per client, and
-// issues its own short-lived JWT access tokens, signed by an auth.KeyRing
-// and checked by the ordinary auth.ResourceServer, so the claims→profile
-// rules apply unchanged.
+// RFC 8707 resource, RFC 9207 iss), /token (authorization code, refresh
+// with rotation and reuse detection) and /revoke (RFC 7009), and sends the
+// user to the real IdP with one pre-registered client. On the IdP's
+// callback it reads the ID token's claims, asks the user to consent once
+// per client, and issues its own short-lived JWT access tokens, signed by
+// an auth.KeyRing and checked by the ordinary auth.ResourceServer, so the
+// claims→profile rules apply unchanged.
 //
 // State (clients, pending requests, consents, codes, refresh tokens)
 // lives in a Store: a file under $BUB_HOME for one machine, PostgreSQL
@@ -44,6 +44,7 @@ const (
 	MetadataPath     = "/.well-known/oauth-authorization-server"
 	AuthorizePath    = "/authorize"
 	TokenPath        = "/token"
+	RevokePath       = "/revoke"
 	RegisterPath     = "/register"
 	JWKSPath         = "/jwks"
 	CallbackPath     = "/oauth/callback"
@@ -212,9 +213,11 @@ func (f *Front) Handler() http.Handler {
 	mux.HandleFunc("GET "+CallbackPath, f.serveCallback)
 	mux.HandleFunc("POST "+ConsentPath, f.serveConsent)
 	mux.HandleFunc("POST "+TokenPath, f.serveToken)
+	mux.HandleFunc("POST "+RevokePath, f.serveRevoke)
 	// Browser-based clients (the MCP Inspector) read the metadata,
-	// register and redeem codes cross-origin; none of it uses cookies.
-	for _, p := range []string{MetadataPath, RegisterPath, TokenPath} {
+	// register, redeem codes and revoke cross-origin; none of it uses
+	// cookies.
+	for _, p := range []string{MetadataPath, RegisterPath, TokenPath, RevokePath} {
 		mux.HandleFunc("OPTIONS "+p, preflight)
 	}
 	return mux
@@ -222,7 +225,7 @@ func (f *Front) Handler() http.Handler {
 
 // Paths lists the paths Handler serves, for mounting.
 func Paths() []string {
-	return []string{MetadataPath, JWKSPath, RegisterPath, AuthorizePath, CallbackPath, ConsentPath, TokenPath}
+	return []string{MetadataPath, JWKSPath, RegisterPath, AuthorizePath, CallbackPath, ConsentPath, TokenPath, RevokePath}
 }
 
 // KeysClient returns an HTTP client that answers GETs of the front's
@@ -276,6 +279,8 @@ func (f *Front) metadata() map[string]any {
 		"response_modes_supported":                       []string{"query"},
 		"grant_types_supported":                          grants,
 		"token_endpoint_auth_methods_supported":          []string{"none"},
+		"revocation_endpoint":                            f.opts.Issuer + RevokePath,
+		"revocation_endpoint_auth_methods_supported":     []string{"none"},
 		"code_challenge_methods_supported":               []string{"S256"},
 		"authorization_response_iss_parameter_supported": true,
 		"client_id_metadata_document_supported":          true,

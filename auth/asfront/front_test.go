@@ -748,6 +748,7 @@ func TestMetadata(t *testing.T) {
 		"scopes_supported": []any{"mcp"}, "response_types_supported": []any{"code"}, "response_modes_supported": []any{"query"},
 		"grant_types_supported":                 []any{"authorization_code", "refresh_token"},
 		"token_endpoint_auth_methods_supported": []any{"none"}, "code_challenge_methods_supported": []any{"S256"},
+		"revocation_endpoint": u + "/revoke", "revocation_endpoint_auth_methods_supported": []any{"none"},
 		"authorization_response_iss_parameter_supported": true, "client_id_metadata_document_supported": true,
 	}
 	if diff := cmp.Diff(want, m); diff != "" {
