@@ -19,14 +19,8 @@ import (
 // refusal, and the answer tells an attacker nothing); token_type_hint is
 // therefore not needed and is ignored (§2.1 allows it).
 func (f *Front) serveRevoke(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Access-Control-Allow-Origin", "*")
-	form, e := readForm(w, r)
-	if e != nil {
-		f.refuse(w, r, e)
-		return
-	}
-	if r.Header.Get("Authorization") != "" || form.Get("client_secret") != "" {
-		f.refuse(w, r, oerr(401, "invalid_client", "clients of this server are public: authenticate with PKCE, not a secret", nil))
+	form, ok := f.publicClientForm(w, r)
+	if !ok {
 		return
 	}
 	token := form.Get("token")

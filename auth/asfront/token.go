@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -16,16 +17,11 @@ import (
 // and, when Options.TokenExchangeAudiences lists any, token exchange
 // (exchange.go).
 func (f *Front) serveToken(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Access-Control-Allow-Origin", "*")
-	form, e := readForm(w, r)
-	if e != nil {
-		f.refuse(w, r, e)
+	form, ok := f.publicClientForm(w, r)
+	if !ok {
 		return
 	}
-	if r.Header.Get("Authorization") != "" || form.Get("client_secret") != "" {
-		f.refuse(w, r, oerr(401, "invalid_client", "clients of this server are public: authenticate with PKCE, not a secret", nil))
-		return
-	}
+	var e *oauthError
 	if form.Get("grant_type") == GrantTokenExchange && len(f.opts.TokenExchangeAudiences) > 0 {
 		f.exchangeGrant(w, r, form)
 		return
@@ -67,6 +63,24 @@ func (f *Front) serveToken(w http.ResponseWriter, r *http.Request) {
 		"refresh_token": refresh,
 		"scope":         strings.Join(g.Scopes, " "),
 	})
+}
+
+// publicClientForm reads the form of a request to /token or /revoke,
+// which browsers' clients may call cross-origin; a request that
+// authenticates a client is refused, since every client of this server is
+// public (PKCE). ok is false when the refusal was written.
+func (f *Front) publicClientForm(w http.ResponseWriter, r *http.Request) (form url.Values, ok bool) {
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	form, e := readForm(w, r)
+	if e != nil {
+		f.refuse(w, r, e)
+		return nil, false
+	}
+	if r.Header.Get("Authorization") != "" || form.Get("client_secret") != "" {
+		f.refuse(w, r, oerr(401, "invalid_client", "clients of this server are public: authenticate with PKCE, not a secret", nil))
+		return nil, false
+	}
+	return form, true
 }
 
 // codeGrant redeems an authorization code. A code used twice revokes the
