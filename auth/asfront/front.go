@@ -196,9 +196,6 @@ func New(opts Options) (*Front, error) {
 	return f, nil
 }
 
-// Issuer returns the front's issuer identifier.
-func (f *Front) Issuer() string { return f.opts.Issuer }
-
 // JWKSURL returns the URL of the front's key set.
 func (f *Front) JWKSURL() string { return f.opts.Issuer + JWKSPath }
 
