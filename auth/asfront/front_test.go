@@ -27,6 +27,12 @@ import (
 	"github.com/bubbuild/bub-mcp/internal/oidctest"
 )
 
+// answer is an endpoint's status and body, compared whole.
+type answer struct {
+	Status int
+	Body   string
+}
+
 func TestMain(m *testing.M) { os.Exit(oidctest.Run(m)) }
 
 // env is a front on loopback in front of the real Hydra, with the
@@ -347,10 +353,6 @@ func TestRefusals(t *testing.T) {
 		f := newFlow(id, redirect, e.endpoint)
 		res, _, _ := e.authorize(b, f, true)
 		return f, e.code(res, f)
-	}
-	type answer struct {
-		Status int
-		Body   string
 	}
 	got := func(status int, body string) answer { return answer{status, body} }
 
