@@ -4,11 +4,11 @@
 // RFC 7662 introspection for opaque tokens) and maps the token's claims to a
 // Principal and the profiles it may use.
 //
-// The package is transport-independent: it offers net/http middleware and
-// handlers that a server mounts, and it knows nothing about MCP or tools.
-// The authenticated Principal travels in the request's context (request
-// data, like the net/http request itself, not a dependency); the server puts
-// it into providers.Connection and the audit record.
+// The package is transport-independent: it offers the metadata handler a
+// server mounts and Authenticate and WriteError for the server's own
+// request handling, and it knows nothing about MCP or tools. Authenticate
+// returns the Principal; the server names the caller after it (the
+// connection, the audit record), with no context value in between.
 //
 // A client's bearer token is only ever checked here; nothing in this package
 // forwards it anywhere (no confused deputy).

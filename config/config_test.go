@@ -266,11 +266,11 @@ func TestCORSOriginsAccepted(t *testing.T) {
 }
 
 // The token-hash check is a loop; it must agree with the pattern it
-// replaces.
-func TestNameChecks(t *testing.T) {
+// replaces. (Profile names are ident.Word's, tested there.)
+func TestValidSHA256(t *testing.T) {
 	hex := regexp.MustCompile(`^[0-9a-f]{64}$`)
-	for _, s := range []string{"", "default", "read-only_2", "a b", "p.x", "é", strings.Repeat("p", 64), strings.Repeat("p", 65),
-		strings.Repeat("a", 64), strings.Repeat("A", 64), strings.Repeat("0", 63), strings.Repeat("f", 64) + "\n"} {
+	for _, s := range []string{"", "default", strings.Repeat("a", 64), strings.Repeat("A", 64), strings.Repeat("0", 63),
+		strings.Repeat("0", 65), strings.Repeat("g", 64), strings.Repeat("f", 64) + "\n"} {
 		if got, want := validSHA256(s), hex.MatchString(s); got != want {
 			t.Errorf("validSHA256(%q) = %v; the pattern says %v", s, got, want)
 		}

@@ -73,8 +73,9 @@ func (c *Config) checkProxy(getenv func(string) string, fail func(string, ...str
 	if len(p.Scopes) > 0 && !slices.Contains(p.Scopes, "openid") {
 		return fail(`must include "openid": the user's identity comes from the ID token`, key("scopes")...)
 	}
-	switch d := p.AccessTokenTTL.Duration; {
-	case d < 0, d > time.Hour:
+	// 0 means the default; under a second the token answer's expires_in
+	// (whole seconds) would be 0, an already expired token to clients.
+	if d := p.AccessTokenTTL.Duration; d < 0 || (d > 0 && d < time.Second) || d > time.Hour {
 		return fail("between 1s and 1h (access tokens cannot be revoked)", key("access_token_ttl")...)
 	}
 	if p.RefreshTokenTTL.Duration < 0 {

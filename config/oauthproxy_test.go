@@ -38,6 +38,7 @@ token_exchange_audiences = ["https://up.example/mcp"]
 		{"secret variable unset", "client_id = \"bub\"\nclient_secret_env = \"NOPE\"\n", "config: bub.toml:11: auth.oauth.proxy.client_secret_env: environment variable NOPE is empty or unset"},
 		{"scopes without openid", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\nscopes = [\"email\"]\n", "config: bub.toml:12: auth.oauth.proxy.scopes: must include \"openid\""},
 		{"long access tokens", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\naccess_token_ttl = \"2h\"\n", "config: bub.toml:12: auth.oauth.proxy.access_token_ttl: between 1s and 1h"},
+		{"sub-second access tokens", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\naccess_token_ttl = \"500ms\"\n", "config: bub.toml:12: auth.oauth.proxy.access_token_ttl: between 1s and 1h"},
 		{"fast rotation", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\nkey_rotation = \"1m\"\n", "config: bub.toml:12: auth.oauth.proxy.key_rotation: at least 1h"},
 		{"unknown store", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\nstore = \"redis\"\n", "config: bub.toml:12: auth.oauth.proxy.store: unknown store \"redis\""},
 		{"relative audience", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\ntoken_exchange_audiences = [\"/mcp\"]\n", "config: bub.toml:12: auth.oauth.proxy.token_exchange_audiences: \"/mcp\": want an MCP server's absolute http(s) URL"},

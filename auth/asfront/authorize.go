@@ -85,14 +85,17 @@ func (f *Front) redirect(w http.ResponseWriter, r *http.Request, p *pending, q u
 		q.Set("state", p.State)
 	}
 	q.Set("iss", f.opts.Issuer)
-	u := p.RedirectURI
-	if strings.Contains(u, "?") {
-		u += "&" + q.Encode()
-	} else {
-		u += "?" + q.Encode()
-	}
 	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, u, http.StatusFound)
+	http.Redirect(w, r, withQuery(p.RedirectURI, q), http.StatusFound)
+}
+
+// withQuery adds q to u, after the query u may already have (a
+// registered redirect URI or the IdP's endpoint may carry one).
+func withQuery(u string, q url.Values) string {
+	if strings.Contains(u, "?") {
+		return u + "&" + q.Encode()
+	}
+	return u + "?" + q.Encode()
 }
 
 // serveAuthorize checks an authorization request and sends the user to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -42,10 +43,7 @@ func (f *Front) exchangeGrant(w http.ResponseWriter, r *http.Request, form url.V
 		f.refuse(w, r, e)
 		return
 	}
-	if err := f.maybeRotate(r.Context()); err != nil {
-		f.opts.Logger.Warn("oauth.proxy.key_rotation", "error", err)
-	}
-	access, err := f.opts.Keys.Sign(claims)
+	access, err := f.sign(r.Context(), claims)
 	if err != nil {
 		f.refuse(w, r, oerr(500, "server_error", "signing the token failed", err))
 		return
@@ -104,16 +102,11 @@ func (f *Front) checkExchange(ctx context.Context, form url.Values) (map[string]
 		}
 		scope = want
 	}
-	claims := map[string]any{}
-	for k, v := range subject.claims {
-		claims[k] = v
-	}
-	for k, v := range map[string]any{
+	claims := maps.Clone(subject.claims)
+	maps.Copy(claims, map[string]any{
 		"iss": f.opts.Issuer, "aud": target, "scope": scope,
 		"iat": now.Unix(), "nbf": now.Unix(), "exp": exp.Unix(), "jti": random(16),
-	} {
-		claims[k] = v
-	}
+	})
 	return claims, nil
 }
 

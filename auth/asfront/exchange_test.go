@@ -78,10 +78,6 @@ func TestTokenExchange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type answer struct {
-		Status int
-		Body   string
-	}
 	with := func(f url.Values, k, v string) url.Values {
 		f.Set(k, v)
 		return f

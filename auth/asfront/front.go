@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -195,9 +196,6 @@ func New(opts Options) (*Front, error) {
 	return f, nil
 }
 
-// Issuer returns the front's issuer identifier.
-func (f *Front) Issuer() string { return f.opts.Issuer }
-
 // JWKSURL returns the URL of the front's key set.
 func (f *Front) JWKSURL() string { return f.opts.Issuer + JWKSPath }
 
@@ -320,16 +318,11 @@ type grantData struct {
 
 // accessToken signs an access token for g.
 func (f *Front) accessToken(ctx context.Context, g grantData) (string, error) {
-	if err := f.maybeRotate(ctx); err != nil {
-		f.opts.Logger.Warn("oauth.proxy.key_rotation", "error", err)
-	}
 	now := f.opts.Now()
 	claims := map[string]any{}
-	for k, v := range g.Session.Claims {
-		claims[k] = v
-	}
+	maps.Copy(claims, g.Session.Claims)
 	// Registered claims last: the IdP's copies cannot override them.
-	maps := map[string]any{
+	maps.Copy(claims, map[string]any{
 		"iss":       f.opts.Issuer,
 		"sub":       g.Session.Subject,
 		"aud":       g.Resource,
@@ -339,9 +332,15 @@ func (f *Front) accessToken(ctx context.Context, g grantData) (string, error) {
 		"nbf":       now.Unix(),
 		"exp":       now.Add(f.opts.AccessTokenTTL).Unix(),
 		"jti":       random(16),
-	}
-	for k, v := range maps {
-		claims[k] = v
+	})
+	return f.sign(ctx, claims)
+}
+
+// sign signs claims with the current key, rotated first if it is due; a
+// failed rotation is logged and the current key signs.
+func (f *Front) sign(ctx context.Context, claims map[string]any) (string, error) {
+	if err := f.maybeRotate(ctx); err != nil {
+		f.opts.Logger.Warn("oauth.proxy.key_rotation", "error", err)
 	}
 	return f.opts.Keys.Sign(claims)
 }

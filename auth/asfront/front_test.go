@@ -27,6 +27,12 @@ import (
 	"github.com/bubbuild/bub-mcp/internal/oidctest"
 )
 
+// answer is an endpoint's status and body, compared whole.
+type answer struct {
+	Status int
+	Body   string
+}
+
 func TestMain(m *testing.M) { os.Exit(oidctest.Run(m)) }
 
 // env is a front on loopback in front of the real Hydra, with the
@@ -348,10 +354,6 @@ func TestRefusals(t *testing.T) {
 		res, _, _ := e.authorize(b, f, true)
 		return f, e.code(res, f)
 	}
-	type answer struct {
-		Status int
-		Body   string
-	}
 	got := func(status int, body string) answer { return answer{status, body} }
 
 	t.Run("replayed authorization code revokes its tokens", func(t *testing.T) {
@@ -414,52 +416,37 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("mixed-up callback: %d → %s; want the client told access_denied, no code", res.StatusCode, loc)
 		}
 	})
-	t.Run("PKCE mismatch", func(t *testing.T) {
-		f, code := signIn(t)
-		form := codeForm(f, code)
-		form.Set("code_verifier", strings.Repeat("x", 60))
-		status, body, _ := e.token(form)
-		want := answer{400, `{"error":"invalid_grant","error_description":"PKCE verification failed"}`}
-		if diff := cmp.Diff(want, got(status, body)); diff != "" {
-			t.Errorf("(-want +got):\n%s", diff)
-		}
-	})
-	t.Run("redirect URI differs at the token endpoint", func(t *testing.T) {
-		f, code := signIn(t)
-		form := codeForm(f, code)
-		form.Set("redirect_uri", "http://127.0.0.1:9/other")
-		status, body, _ := e.token(form)
-		want := answer{400, `{"error":"invalid_grant","error_description":"redirect_uri differs from the authorization request's"}`}
-		if diff := cmp.Diff(want, got(status, body)); diff != "" {
-			t.Errorf("(-want +got):\n%s", diff)
-		}
-	})
+	// A code redeemed with one parameter unlike the authorization
+	// request's is refused.
+	for _, tc := range []struct {
+		name, key, value string
+		want             answer
+	}{
+		{"PKCE mismatch", "code_verifier", strings.Repeat("x", 60),
+			answer{400, `{"error":"invalid_grant","error_description":"PKCE verification failed"}`}},
+		{"redirect URI differs at the token endpoint", "redirect_uri", "http://127.0.0.1:9/other",
+			answer{400, `{"error":"invalid_grant","error_description":"redirect_uri differs from the authorization request's"}`}},
+		{"code for another client", "client_id", "dcr_someoneelse",
+			answer{400, `{"error":"invalid_grant","error_description":"authorization code was issued to another client"}`}},
+		{"token request for another resource", "resource", e.srv.URL + "/mcp/p/other",
+			answer{400, `{"error":"invalid_target","error_description":"resource differs from the one authorized"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, code := signIn(t)
+			form := codeForm(f, code)
+			form.Set(tc.key, tc.value)
+			status, body, _ := e.token(form)
+			if diff := cmp.Diff(tc.want, got(status, body)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
 	t.Run("expired code", func(t *testing.T) {
 		f, code := signIn(t)
 		e.skew.Store(int64(asfront.DefaultCodeTTL/time.Second) + 1)
 		defer e.skew.Store(0)
 		status, body, _ := e.token(codeForm(f, code))
 		want := answer{400, `{"error":"invalid_grant","error_description":"authorization code expired"}`}
-		if diff := cmp.Diff(want, got(status, body)); diff != "" {
-			t.Errorf("(-want +got):\n%s", diff)
-		}
-	})
-	t.Run("code for another client", func(t *testing.T) {
-		f, code := signIn(t)
-		form := codeForm(f, code)
-		form.Set("client_id", "dcr_someoneelse")
-		status, body, _ := e.token(form)
-		want := answer{400, `{"error":"invalid_grant","error_description":"authorization code was issued to another client"}`}
-		if diff := cmp.Diff(want, got(status, body)); diff != "" {
-			t.Errorf("(-want +got):\n%s", diff)
-		}
-	})
-	t.Run("token request for another resource", func(t *testing.T) {
-		f, code := signIn(t)
-		form := codeForm(f, code)
-		form.Set("resource", e.srv.URL+"/mcp/p/other")
-		status, body, _ := e.token(form)
-		want := answer{400, `{"error":"invalid_target","error_description":"resource differs from the one authorized"}`}
 		if diff := cmp.Diff(want, got(status, body)); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}

@@ -36,10 +36,6 @@ func TestRevoke(t *testing.T) {
 		t.Helper()
 		return e.post(asfront.RevokePath, "application/x-www-form-urlencoded", form.Encode())
 	}
-	type answer struct {
-		Status int
-		Body   string
-	}
 
 	t.Run("revoked refresh token ends the grant", func(t *testing.T) {
 		f, tr := grant(t)

@@ -88,11 +88,7 @@ func (u *upstream) authorizeURL(ctx context.Context, redirectURI, state, nonce, 
 		"code_challenge":        {base64.RawURLEncoding.EncodeToString(sum[:])},
 		"code_challenge_method": {"S256"},
 	}
-	sep := "?"
-	if strings.Contains(d.AuthorizationEndpoint, "?") {
-		sep = "&"
-	}
-	return d.AuthorizationEndpoint + sep + q.Encode(), nil
+	return withQuery(d.AuthorizationEndpoint, q), nil
 }
 
 // exchange trades the IdP's code for tokens and returns the verified ID

@@ -11,11 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bubbuild/bub-mcp/internal/pgschema"
 	"github.com/bubbuild/bub-mcp/upstream"
@@ -43,10 +41,7 @@ var migrations = []string{
 
 // Store is an upstream.CredentialStore on a PostgreSQL pool.
 type Store struct {
-	pool *pgxpool.Pool
-
-	mu       sync.Mutex
-	migrated bool
+	db *pgschema.DB
 }
 
 var _ upstream.CredentialStore = (*Store)(nil)
@@ -55,42 +50,25 @@ var _ upstream.CredentialLocker = (*Store)(nil)
 // Open makes a pool on dsn. The schema is migrated on first use, so a
 // server starts while its database is down.
 func Open(dsn string) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("credstore: postgres dsn: %w", err)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	db, err := pgschema.Open(dsn, "upstream_credentials", migrations, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("credstore: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{db: db}, nil
 }
 
 // Close closes the pool.
-func (s *Store) Close() { s.pool.Close() }
-
-func (s *Store) ready(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.migrated {
-		return nil
-	}
-	if err := pgschema.Migrate(ctx, s.pool, "upstream_credentials", migrations); err != nil {
-		return fmt.Errorf("credstore: schema: %w", err)
-	}
-	s.migrated = true
-	return nil
-}
+func (s *Store) Close() { s.db.Close() }
 
 // Get implements upstream.CredentialStore.
 func (s *Store) Get(ctx context.Context, server, principal string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := s.ready(ctx); err != nil {
+	ctx, cancel, err := s.db.Ready(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer cancel()
 	var sealed []byte
-	err := s.pool.QueryRow(ctx, `SELECT sealed FROM bub_upstream_credentials WHERE server = $1 AND principal = $2`, server, principal).Scan(&sealed)
+	err = s.db.Pool.QueryRow(ctx, `SELECT sealed FROM bub_upstream_credentials WHERE server = $1 AND principal = $2`, server, principal).Scan(&sealed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, upstream.ErrNoCredentials
 	}
@@ -102,12 +80,12 @@ func (s *Store) Get(ctx context.Context, server, principal string) ([]byte, erro
 
 // Put implements upstream.CredentialStore.
 func (s *Store) Put(ctx context.Context, server, principal string, sealed []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := s.ready(ctx); err != nil {
+	ctx, cancel, err := s.db.Ready(ctx)
+	if err != nil {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO bub_upstream_credentials (server, principal, sealed) VALUES ($1, $2, $3)
+	defer cancel()
+	_, err = s.db.Pool.Exec(ctx, `INSERT INTO bub_upstream_credentials (server, principal, sealed) VALUES ($1, $2, $3)
 		ON CONFLICT (server, principal) DO UPDATE SET sealed = EXCLUDED.sealed, updated = now()`, server, principal, sealed)
 	if err != nil {
 		return fmt.Errorf("credstore: %w", err)
@@ -117,12 +95,12 @@ func (s *Store) Put(ctx context.Context, server, principal string, sealed []byte
 
 // Delete implements upstream.CredentialStore.
 func (s *Store) Delete(ctx context.Context, server, principal string) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := s.ready(ctx); err != nil {
+	ctx, cancel, err := s.db.Ready(ctx)
+	if err != nil {
 		return false, err
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM bub_upstream_credentials WHERE server = $1 AND principal = $2`, server, principal)
+	defer cancel()
+	tag, err := s.db.Pool.Exec(ctx, `DELETE FROM bub_upstream_credentials WHERE server = $1 AND principal = $2`, server, principal)
 	if err != nil {
 		return false, fmt.Errorf("credstore: %w", err)
 	}
@@ -131,12 +109,12 @@ func (s *Store) Delete(ctx context.Context, server, principal string) (bool, err
 
 // Principals implements upstream.CredentialStore.
 func (s *Store) Principals(ctx context.Context, server string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := s.ready(ctx); err != nil {
+	ctx, cancel, err := s.db.Ready(ctx)
+	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT principal FROM bub_upstream_credentials WHERE server = $1 ORDER BY principal`, server)
+	defer cancel()
+	rows, err := s.db.Pool.Query(ctx, `SELECT principal FROM bub_upstream_credentials WHERE server = $1 ORDER BY principal`, server)
 	if err != nil {
 		return nil, fmt.Errorf("credstore: %w", err)
 	}
@@ -151,7 +129,7 @@ func (s *Store) Principals(ctx context.Context, server string) ([]string, error)
 // lock on (server, principal), held on a connection of its own until
 // unlock, so replicas refresh one principal's token one at a time.
 func (s *Store) Lock(ctx context.Context, server, principal string) (func(), error) {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.db.Pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("credstore: %w", err)
 	}
