@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -101,7 +102,7 @@ func (c *Config) checkProxy(getenv func(string) string, fail func(string, ...str
 		if p.DSNEnv == "" {
 			return fail(`store = "postgres" needs dsn_env: the variable holding the connection string`, key("dsn_env")...)
 		}
-		if p.DSN = getenv(p.DSNEnv); p.DSN == "" {
+		if p.DSN = strings.TrimSpace(getenv(p.DSNEnv)); p.DSN == "" {
 			return fail(fmt.Sprintf("environment variable %s is empty or unset", p.DSNEnv), key("dsn_env")...)
 		}
 	default:

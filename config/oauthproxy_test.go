@@ -10,7 +10,7 @@ import (
 
 func TestOAuthProxyConfig(t *testing.T) {
 	base := oauthSrc("https://idp.example.com", "https://mcp.example.com", "default") + "[auth.oauth.proxy]\n"
-	env := map[string]string{"IDP_SECRET": "s3", "OAUTH_DSN": "postgres://x"}
+	env := map[string]string{"IDP_SECRET": "s3", "OAUTH_DSN": "postgres://x\n"} // a trailing newline (from a file) is trimmed, as [store] dsn_env does
 	getenv := func(k string) string { return env[k] }
 	c, err := Parse("bub.toml", base+`client_id = "bub"
 client_secret_env = "IDP_SECRET"
