@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,10 +27,7 @@ func TestServeMountsConsole(t *testing.T) {
 	sum := sha256.Sum256([]byte(token))
 	ws := t.TempDir()
 	write := func(src string) string {
-		cfg := filepath.Join(t.TempDir(), "bub.toml")
-		if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		cfg := writeConfig(t, src)
 		return cfg
 	}
 	profile := "[profiles.default]\nworkspace = \"" + ws + "\"\n"
