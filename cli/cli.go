@@ -1,7 +1,7 @@
 // Package cli is the bub-mcp command line: serve, call, tools and agent,
 // over an app.App with every registered module. cmd/bub-mcp is Main, a
-// blank import of the standard modules (modules/standard) and nothing
-// else. A binary with extra plugins (the conformance fixtures, a
+// blank import of the standard modules (modules/standard), one of the
+// builtin tools' schemas (internal/schemaseed) and nothing else. A binary with extra plugins (the conformance fixtures, a
 // company's own tools, Environments or providers) is the same few lines
 // with one more blank import, so the wiring is shared, never copied.
 package cli

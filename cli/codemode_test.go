@@ -31,11 +31,8 @@ type codeModeServer struct {
 func codeModeEnv(t *testing.T, extra string) (home, ws string, env []string) {
 	t.Helper()
 	home, ws = t.TempDir(), t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := fmt.Sprintf("%s\n[profiles.default]\nworkspace = %q\nconfine = true\n", extra, ws)
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	return home, ws, append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg)
 }
 

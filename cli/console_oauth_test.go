@@ -3,12 +3,10 @@ package cli_test
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -30,18 +28,10 @@ import (
 // and subject.
 func TestConsoleOAuth(t *testing.T) {
 	idp := oidctest.Start(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // serve binds it again: public_url must name the port first
+	addr := freeAddr(t)
 	public := "http://" + addr
 	endpoint := public + "/mcp"
-	ws, home := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("from the workspace\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ws, home := noteWorkspace(t, "from the workspace\n"), t.TempDir()
 	src := fmt.Sprintf(`[server]
 public_url = %q
 
@@ -66,10 +56,7 @@ value = "ops"
 profile = "default"
 console = true
 `, public, ws, idp.Issuer)
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	env := append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg)
 	cmd := exec.Command(binary(t), "serve", "--http", addr)
 	cmd.Env = env

@@ -122,10 +122,7 @@ func testApprovalHandOff(t *testing.T, store, decision, reason string, wantErr b
 	} else {
 		consoleHome = serveHome
 	}
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	env := func(home string) []string {
 		return append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn)
 	}

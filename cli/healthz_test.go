@@ -3,11 +3,9 @@ package cli_test
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,13 +19,10 @@ import (
 // Before, anyone read the upstream's stderr there.
 func TestHealthzHidesUpstreamStderr(t *testing.T) {
 	const secret = "sk-live-4f1c2e9a"
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := "[profiles.default]\nworkspace = \"" + t.TempDir() + "\"\n" +
 		"[[auth.tokens]]\nname = \"ops\"\nenv = \"HEALTH_TOKEN\"\nprofile = \"default\"\n" +
 		"[upstreams.leaky]\ncommand = \"sh\"\nargs = [\"-c\", \"echo password=" + secret + " >&2; exit 3\"]\n"
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg, "HEALTH_TOKEN=tok-123")
 	base := strings.TrimSuffix(serveHTTP(t, cmd), "/mcp")
@@ -87,12 +82,7 @@ func waitHealthDetails(t *testing.T, base, token, secret string) {
 func TestHealthzDetailsNeedAValidOAuthToken(t *testing.T) {
 	const secret = "sk-live-77d0c3b5"
 	idp := oidctest.Start(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // serve binds it again: public_url must name the port first
+	addr := freeAddr(t)
 	public := "http://" + addr
 	endpoint := public + "/mcp"
 	src := fmt.Sprintf(`[server]
@@ -114,10 +104,7 @@ profile = "default"
 command = "sh"
 args = ["-c", "echo password=%s >&2; exit 3"]
 `, public, t.TempDir(), idp.Issuer, secret)
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	cmd := exec.Command(binary(t), "serve", "--http", addr)
 	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg)
 	serveHTTP(t, cmd)
@@ -143,11 +130,8 @@ args = ["-c", "echo password=%s >&2; exit 3"]
 // TestServeCORSFromConfig: [server] cors_origins reaches the HTTP
 // transport, so the MCP Inspector's UI gets its preflight answered.
 func TestServeCORSFromConfig(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := "[server]\ncors_origins = [\"http://localhost:6274\"]\n[profiles.default]\nworkspace = \"" + t.TempDir() + "\"\n"
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg)
 	url := serveHTTP(t, cmd)

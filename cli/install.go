@@ -120,7 +120,7 @@ var clients = map[string]client{
 		stdio:     typedStdio,
 		http:      typedHTTP,
 		workspace: wsServe,
-		signIn:    "In Claude Code, run /mcp, pick NAME and choose Authenticate.",
+		signIn:    claudeCodeSignIn,
 	},
 	"vscode": {
 		path:      func(env *Env, home, ws string) string { return filepath.Join(ws, ".vscode", "mcp.json") },
@@ -169,6 +169,9 @@ var clients = map[string]client{
 	},
 }
 
+// claudeCodeSignIn is how Claude Code signs in, in either scope.
+const claudeCodeSignIn = "In Claude Code, run /mcp, pick NAME and choose Authenticate."
+
 // claudeCodeProject is Claude Code's project scope (--scope project): the
 // .mcp.json at the workspace's root, shared through the repository, so
 // it holds no one's workspace path.
@@ -178,7 +181,7 @@ var claudeCodeProject = client{
 	stdio:     typedStdio,
 	http:      typedHTTP,
 	workspace: wsServe,
-	signIn:    "In Claude Code, run /mcp, pick NAME and choose Authenticate.",
+	signIn:    claudeCodeSignIn,
 }
 
 func clientNames() []string {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,20 +28,12 @@ import (
 // issuers' tokens, static tokens beside OAuth, and the request limit.
 func TestServeOAuth(t *testing.T) {
 	idp := oidctest.Start(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // serve binds it again: public_url must name the port first
+	addr := freeAddr(t)
 	public := "http://" + addr
 	endpoint, tight := public+"/mcp", public+"/mcp/p/tight"
 	const static = "static-s3cret"
 	sum := sha256.Sum256([]byte(static))
-	ws, home := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("from the workspace\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ws, home := noteWorkspace(t, "from the workspace\n"), t.TempDir()
 	src := fmt.Sprintf(`[server]
 public_url = %q
 
@@ -77,10 +68,7 @@ profile = "tight"
 per_minute = 1
 burst = 2
 `, public, ws, ws, hex.EncodeToString(sum[:]), idp.Issuer)
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	cmd := exec.Command(binary(t), "serve", "--http", addr)
 	cmd.Env = append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg)
 	serveHTTP(t, cmd)

@@ -33,7 +33,6 @@ func oauthFront(ctx context.Context, cfg *config.Config, home string, log *slog.
 	if err != nil {
 		return nil, nil, release, err
 	}
-	public, _ := auth.CanonicalURL("public_url", cfg.Server.PublicURL)
 	var store asfront.Store
 	var keyStore auth.KeyStore
 	switch p.Store {
@@ -83,7 +82,7 @@ func oauthFront(ctx context.Context, cfg *config.Config, home string, log *slog.
 		Upstream:        asfront.Upstream{Issuer: o.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret, Scopes: p.Scopes},
 		Keys:            keys,
 		Store:           store,
-		Resource:        func(r string) (string, bool) { return ownResource(resources, public, r) },
+		Resource:        func(r string) (string, bool) { return ownResource(resources, issuer, r) },
 		DefaultResource: issuer + auth.DefaultEndpointPath,
 		Scopes:          o.RequiredScopes,
 		Claims:          claims,
@@ -120,7 +119,8 @@ func proxyIssuer(cfg *config.Config) (string, error) {
 }
 
 // ownResource canonicalises r and reports whether it is one of this
-// server's resources (the endpoint, a profile's, the root).
+// server's resources (the endpoint, a profile's, the root); public is the
+// server's canonical public URL (a trailing slash or none).
 func ownResource(rs *auth.ResourceServer, public, r string) (string, bool) {
 	c, err := auth.CanonicalURL("resource", r)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -289,10 +288,7 @@ client_secret_env = "BUB_TEST_IDP_SECRET"
 store = "postgres"
 dsn_env = "BUB_TEST_DSN"
 `, public, ws, idp.Issuer, upstream.ID)
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	env := append(os.Environ(), "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn, "BUB_TEST_IDP_SECRET="+upstream.Secret)
 	for i := range 3 {
 		u, err := url.Parse(startHTTPReplica(t, append(env[:len(env):len(env)], fmt.Sprintf("BUB_REPLICA=r%d", i))))
@@ -331,12 +327,7 @@ dsn_env = "BUB_TEST_DSN"
 func serveProxy(t *testing.T) (public, home string) {
 	t.Helper()
 	idp := oidctest.Start(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	public = "http://" + addr
 	upstream := idp.NewClient(t, oidctest.ClientOptions{
 		RedirectURIs: []string{public + "/oauth/callback"},
@@ -344,11 +335,8 @@ func serveProxy(t *testing.T) (public, home string) {
 		Login: &oidctest.TokenRequest{Subject: "alice", Claims: map[string]any{
 			"groups": []string{"eng"}, "email": "alice@example.com", "email_verified": true}},
 	})
-	ws := t.TempDir()
+	ws := noteWorkspace(t, "from the workspace\n")
 	home = t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("from the workspace\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	src := fmt.Sprintf(`[server]
 public_url = %q
 
@@ -375,10 +363,7 @@ client_id = %q
 client_secret_env = "BUB_TEST_IDP_SECRET"
 scopes = ["openid", "email", "profile"]
 `, public, ws, idp.Issuer, upstream.ID)
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	cmd := exec.Command(binary(t), "serve", "--http", addr)
 	cmd.Env = append(os.Environ(), "BUB_HOME="+home, "BUB_CONFIG="+cfg, "BUB_TEST_IDP_SECRET="+upstream.Secret)
 	serveHTTP(t, cmd)

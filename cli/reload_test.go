@@ -32,10 +32,7 @@ func startReload(t *testing.T, poll string, upstreams ...string) *reloadServer {
 	t.Helper()
 	s := &reloadServer{conf: filepath.Join(t.TempDir(), "bub.toml"),
 		fake: testbin.Build(t, "github.com/bubbuild/bub-mcp/upstream/internal/fakeupstream")}
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("a note"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ws := noteWorkspace(t, "a note")
 	s.write(t, upstreams...)
 	// The workspace line stays as it is: only [upstreams] is edited.
 	src, _ := os.ReadFile(s.conf)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -37,11 +36,8 @@ func TestConformanceThroughReplicas(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	bin := conformanceBinary(t)
 	ws := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := fmt.Sprintf("[store]\nkind = \"postgres\"\ndsn_env = \"BUB_TEST_DSN\"\n[profiles.default]\nworkspace = %q\n", ws)
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	// Replicas share the requestState key, or a multi-round-trip call
 	// could not resume on another replica (README, Deploy).
 	env := append(os.Environ(), "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn, "BUB_STATE_KEY=replicas-of-one-service-share-this-key")

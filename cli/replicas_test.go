@@ -176,11 +176,8 @@ func roundRobin(t *testing.T, backends []string) string {
 func TestReplicasShareSessions(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ws := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := fmt.Sprintf("[store]\nkind = \"postgres\"\ndsn_env = \"BUB_TEST_DSN\"\n[profiles.default]\nworkspace = %q\n", ws)
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	env := append(os.Environ(), "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn)
 	var backends []string
 	for i := range 3 {
@@ -295,11 +292,8 @@ func listToolsCtx(t *testing.T, c *client.Client) map[string]mcp.Tool {
 func TestKilledReplicaLosesNothingAcknowledged(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ws := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := fmt.Sprintf("[store]\nkind = \"postgres\"\ndsn_env = \"BUB_TEST_DSN\"\n[profiles.default]\nworkspace = %q\n", ws)
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	env := append(os.Environ(), "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn, "BUB_HOME="+t.TempDir())
 	acked := killMidStream(t, env)
 	bubCall(t, append(env[:len(env):len(env)], "BUB_HOME="+t.TempDir()), "tape.handoff", "name=after-crash", "summary=s")

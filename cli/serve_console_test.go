@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,13 +26,6 @@ func TestServeMountsConsole(t *testing.T) {
 	const token = "s3cret-admin"
 	sum := sha256.Sum256([]byte(token))
 	ws := t.TempDir()
-	write := func(src string) string {
-		cfg := filepath.Join(t.TempDir(), "bub.toml")
-		if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
 	profile := "[profiles.default]\nworkspace = \"" + ws + "\"\n"
 	tokens := "[[auth.tokens]]\nname = \"ops\"\nsha256 = \"" + hex.EncodeToString(sum[:]) + "\"\nprofile = \"default\"\nadmin = true\n"
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -57,7 +49,7 @@ func TestServeMountsConsole(t *testing.T) {
 	}
 
 	t.Run("tokens", func(t *testing.T) {
-		base := start(t, write("[console]\nenabled = true\n"+tokens+profile))
+		base := start(t, writeConfig(t, "[console]\nenabled = true\n"+tokens+profile))
 		for _, path := range []string{"/console", "/console/"} {
 			if code, loc := get(t, base+path, ""); code != http.StatusSeeOther || loc != "/console/calls" {
 				t.Errorf("GET %s = %d → %q; want 303 → /console/calls", path, code, loc)
@@ -93,7 +85,7 @@ func TestServeMountsConsole(t *testing.T) {
 		}
 	})
 	t.Run("not enabled", func(t *testing.T) {
-		base := start(t, write(profile))
+		base := start(t, writeConfig(t, profile))
 		if code, _ := get(t, base+"/console/calls", ""); code != http.StatusNotFound {
 			t.Errorf("GET /console/calls without [console] enabled = %d; want 404", code)
 		}
@@ -105,7 +97,7 @@ func TestServeMountsConsole(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, binary(t), "serve", "--http", "0.0.0.0:0", "--insecure")
-		cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+write("[console]\nenabled = true\n"+profile))
+		cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+writeConfig(t, "[console]\nenabled = true\n"+profile))
 		out, err := cmd.CombinedOutput()
 		if err == nil {
 			t.Fatalf("serve mounted a console on 0.0.0.0 without tokens:\n%s", out)

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,39 @@ func binary(t testing.TB) string {
 	return testbin.Build(t, "github.com/bubbuild/bub-mcp/cmd/bub-mcp")
 }
 
+// freeAddr reserves a loopback address for a server started later: one
+// whose public_url must name the port before it binds it.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// writeConfig writes src as a bub.toml in a new temporary directory and
+// returns its path, for BUB_CONFIG.
+func writeConfig(t *testing.T, src string) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "bub.toml")
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// noteWorkspace is a new workspace holding note.txt with text.
+func noteWorkspace(t *testing.T, text string) string {
+	t.Helper()
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
 type stdioServer struct {
 	c        *client.Client
 	home, ws string
@@ -36,11 +70,8 @@ type stdioServer struct {
 func startStdio(t *testing.T, profile string) *stdioServer {
 	t.Helper()
 	s := &stdioServer{home: t.TempDir(), ws: t.TempDir()}
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := fmt.Sprintf("[profiles.default]\nworkspace = %q\n[profiles.ro]\nworkspace = %q\ntools = [\"fs.read\", \"tape.*\"]\n", s.ws, s.ws)
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	env := append(os.Environ(), "BUB_HOME="+s.home, "BUB_CONFIG="+cfg)
 	_, s.c = stdioClient(t, env, mcp.LATEST_PROTOCOL_VERSION, "stdio-test", "serve", "--profile", profile)
 	return s

@@ -24,11 +24,8 @@ import (
 func startHTTP(t *testing.T, grace string) (*exec.Cmd, string, string) {
 	t.Helper()
 	ws := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := fmt.Sprintf("[server]\nshutdown_grace = %q\n[profiles.default]\nworkspace = %q\n", grace, ws)
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg)
 	return cmd, serveHTTP(t, cmd), ws
@@ -188,11 +185,8 @@ func TestGracefulShutdownCancelsAfterGrace(t *testing.T) {
 func startStdioClient(t *testing.T, grace string) (*exec.Cmd, *client.Client, string) {
 	t.Helper()
 	ws := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := fmt.Sprintf("[server]\nshutdown_grace = %q\n[profiles.default]\nworkspace = %q\n", grace, ws)
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	cmd, c := stdioClient(t, append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg), mcp.ProtocolVersion20251125, "shutdown-test", "serve")
 	return cmd, c, ws
 }

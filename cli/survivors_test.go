@@ -29,11 +29,8 @@ func TestServerExitEndsDaemons(t *testing.T) {
 				envtest.RequireTreeTracking(t)
 			}
 			ws := t.TempDir()
-			cfg := filepath.Join(t.TempDir(), "bub.toml")
 			src := fmt.Sprintf("[profiles.default]\nworkspace = %q\nenvironment = %q\n", ws, env)
-			if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			cfg := writeConfig(t, src)
 			cmd := exec.Command(binary(t), "serve")
 			cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg)
 			stdin, err := cmd.StdinPipe()

@@ -41,10 +41,7 @@ func TestObservabilityBinary(t *testing.T) {
 	}))
 	defer otlp.Close()
 
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("hello\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ws := noteWorkspace(t, "hello\n")
 	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, "[server]\nmetrics = true\n[profiles.default]\nworkspace = %q\n", ws), 0o600); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -70,12 +69,7 @@ func (r *recorder) seen() (bearer, grants []string) {
 func startOAuthUpstream(t *testing.T, ttl string) *oauthUpstream {
 	t.Helper()
 	up := &oauthUpstream{idp: oidctest.Start(t), home: t.TempDir(), rec: &recorder{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	target, _ := url.Parse("http://" + addr)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.FlushInterval = -1
@@ -105,10 +99,7 @@ func startOAuthUpstream(t *testing.T, ttl string) *oauthUpstream {
 		Scopes:       []string{"email"},
 		Login:        &oidctest.TokenRequest{Subject: "nobody"},
 	})
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("from the upstream's workspace\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ws := noteWorkspace(t, "from the upstream's workspace\n")
 	src := fmt.Sprintf(`[server]
 public_url = %q
 
@@ -130,10 +121,7 @@ client_secret_env = "BUB_TEST_IDP_SECRET"
 scopes = ["openid", "email"]
 access_token_ttl = %q
 `, up.public, ws, up.idp.Issuer, up.client.ID, ttl)
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	cmd := exec.Command(binary(t), "serve", "--http", addr)
 	cmd.Env = append(os.Environ(), "BUB_HOME="+up.home, "BUB_CONFIG="+cfg, "BUB_TEST_IDP_SECRET="+up.client.Secret)
 	serveHTTP(t, cmd)
@@ -214,12 +202,9 @@ func testUpstreamOAuth(t *testing.T, store string) {
 		sum := sha256.Sum256([]byte(secrets[name]))
 		fmt.Fprintf(&tokens, "[[auth.tokens]]\nname = %q\nsha256 = %q\nprofile = \"default\"\n\n", name, hex.EncodeToString(sum[:]))
 	}
-	cfg := filepath.Join(t.TempDir(), "bub.toml")
 	src := fmt.Sprintf("%s[profiles.default]\nworkspace = %q\n\n%s[upstreams.up]\nurl = %q\nauth = \"oauth\"\nclient_name = \"bub-mcp gateway test\"\n",
 		prelude, t.TempDir(), tokens.String(), up.public+"/mcp")
-	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeConfig(t, src)
 	// envFor is a process's environment: with the database, a $BUB_HOME
 	// of its own.
 	envFor := func() []string {

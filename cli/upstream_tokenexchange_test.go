@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -24,17 +23,6 @@ import (
 
 	"github.com/bubbuild/bub-mcp/internal/oidctest"
 )
-
-// freeAddr reserves a loopback address for a server started later.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // jwtClaims reads a JWT's claims without checking it (the test looks at
 // what the upstream was sent).
@@ -124,19 +112,13 @@ token_exchange_audiences = [%q]
 url = %q
 auth = "token_exchange"
 `, gateway, t.TempDir(), hex.EncodeToString(sum[:]), idp.Issuer, idpClient.ID, upMCP, upMCP)
-	gwCfg := filepath.Join(t.TempDir(), "bub.toml")
-	if err := os.WriteFile(gwCfg, []byte(gwSrc), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	gwCfg := writeConfig(t, gwSrc)
 	gw := exec.Command(binary(t), "serve", "--http", gwAddr)
 	gw.Env = append(os.Environ(), "BUB_HOME="+gwHome, "BUB_CONFIG="+gwCfg, "BUB_TEST_IDP_SECRET="+idpClient.Secret)
 	serveHTTP(t, gw)
 
 	// The upstream trusts the gateway's front.
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "note.txt"), []byte("from the upstream's workspace\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ws := noteWorkspace(t, "from the upstream's workspace\n")
 	upHome := t.TempDir()
 	upSrc := fmt.Sprintf(`[server]
 public_url = %q
@@ -153,10 +135,7 @@ claim = "groups"
 value = "eng"
 profile = "default"
 `, proxy.URL, ws, gateway)
-	upCfg := filepath.Join(t.TempDir(), "bub.toml")
-	if err := os.WriteFile(upCfg, []byte(upSrc), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	upCfg := writeConfig(t, upSrc)
 	up := exec.Command(binary(t), "serve", "--http", upAddr)
 	up.Env = append(os.Environ(), "BUB_HOME="+upHome, "BUB_CONFIG="+upCfg)
 	serveHTTP(t, up)

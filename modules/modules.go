@@ -32,8 +32,9 @@ type Module interface {
 // Info registers a module.
 type Info struct {
 	// ID names the module: lower case, dot-separated words of letters,
-	// digits and underscores ("builtin", "environment.sandbox",
-	// "store.postgres").
+	// digits and underscores, each starting with a letter; a word after
+	// the first may hold '-' too, as a name in bub.toml may
+	// ("builtin", "environment.sandbox", "provider.my-tools").
 	ID string
 	// Config names the top-level bub.toml table decoded into the value
 	// New returns (toml struct tags), such as "codemode"; empty means

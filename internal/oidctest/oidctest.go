@@ -229,7 +229,10 @@ func (p *Provider) Logs() string { return p.logs.tail() }
 
 // Client is an OAuth client registered at the provider.
 type Client struct {
-	ID, Secret  string
+	ID, Secret string
+	// RedirectURI is the test's own callback, which the token flows of
+	// this package use; it is registered only for a client made without
+	// ClientOptions.RedirectURIs, so those flows need such a client.
 	RedirectURI string
 }
 
