@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // FileName is the key's file under $BUB_HOME when none is configured.
@@ -61,22 +60,30 @@ func Load(configured, home string) ([]byte, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
 	}
-	// O_EXCL: of two processes starting at once, one writes and the other
-	// reads what it wrote.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		time.Sleep(50 * time.Millisecond)
-		return Load("", home)
-	}
+	// The key is written to a file of its own and linked into place, so
+	// the key file appears whole or not at all: of processes starting at
+	// once on a fresh home (two IDE windows), one links and the others
+	// find its key. Creating the key file itself and then writing it let
+	// another read it empty in between.
+	tmp, err := os.CreateTemp(home, FileName+".*")
 	if err != nil {
 		return nil, fmt.Errorf("creating %s: %w", path, err)
 	}
-	_, werr := f.WriteString(hex.EncodeToString(k) + "\n")
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(hex.EncodeToString(k) + "\n")
+	if err := tmp.Chmod(0o600); werr == nil {
+		werr = err
+	}
+	if err := tmp.Close(); werr == nil {
+		werr = err
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, werr)
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, os.ErrExist) {
+		return Load("", home)
+	} else if err != nil {
+		return nil, fmt.Errorf("creating %s: %w", path, err)
 	}
 	return k, nil
 }
