@@ -67,7 +67,7 @@ func (e *LocalEnvironment) ResolvePath(p string) (string, error) {
 // confinement roots.
 func (e *LocalEnvironment) allowed(real string) bool {
 	for _, root := range e.realRoots {
-		if root == "/" || real == root || strings.HasPrefix(real, root+"/") {
+		if beneath(real, root) {
 			return true
 		}
 	}
@@ -95,6 +95,20 @@ func (e *LocalEnvironment) checkWritable(p, path string) error {
 		}
 	}
 	return nil
+}
+
+// hostPath is a configured root (AllowPaths, Hidden, the sandbox's
+// mounts) as an absolute, cleaned host path: "~" expanded, a relative
+// path joined to the workspace ws.
+func hostPath(p, ws string) (string, error) {
+	x, err := expandHome(p)
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(x) {
+		x = filepath.Join(ws, x)
+	}
+	return filepath.Clean(x), nil
 }
 
 // expandHome expands a leading "~" or "~user" as a POSIX shell (and

@@ -26,17 +26,14 @@ type hiddenSet struct {
 func newHiddenSet(paths []string, ws string, open []string) (hiddenSet, error) {
 	var h hiddenSet
 	for _, p := range paths {
-		x, err := expandHome(p)
+		if p == "" {
+			return hiddenSet{}, fmt.Errorf("environment: hidden path %q is empty", p)
+		}
+		x, err := hostPath(p, ws)
 		if err != nil {
 			return hiddenSet{}, err
 		}
-		if x == "" {
-			return hiddenSet{}, fmt.Errorf("environment: hidden path %q is empty", p)
-		}
-		if !filepath.IsAbs(x) {
-			x = filepath.Join(ws, x)
-		}
-		real, err := realPath(filepath.Clean(x))
+		real, err := realPath(x)
 		if err != nil {
 			return hiddenSet{}, fmt.Errorf("environment: hidden path %q: %w", p, err)
 		}

@@ -158,14 +158,11 @@ func NewLocal(opts *LocalOptions) (*LocalEnvironment, error) {
 	}
 	e.realRoots = append(e.realRoots, real)
 	for _, p := range o.AllowPaths {
-		p, err := expandHome(p)
+		p, err := hostPath(p, ws)
 		if err != nil {
 			return nil, err
 		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(ws, p)
-		}
-		real, err := realPath(filepath.Clean(p))
+		real, err := realPath(p)
 		if err != nil {
 			return nil, fmt.Errorf("environment: allowed path %q: %w", p, err)
 		}

@@ -265,14 +265,11 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 	// mounted inside it afterwards.
 	var binds []bind
 	mount := func(p, flag string, write bool) error {
-		p, err := expandHome(p)
+		p, err := hostPath(p, host.workspace)
 		if err != nil {
 			return err
 		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(host.workspace, p)
-		}
-		real, err := filepath.EvalSymlinks(filepath.Clean(p))
+		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			return fmt.Errorf("environment: sandbox path %q: %w", p, err)
 		}
@@ -287,14 +284,10 @@ func NewSandbox(opts *SandboxOptions) (*SandboxEnvironment, error) {
 		// workspace that holds it, a process could otherwise make it
 		// first and plant files there. Where it cannot be made, it is
 		// mounted once it exists (--ro-bind-try).
-		p, err := expandHome(p)
+		p, err := hostPath(p, host.workspace)
 		if err != nil {
 			return fail(err)
 		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(host.workspace, p)
-		}
-		p = filepath.Clean(p)
 		_ = os.MkdirAll(p, 0o700)
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			p = real
@@ -731,7 +724,7 @@ func lookupPython(name string) pythonInfo {
 // mounts.
 func underSystem(p string) bool {
 	for _, d := range sandboxSystem {
-		if p == d || strings.HasPrefix(p, d+"/") {
+		if beneath(p, d) {
 			return true
 		}
 	}

@@ -85,10 +85,15 @@ type lives struct {
 	prompts   map[string]any                  // live prompt names in mcp-go's table, and theirs
 	index     atomic.Pointer[liveIndex]
 
-	subMu sync.Mutex
-	subs  map[server.ClientSession]map[string]bool // a client's subscribed URIs
-	count map[string]int                           // subscribers per URI
-	owner map[string]*Live                         // the Live that accepted a URI's subscription
+	// subMu serialises subscriptions, across the Extensions' Subscribe
+	// and Unsubscribe; subs changes under notesMu too, which updated
+	// takes alone: an upstream's notification reader calls it, and must
+	// not wait for a Subscribe whose answer that reader has yet to read.
+	subMu   sync.Mutex
+	notesMu sync.Mutex
+	subs    map[server.ClientSession]map[string]bool // a client's subscribed URIs
+	count   map[string]int                           // subscribers per URI
+	owner   map[string]*Live                         // the Live that accepted a URI's subscription
 }
 
 func (l *lives) load() *liveIndex {
@@ -357,7 +362,8 @@ type resourceDef struct {
 }
 
 // subscribe records sess's subscription to uri, asking the Live
-// Extensions first when it is the URI's first subscriber.
+// Extensions first (each new subscriber: whether one may subscribe is
+// the caller's, not the URI's).
 func (l *lives) subscribe(ctx context.Context, sess server.ClientSession, uri string) {
 	l.subMu.Lock()
 	defer l.subMu.Unlock()
@@ -375,14 +381,19 @@ func (l *lives) subscribe(ctx context.Context, sess server.ClientSession, uri st
 		return
 	}
 	if l.owner == nil {
-		l.owner, l.count, l.subs = map[string]*Live{}, map[string]int{}, map[server.ClientSession]map[string]bool{}
+		l.owner, l.count = map[string]*Live{}, map[string]int{}
 	}
 	l.owner[uri] = owner
+	l.count[uri]++
+	l.notesMu.Lock()
+	defer l.notesMu.Unlock()
+	if l.subs == nil {
+		l.subs = map[server.ClientSession]map[string]bool{}
+	}
 	if l.subs[sess] == nil {
 		l.subs[sess] = map[string]bool{}
 	}
 	l.subs[sess][uri] = true
-	l.count[uri]++
 }
 
 // unsubscribe ends sess's subscription to uri.
@@ -392,10 +403,12 @@ func (l *lives) unsubscribe(sess server.ClientSession, uri string) {
 	if !l.subs[sess][uri] {
 		return
 	}
+	l.notesMu.Lock()
 	delete(l.subs[sess], uri)
 	if len(l.subs[sess]) == 0 {
 		delete(l.subs, sess)
 	}
+	l.notesMu.Unlock()
 	l.release(uri)
 }
 
@@ -403,10 +416,13 @@ func (l *lives) unsubscribe(sess server.ClientSession, uri string) {
 func (l *lives) drop(sess server.ClientSession) {
 	l.subMu.Lock()
 	defer l.subMu.Unlock()
-	for uri := range l.subs[sess] {
+	l.notesMu.Lock()
+	uris := l.subs[sess]
+	delete(l.subs, sess)
+	l.notesMu.Unlock()
+	for uri := range uris {
 		l.release(uri)
 	}
-	delete(l.subs, sess)
 }
 
 // release counts one subscriber of uri gone; under subMu.
@@ -424,14 +440,14 @@ func (l *lives) release(uri string) {
 // updated tells uri's subscribers it changed. A client whose queue is full
 // misses it, as mcp-go's own notifications do.
 func (l *lives) updated(uri string) {
-	l.subMu.Lock()
+	l.notesMu.Lock()
 	var to []server.ClientSession
 	for sess, uris := range l.subs {
 		if uris[uri] {
 			to = append(to, sess)
 		}
 	}
-	l.subMu.Unlock()
+	l.notesMu.Unlock()
 	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
 		Method: mcp.MethodNotificationResourceUpdated,
 		Params: mcp.NotificationParams{AdditionalFields: map[string]any{"uri": uri}},

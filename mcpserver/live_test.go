@@ -315,3 +315,43 @@ func TestLiveExtension(t *testing.T) {
 		t.Error("a removed resource is still read")
 	}
 }
+
+// Updated does not wait for a Subscribe in progress: an upstream's
+// notification reader calls it, and the subscription Subscribe waits for
+// is answered on that same reader, so waiting would stall the
+// subscription until it timed out.
+func TestLiveUpdatedDuringSubscribe(t *testing.T) {
+	h := newHost(t, registry.New(), "[profiles.default]\n")
+	var n mcpserver.Notifier
+	res := mcpserver.Resource{ResourceInfo: mcpserver.ResourceInfo{URI: "live://a/one", Name: "one"},
+		Read: func(ctx context.Context, conn *providers.Connection, req mcpserver.ReadRequest) ([]mcpserver.ResourceContents, error) {
+			return []mcpserver.ResourceContents{{URI: req.URI, Text: "one"}}, nil
+		}}
+	live := &mcpserver.Live{
+		Catalog: func() mcpserver.Catalog { return mcpserver.Catalog{Resources: []mcpserver.Resource{res}} },
+		Subscribe: func(ctx context.Context, conn *providers.Connection, uri string) error {
+			done := make(chan struct{})
+			go func() { n.Updated("live://a/other"); close(done) }()
+			select {
+			case <-done:
+				return nil
+			case <-time.After(30 * time.Second): // a bound, not a timing
+				return errors.New("Updated waited for Subscribe")
+			}
+		},
+		Start: func(x mcpserver.Notifier) { n = x },
+	}
+	srv, err := mcpserver.New(&mcpserver.Options{Backend: h, Registry: h.Registry(), Logger: slog.New(slog.DiscardHandler),
+		Extensions: []mcpserver.Extension{{Live: live}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, notes := stdioLiveClient(t, srv, "default")
+	//lint:ignore SA1019 resources/subscribe is the 2025-11-25 session protocol's way
+	if err := c.Subscribe(t.Context(), mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: "live://a/one"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A refused Subscribe leaves the client unsubscribed: no update.
+	n.Updated("live://a/one")
+	waitNote(t, notes, "notifications/resources/updated live://a/one")
+}

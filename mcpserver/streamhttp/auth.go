@@ -27,19 +27,14 @@ func bearerAuth(tokens []Token, rs *auth.ResourceServer, log *slog.Logger) Middl
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tok, p, ok := authorize(w, r, tokens, rs, log)
+			if !ok {
+				return
+			}
 			caller := httpRequestFrom(r.Context()).caller
-			if tok, ok := authenticate(r, tokens); ok {
+			if p == nil {
 				caller.Principal, caller.Profile = tok.Name, tok.Profile
 				next.ServeHTTP(w, r)
-				return
-			}
-			if rs == nil {
-				unauthorized(w)
-				return
-			}
-			p, err := rs.Authenticate(r.Context(), r)
-			if err != nil {
-				refuseToken(w, r, rs, log, err)
 				return
 			}
 			caller.Principal, caller.Profile = p.ID(), p.Profile
@@ -49,8 +44,8 @@ func bearerAuth(tokens []Token, rs *auth.ResourceServer, log *slog.Logger) Middl
 			// The validated token itself, for an upstream with auth =
 			// "token_exchange" to trade at its issuer; a static token
 			// is never passed on.
-			_, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-			caller.OAuthToken = registry.NewCallerToken(strings.TrimSpace(tok))
+			_, raw, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			caller.OAuthToken = registry.NewCallerToken(strings.TrimSpace(raw))
 			next.ServeHTTP(w, r)
 		})
 	}
@@ -64,21 +59,30 @@ func requireToken(tokens []Token, rs *auth.ResourceServer, log *slog.Logger) Mid
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if _, ok := authenticate(r, tokens); ok {
+			if _, _, ok := authorize(w, r, tokens, rs, log); ok {
 				next.ServeHTTP(w, r)
-				return
 			}
-			if rs == nil {
-				unauthorized(w)
-				return
-			}
-			if _, err := rs.Authenticate(r.Context(), r); err != nil {
-				refuseToken(w, r, rs, log, err)
-				return
-			}
-			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// authorize finds who r's bearer token names: a static token (a hash
+// look-up, tried first), else, with rs, an OAuth principal (p set). When
+// neither accepts it, it has answered w with the refusal and ok is false.
+func authorize(w http.ResponseWriter, r *http.Request, tokens []Token, rs *auth.ResourceServer, log *slog.Logger) (tok Token, p *auth.Principal, ok bool) {
+	if tok, ok := authenticate(r, tokens); ok {
+		return tok, nil, true
+	}
+	if rs == nil {
+		unauthorized(w)
+		return Token{}, nil, false
+	}
+	p, err := rs.Authenticate(r.Context(), r)
+	if err != nil {
+		refuseToken(w, r, rs, log, err)
+		return Token{}, nil, false
+	}
+	return Token{}, p, true
 }
 
 // refuseToken answers an OAuth refusal and logs its cause, which the answer
