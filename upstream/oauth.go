@@ -169,16 +169,6 @@ func (m *Module) SetLoginBase(base string) {
 	m.loginMu.Unlock()
 }
 
-// byName is the mounted upstream of that name.
-func (m *Module) byName(name string) (*upstream, bool) {
-	for _, u := range m.list() {
-		if u.cfg.name == name {
-			return u, true
-		}
-	}
-	return nil, false
-}
-
 // loginPage answers the browser with a short page.
 func loginPage(w http.ResponseWriter, status int, title, msg string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
