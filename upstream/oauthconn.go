@@ -320,13 +320,15 @@ func (u *upstream) listAsAnyone() {
 }
 
 // refresher refreshes a principal's token with the OAuth client of its
-// set (principalTokens.refresh): mcp-go's handler, whose discovered
-// metadata it keeps for the connection's life.
+// set (principalTokens.refresh): mcp-go's handler, made (with discovery
+// guided by the server's 401, as at sign-in) at the first refresh, whose
+// discovered metadata it keeps for the connection's life.
 func (u *upstream) refresher(oc transport.OAuthConfig) func(context.Context, *tokenSet) (*transport.Token, error) {
 	oc.TokenStore = transport.NewMemoryTokenStore() // the caller stores the result, sealed
-	h := transport.NewOAuthHandler(oc)
-	h.SetBaseURL(u.discoveryURL())
+	var once sync.Once
+	var h *transport.OAuthHandler
 	return func(ctx context.Context, set *tokenSet) (*transport.Token, error) {
+		once.Do(func() { h = u.oauthHandler(ctx, oc) })
 		tok, err := h.RefreshToken(ctx, set.Token.RefreshToken)
 		return tok, hideURL(err, u.cfg.URL)
 	}

@@ -54,10 +54,7 @@ func (r *revoker) metadata(ctx context.Context) (*transport.AuthServerMetadata, 
 	u := r.u
 	ctx, cancel := context.WithTimeout(ctx, u.cfg.StartTimeout.Duration)
 	defer cancel()
-	h := transport.NewOAuthHandler(u.oauthConfig(""))
-	h.SetBaseURL(u.discoveryURL())
-	u.probe(ctx, h)
-	r.md, r.err = h.GetServerMetadata(ctx)
+	r.md, r.err = u.oauthHandler(ctx, u.oauthConfig("")).GetServerMetadata(ctx)
 	if r.err != nil {
 		r.err = hideURL(fmt.Errorf("authorization server metadata: %w", r.err), u.cfg.URL)
 	}
