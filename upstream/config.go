@@ -37,7 +37,7 @@ const (
 	// exchange of each caller's own OAuth token (tokenexchange.go).
 	AuthTokenExchange = "token_exchange"
 	// DefaultMaxConnections bounds the live per-principal connections
-	// of an auth = "oauth" server.
+	// of an auth = "oauth" or "token_exchange" server.
 	DefaultMaxConnections = 64
 	// DefaultIdleTimeout closes a per-principal connection unused that
 	// long.

@@ -12,9 +12,10 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 )
 
-// This file is the per-principal connections of auth = "oauth" servers:
-// each principal's calls go over a connection of its own whose requests
-// carry only that principal's token (never the client's own bearer token,
+// This file is the per-principal connections of auth = "oauth" servers
+// (and, through the pool, of auth = "token_exchange" ones): each
+// principal's calls go over a connection of its own whose requests carry
+// only that principal's token (never the client's own bearer token,
 // which bub-mcp does not pass on). At most max_connections live at once:
 // a new principal's connection closes the least recently used idle one,
 // and one unused for idle_timeout is closed.
