@@ -38,6 +38,10 @@ func newOAuthHost(t *testing.T, extra string, tokens map[string]string) *oauthHo
 	s.AddTool(mcp.NewTool("echo", mcp.WithString("text")), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText("echo: " + req.GetString("text", "")), nil
 	})
+	s.AddResource(mcp.NewResource("ui://widget/app.html", "widget", mcp.WithMIMEType("text/html")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/html", Text: "<p>widget</p>"}}, nil
+		})
 	inner := server.NewStreamableHTTPServer(s, server.WithStateful(true))
 	h := &oauthHost{seen: map[string]int{}}
 	valid := map[string]bool{}
