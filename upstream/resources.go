@@ -574,14 +574,11 @@ func (u *upstream) loadCatalog(s *session) {
 	c := &u.catalog
 	c.mu.Lock()
 	c.resources, c.templates, c.prompts = resources, templates, prompts
-	subs := make([]string, 0, len(c.subs))
-	for uri := range c.subs {
-		subs = append(subs, uri)
-	}
+	subs := slices.Sorted(maps.Keys(c.subs))
 	c.mu.Unlock()
 	if caps.Resources != nil && caps.Resources.Subscribe {
 		// A new session knows nothing of the old one's subscriptions.
-		for _, uri := range slices.Sorted(slices.Values(subs)) {
+		for _, uri := range subs {
 			if _, err := u.requestOn(ctx, s, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
 				u.m.log.Warn("upstream.resubscribe", "upstream", u.cfg.name, "error", err)
 			}
