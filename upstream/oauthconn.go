@@ -249,6 +249,7 @@ func (u *upstream) startReaper() {
 // when expired, through mcp-go), and lists the server's tools when none
 // are known yet.
 func (u *upstream) connectAs(principal string, set *tokenSet, c *credentials) (*session, error) {
+	set = u.withClient(set)
 	oc := u.oauthConfig("")
 	oc.ClientID, oc.ClientSecret, oc.TokenEndpointAuthMethod = set.ClientID, set.ClientSecret, set.AuthMethod
 	oc.TokenStore = &principalTokens{c: c, server: u.cfg.name, principal: principal, refresh: u.refresher(oc), log: u.m.log}
@@ -260,6 +261,23 @@ func (u *upstream) connectAs(principal string, set *tokenSet, c *credentials) (*
 		return nil, hideURL(err, u.cfg.URL)
 	}
 	return u.listIfUnknown(s)
+}
+
+// withClient is set with its client's current secret: a configured
+// client's from $client_secret_env now, so that a rotated secret serves
+// every stored set (each keeps the secret it was issued with), a
+// registered client's as stored with the set.
+func (u *upstream) withClient(set *tokenSet) *tokenSet {
+	if u.cfg.ClientSecretEnv == "" || set.ClientID != u.cfg.ClientID {
+		return set
+	}
+	secret := u.m.app.Getenv(u.cfg.ClientSecretEnv)
+	if secret == "" || secret == set.ClientSecret {
+		return set
+	}
+	out := *set
+	out.ClientSecret = secret
+	return &out
 }
 
 // listIfUnknown lists the tools over a fresh per-principal connection s

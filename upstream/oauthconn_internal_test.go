@@ -279,7 +279,13 @@ func sealedElsewhere(t *testing.T) string {
 // in home (its workspace inside), closed with the test.
 func upstreamModule(t *testing.T, home, src string) *Module {
 	t.Helper()
-	cfg, err := config.Parse(filepath.Join(home, "bub.toml"), src, func(string) string { return "" })
+	return upstreamModuleEnv(t, home, src, func(string) string { return "" })
+}
+
+// upstreamModuleEnv is upstreamModule with getenv as the environment.
+func upstreamModuleEnv(t *testing.T, home, src string, getenv func(string) string) *Module {
+	t.Helper()
+	cfg, err := config.Parse(filepath.Join(home, "bub.toml"), src, getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +294,7 @@ func upstreamModule(t *testing.T, home, src string) *Module {
 		t.Fatal(err)
 	}
 	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"upstream"},
-		Home: home, Workspace: ws, Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
+		Home: home, Workspace: ws, Getenv: getenv, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,7 @@ func (r *revoker) metadata(ctx context.Context) (*transport.AuthServerMetadata, 
 // grant and its access tokens: RFC 7009 §2.1), then its access token, for
 // the servers that do not. Each request is bounded by start_timeout.
 func (r *revoker) revoke(ctx context.Context, set *tokenSet) error {
+	set = r.u.withClient(set)
 	md, err := r.metadata(ctx)
 	if err != nil {
 		return err
