@@ -22,34 +22,15 @@ var errCallTimeout = errors.New("upstream call timed out")
 
 // call runs one upstream tool for a caller.
 func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool string, args json.RawMessage) (any, error) {
-	var s *session
-	var err error
-	principal := ""
-	if u.cfg.Auth == AuthTokenExchange {
-		var token registry.CallerToken
-		if tc != nil && tc.Conn != nil {
-			principal, token = tc.Conn.Principal, tc.Conn.OAuthToken
-		}
-		var release func()
-		s, release, err = u.exchangeSession(ctx, principal, token)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-	} else if u.cfg.Auth == AuthOAuth {
-		if tc != nil && tc.Conn != nil {
-			principal = tc.Conn.Principal
-		}
-		principal = principalOf(principal)
-		var release func()
-		s, release, err = u.principalSession(ctx, tc, principal)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-	} else if s, err = u.session(ctx); err != nil {
+	var conn *registry.Connection
+	if tc != nil {
+		conn = tc.Conn
+	}
+	s, principal, release, err := u.sessionFor(ctx, tc, conn)
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	cctx, cancel := context.WithTimeoutCause(ctx, u.cfg.Timeout.Duration, errCallTimeout)
 	defer cancel()
 	f := &inflight{ctx: cctx, tc: tc, sess: s, seq: u.seq.Add(1)}
@@ -279,6 +260,33 @@ func (u *upstream) lostDuring(s *session, err error) bool {
 		return true
 	}
 	return false
+}
+
+// sessionFor is the connection a request of conn's goes over, with its
+// principal ("" for the shared one): the caller's own, with the caller's
+// own token, for an auth = "oauth" server (the local principal for a
+// caller without one; tc, nil outside a tool call, lets its sign-in ask
+// the client) or an auth = "token_exchange" one, else the shared
+// connection. release must be called when the request is done.
+func (u *upstream) sessionFor(ctx context.Context, tc *registry.ToolContext, conn *registry.Connection) (s *session, principal string, release func(), err error) {
+	switch u.cfg.Auth {
+	case AuthTokenExchange:
+		var token registry.CallerToken
+		if conn != nil {
+			principal, token = conn.Principal, conn.OAuthToken
+		}
+		s, release, err = u.exchangeSession(ctx, principal, token)
+	case AuthOAuth:
+		if conn != nil {
+			principal = conn.Principal
+		}
+		principal = principalOf(principal)
+		s, release, err = u.principalSession(ctx, tc, principal)
+	default:
+		s, err = u.session(ctx)
+		release = func() {}
+	}
+	return s, principal, release, err
 }
 
 // session returns the live session, starting a lazy upstream, waiting at

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/internal/ident"
 	"github.com/bubbuild/bub-mcp/sandbox"
 )
 
@@ -36,7 +37,7 @@ const (
 	// exchange of each caller's own OAuth token (tokenexchange.go).
 	AuthTokenExchange = "token_exchange"
 	// DefaultMaxConnections bounds the live per-principal connections
-	// of an auth = "oauth" server.
+	// of an auth = "oauth" or "token_exchange" server.
 	DefaultMaxConnections = 64
 	// DefaultIdleTimeout closes a per-principal connection unused that
 	// long.
@@ -136,16 +137,17 @@ type Server struct {
 	envModule environment.Module
 }
 
-// serverNameRE is what a server name may be: it becomes the tools'
-// namespace, so it must fit the model-name rule.
-var serverNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`) })
+// validServerName reports whether name may be a server name
+// (^[a-zA-Z0-9_-]{1,32}$): it becomes the tools' namespace, so it must fit
+// the model-name rule.
+func validServerName(name string) bool { return len(name) <= 32 && ident.Word(name) }
 
 // failFunc reports a bad value at a key path under the server's table.
 type failFunc func(msg string, key ...string) error
 
 // check validates a server's settings and fills in defaults.
 func (s *Server) check(fail failFunc) error {
-	if !serverNameRE().MatchString(s.name) {
+	if !validServerName(s.name) {
 		return fail("server name must match ^[a-zA-Z0-9_-]{1,32}$ (it prefixes the tool names)")
 	}
 	switch s.Type {

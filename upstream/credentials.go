@@ -74,8 +74,9 @@ type CredentialLocker interface {
 }
 
 // credentialStores are the registered CredentialStore kinds beyond the
-// file store, by [store] kind: package sessions/pgstore/credstore registers
-// "postgres", so this package links no database driver.
+// file store, by [store] kind: package sessions/pgstore/credstore
+// registers "postgres" (it implements CredentialStore and returns
+// ErrNoCredentials, so this package cannot import it).
 var credentialStores = struct {
 	sync.Mutex
 	open map[string]func(dsn string) (CredentialStore, error)

@@ -371,8 +371,8 @@ type Status struct {
 	BearerTokenEnv string   `json:"bearer_token_env,omitempty"`
 	Headers        []string `json:"headers,omitempty"`
 	Env            []string `json:"env,omitempty"`
-	// Auth is "oauth" for a server with per-principal credentials, whose
-	// Connections are the live per-principal connections.
+	// Auth is the server's auth ("oauth" or "token_exchange": calls go
+	// over per-principal connections, of which Connections are live).
 	Auth        string `json:"auth,omitempty"`
 	Connections int    `json:"connections,omitempty"`
 }

@@ -169,16 +169,6 @@ func (m *Module) SetLoginBase(base string) {
 	m.loginMu.Unlock()
 }
 
-// byName is the mounted upstream of that name.
-func (m *Module) byName(name string) (*upstream, bool) {
-	for _, u := range m.list() {
-		if u.cfg.name == name {
-			return u, true
-		}
-	}
-	return nil, false
-}
-
 // loginPage answers the browser with a short page.
 func loginPage(w http.ResponseWriter, status int, title, msg string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -271,6 +261,18 @@ func (u *upstream) discoveryURL() string {
 	return p.String()
 }
 
+// oauthHandler is an OAuth client of u's authorization server with oc,
+// which every OAuth request of bub-mcp's to it goes through (sign-in,
+// refresh, revocation), so all find the same authorization server:
+// discovery from the server's URL without its query, guided by its 401
+// (probe).
+func (u *upstream) oauthHandler(ctx context.Context, oc transport.OAuthConfig) *transport.OAuthHandler {
+	h := transport.NewOAuthHandler(oc)
+	h.SetBaseURL(u.discoveryURL())
+	u.probe(ctx, h)
+	return h
+}
+
 // beginLogin prepares a sign-in of principal at u's authorization server
 // and returns the URL to send the browser to: discovery (the server's 401
 // first, for its resource_metadata), dynamic registration without a
@@ -281,9 +283,7 @@ func (m *Module) beginLogin(ctx context.Context, c *credentials, u *upstream, pr
 	if u.cfg.ClientSecretEnv != "" && m.app.Getenv(u.cfg.ClientSecretEnv) == "" {
 		return "", fmt.Errorf("client_secret_env: $%s is empty or unset", u.cfg.ClientSecretEnv)
 	}
-	h := transport.NewOAuthHandler(u.oauthConfig(redirect))
-	h.SetBaseURL(u.discoveryURL())
-	u.probe(ctx, h)
+	h := u.oauthHandler(ctx, u.oauthConfig(redirect))
 	if u.cfg.ClientID == "" {
 		if err := h.RegisterClient(ctx, u.cfg.ClientName); err != nil {
 			return "", hideURL(fmt.Errorf("dynamic client registration: %w", err), u.cfg.URL)
@@ -350,9 +350,7 @@ func (m *Module) finishLogin(ctx context.Context, c *credentials, q url.Values) 
 	oc.ClientID, oc.ClientSecret, oc.TokenEndpointAuthMethod = st.ClientID, st.ClientSecret, st.AuthMethod
 	got := transport.NewMemoryTokenStore()
 	oc.TokenStore = got
-	h := transport.NewOAuthHandler(oc)
-	h.SetBaseURL(u.discoveryURL())
-	u.probe(ctx, h)
+	h := u.oauthHandler(ctx, oc)
 	md, err := h.GetServerMetadata(ctx)
 	if err != nil {
 		return server, principal, hideURL(fmt.Errorf("authorization server metadata: %w", err), u.cfg.URL)

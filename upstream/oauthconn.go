@@ -12,9 +12,10 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 )
 
-// This file is the per-principal connections of auth = "oauth" servers:
-// each principal's calls go over a connection of its own whose requests
-// carry only that principal's token (never the client's own bearer token,
+// This file is the per-principal connections of auth = "oauth" servers
+// (and, through the pool, of auth = "token_exchange" ones): each
+// principal's calls go over a connection of its own whose requests carry
+// only that principal's token (never the client's own bearer token,
 // which bub-mcp does not pass on). At most max_connections live at once:
 // a new principal's connection closes the least recently used idle one,
 // and one unused for idle_timeout is closed.
@@ -248,6 +249,7 @@ func (u *upstream) startReaper() {
 // when expired, through mcp-go), and lists the server's tools when none
 // are known yet.
 func (u *upstream) connectAs(principal string, set *tokenSet, c *credentials) (*session, error) {
+	set = u.withClient(set)
 	oc := u.oauthConfig("")
 	oc.ClientID, oc.ClientSecret, oc.TokenEndpointAuthMethod = set.ClientID, set.ClientSecret, set.AuthMethod
 	oc.TokenStore = &principalTokens{c: c, server: u.cfg.name, principal: principal, refresh: u.refresher(oc), log: u.m.log}
@@ -259,6 +261,23 @@ func (u *upstream) connectAs(principal string, set *tokenSet, c *credentials) (*
 		return nil, hideURL(err, u.cfg.URL)
 	}
 	return u.listIfUnknown(s)
+}
+
+// withClient is set with its client's current secret: a configured
+// client's from $client_secret_env now, so that a rotated secret serves
+// every stored set (each keeps the secret it was issued with), a
+// registered client's as stored with the set.
+func (u *upstream) withClient(set *tokenSet) *tokenSet {
+	if u.cfg.ClientSecretEnv == "" || set.ClientID != u.cfg.ClientID {
+		return set
+	}
+	secret := u.m.app.Getenv(u.cfg.ClientSecretEnv)
+	if secret == "" || secret == set.ClientSecret {
+		return set
+	}
+	out := *set
+	out.ClientSecret = secret
+	return &out
 }
 
 // listIfUnknown lists the tools over a fresh per-principal connection s
@@ -320,13 +339,15 @@ func (u *upstream) listAsAnyone() {
 }
 
 // refresher refreshes a principal's token with the OAuth client of its
-// set (principalTokens.refresh): mcp-go's handler, whose discovered
-// metadata it keeps for the connection's life.
+// set (principalTokens.refresh): mcp-go's handler, made (with discovery
+// guided by the server's 401, as at sign-in) at the first refresh, whose
+// discovered metadata it keeps for the connection's life.
 func (u *upstream) refresher(oc transport.OAuthConfig) func(context.Context, *tokenSet) (*transport.Token, error) {
 	oc.TokenStore = transport.NewMemoryTokenStore() // the caller stores the result, sealed
-	h := transport.NewOAuthHandler(oc)
-	h.SetBaseURL(u.discoveryURL())
+	var once sync.Once
+	var h *transport.OAuthHandler
 	return func(ctx context.Context, set *tokenSet) (*transport.Token, error) {
+		once.Do(func() { h = u.oauthHandler(ctx, oc) })
 		tok, err := h.RefreshToken(ctx, set.Token.RefreshToken)
 		return tok, hideURL(err, u.cfg.URL)
 	}

@@ -38,6 +38,10 @@ func newOAuthHost(t *testing.T, extra string, tokens map[string]string) *oauthHo
 	s.AddTool(mcp.NewTool("echo", mcp.WithString("text")), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText("echo: " + req.GetString("text", "")), nil
 	})
+	s.AddResource(mcp.NewResource("ui://widget/app.html", "widget", mcp.WithMIMEType("text/html")),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/html", Text: "<p>widget</p>"}}, nil
+		})
 	inner := server.NewStreamableHTTPServer(s, server.WithStateful(true))
 	h := &oauthHost{seen: map[string]int{}}
 	valid := map[string]bool{}
@@ -275,7 +279,13 @@ func sealedElsewhere(t *testing.T) string {
 // in home (its workspace inside), closed with the test.
 func upstreamModule(t *testing.T, home, src string) *Module {
 	t.Helper()
-	cfg, err := config.Parse(filepath.Join(home, "bub.toml"), src, func(string) string { return "" })
+	return upstreamModuleEnv(t, home, src, func(string) string { return "" })
+}
+
+// upstreamModuleEnv is upstreamModule with getenv as the environment.
+func upstreamModuleEnv(t *testing.T, home, src string, getenv func(string) string) *Module {
+	t.Helper()
+	cfg, err := config.Parse(filepath.Join(home, "bub.toml"), src, getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +294,7 @@ func upstreamModule(t *testing.T, home, src string) *Module {
 		t.Fatal(err)
 	}
 	a, err := app.New(context.Background(), &app.Options{Config: cfg, Registry: registry.New(), Modules: []string{"upstream"},
-		Home: home, Workspace: ws, Getenv: func(string) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
+		Home: home, Workspace: ws, Getenv: getenv, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,10 @@ package upstream
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
-	"sync"
 
+	"github.com/bubbuild/bub-mcp/internal/ident"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -39,9 +38,6 @@ type Override struct {
 	fixedJSON map[string]json.RawMessage // Fixed, encoded once by check
 }
 
-// overrideNameRE is what a new name may be: the model-name alphabet.
-var overrideNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
-
 // check validates one override (fail names keys under the server's
 // table).
 func (o *Override) check(server, tool string, fail failFunc) error {
@@ -50,7 +46,7 @@ func (o *Override) check(server, tool string, fail failFunc) error {
 		return fail("empty override", at()...)
 	}
 	if o.Name != "" {
-		if !overrideNameRE().MatchString(o.Name) {
+		if !ident.Word(o.Name) { // the model-name alphabet
 			return fail(fmt.Sprintf("%q is not a tool name (want ^[a-zA-Z0-9_-]{1,64}$)", o.Name), at("name")...)
 		}
 		if len(server)+1+len(o.Name) > maxModelName {

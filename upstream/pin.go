@@ -411,13 +411,22 @@ func (m *Module) readmit(u *upstream, raws []json.RawMessage) {
 	}
 }
 
-func (m *Module) upstreamNamed(name string) (*upstream, error) {
-	ups := m.list()
-	for _, u := range ups {
+// byName is the mounted upstream of that name.
+func (m *Module) byName(name string) (*upstream, bool) {
+	for _, u := range m.list() {
 		if u.cfg.name == name {
-			return u, nil
+			return u, true
 		}
 	}
+	return nil, false
+}
+
+// upstreamNamed is byName, with an error naming the configured servers.
+func (m *Module) upstreamNamed(name string) (*upstream, error) {
+	if u, ok := m.byName(name); ok {
+		return u, nil
+	}
+	ups := m.list()
 	names := make([]string, len(ups))
 	for i, u := range ups {
 		names[i] = u.cfg.name

@@ -250,8 +250,7 @@ func (m *Module) retire(u *upstream) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		deadline := time.Now().Add(min(drainMax, u.cfg.Timeout.Duration))
-		drain := time.NewTimer(time.Until(deadline))
+		drain := time.NewTimer(min(drainMax, u.cfg.Timeout.Duration))
 		select {
 		case <-u.active.idle():
 		case <-drain.C:

@@ -205,13 +205,15 @@ func errNotFound(what string) error {
 	return &mcpserver.MethodError{Code: mcpserver.CodeInvalidParams, Message: what + " not found"}
 }
 
-// request sends one request to the upstream and returns its raw result,
+// request sends one request of conn's to the upstream, over the
+// connection its calls go over (sessionFor), and returns its raw result,
 // within the upstream's timeout.
-func (u *upstream) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	s, err := u.session(ctx)
+func (u *upstream) request(ctx context.Context, conn *providers.Connection, method string, params any) (json.RawMessage, error) {
+	s, _, release, err := u.sessionFor(ctx, nil, conn)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	return u.requestOn(ctx, s, method, params)
 }
 
@@ -259,7 +261,7 @@ func (u *upstream) read(ctx context.Context, conn *providers.Connection, req mcp
 	if !ok || !strings.EqualFold(server, u.cfg.name) {
 		return nil, errNotFound("resource " + req.URI)
 	}
-	raw, err := u.request(ctx, string(mcp.MethodResourcesRead), map[string]any{"uri": uri})
+	raw, err := u.request(ctx, conn, string(mcp.MethodResourcesRead), map[string]any{"uri": uri})
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +311,7 @@ func (u *upstream) getPrompt(ctx context.Context, conn *providers.Connection, re
 	if len(req.Arguments) > 0 {
 		params["arguments"] = req.Arguments
 	}
-	raw, err := u.request(ctx, string(mcp.MethodPromptsGet), params)
+	raw, err := u.request(ctx, conn, string(mcp.MethodPromptsGet), params)
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +435,7 @@ func (m *Module) complete(ctx context.Context, conn *providers.Connection, req m
 	if len(req.Context) > 0 {
 		params["context"] = map[string]any{"arguments": req.Context}
 	}
-	raw, err := u.request(ctx, string(mcp.MethodCompletionComplete), params)
+	raw, err := u.request(ctx, conn, string(mcp.MethodCompletionComplete), params)
 	if err != nil {
 		return nil, err
 	}
@@ -466,7 +468,7 @@ func (m *Module) subscribe(ctx context.Context, conn *providers.Connection, expo
 	if done {
 		return nil
 	}
-	if _, err := u.request(ctx, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
+	if _, err := u.request(ctx, conn, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -572,14 +574,11 @@ func (u *upstream) loadCatalog(s *session) {
 	c := &u.catalog
 	c.mu.Lock()
 	c.resources, c.templates, c.prompts = resources, templates, prompts
-	subs := make([]string, 0, len(c.subs))
-	for uri := range c.subs {
-		subs = append(subs, uri)
-	}
+	subs := slices.Sorted(maps.Keys(c.subs))
 	c.mu.Unlock()
 	if caps.Resources != nil && caps.Resources.Subscribe {
 		// A new session knows nothing of the old one's subscriptions.
-		for _, uri := range slices.Sorted(slices.Values(subs)) {
+		for _, uri := range subs {
 			if _, err := u.requestOn(ctx, s, string(mcp.MethodResourcesSubscribe), map[string]any{"uri": uri}); err != nil {
 				u.m.log.Warn("upstream.resubscribe", "upstream", u.cfg.name, "error", err)
 			}

@@ -54,10 +54,7 @@ func (r *revoker) metadata(ctx context.Context) (*transport.AuthServerMetadata, 
 	u := r.u
 	ctx, cancel := context.WithTimeout(ctx, u.cfg.StartTimeout.Duration)
 	defer cancel()
-	h := transport.NewOAuthHandler(u.oauthConfig(""))
-	h.SetBaseURL(u.discoveryURL())
-	u.probe(ctx, h)
-	r.md, r.err = h.GetServerMetadata(ctx)
+	r.md, r.err = u.oauthHandler(ctx, u.oauthConfig("")).GetServerMetadata(ctx)
 	if r.err != nil {
 		r.err = hideURL(fmt.Errorf("authorization server metadata: %w", r.err), u.cfg.URL)
 	}
@@ -68,6 +65,7 @@ func (r *revoker) metadata(ctx context.Context) (*transport.AuthServerMetadata, 
 // grant and its access tokens: RFC 7009 §2.1), then its access token, for
 // the servers that do not. Each request is bounded by start_timeout.
 func (r *revoker) revoke(ctx context.Context, set *tokenSet) error {
+	set = r.u.withClient(set)
 	md, err := r.metadata(ctx)
 	if err != nil {
 		return err

@@ -130,3 +130,33 @@ func TestLogoutRevokes(t *testing.T) {
 		})
 	}
 }
+
+// A configured client's secret is the one $client_secret_env holds now,
+// not the one stored with each token set when it was issued: after the
+// operator rotates it, a logout authenticates with the new one (as a
+// connection's refreshes do, through the same withClient).
+func TestRotatedClientSecret(t *testing.T) {
+	ts, seen := revokingAS(t, true, 200, "")
+	env := map[string]string{"UP_SECRET": "new-secret"}
+	m := upstreamModuleEnv(t, t.TempDir(), "[upstreams.up]\nurl = \""+ts.URL+"/mcp\"\nauth = \"oauth\"\nclient_id = \"c-conf\"\nclient_secret_env = \"UP_SECRET\"\n",
+		func(k string) string { return env[k] })
+	c, err := m.creds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := &tokenSet{Token: transport.Token{RefreshToken: "rt", TokenType: "Bearer"}, ClientID: "c-conf", ClientSecret: "old-secret", AuthMethod: "client_secret_basic"}
+	if err := c.save(t.Context(), "up", "p1", set); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Logout(t.Context(), "up", "p1", false, "tester")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]LogoutResult{{Principal: "p1", Revoked: true}}, got); diff != "" {
+		t.Errorf("Logout (-want +got):\n%s", diff)
+	}
+	want := []revocation{{Form: url.Values{"token": {"rt"}, "token_type_hint": {"refresh_token"}}, Basic: "c-conf:new-secret"}}
+	if diff := cmp.Diff(want, seen()); diff != "" {
+		t.Errorf("revocation requests (-want +got):\n%s", diff)
+	}
+}

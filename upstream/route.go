@@ -63,7 +63,11 @@ func (u *upstream) notification(s *session, n mcp.JSONRPCNotification) {
 	case string(mcp.MethodNotificationToolsListChanged):
 		u.listChanged(s)
 	case string(mcp.MethodNotificationResourcesListChanged), string(mcp.MethodNotificationPromptsListChanged):
-		u.catalogChanged(s)
+		// The catalog is shown to every caller: never one listed over a
+		// principal's own connection, with that principal's token.
+		if !u.cfg.perPrincipal() {
+			u.catalogChanged(s)
+		}
 	case string(mcp.MethodNotificationResourceUpdated):
 		if uri, ok := p["uri"].(string); ok {
 			u.updated(uri)

@@ -192,10 +192,15 @@ func (u *upstream) exchangeToken(ctx context.Context, principal, subject string)
 		err = json.Unmarshal(body, &out)
 	}
 	switch {
-	case res.StatusCode != http.StatusOK && out.Error != "":
-		// The authorization server's own words, bounded: they name the
-		// refusal, never the token.
-		return fail(fmt.Sprintf("%s refused (%s: %s)", endpoint, out.Error, clip(out.Description, 300)), nil)
+	case res.StatusCode != http.StatusOK && out.Error != "" && validErrorCode(out.Error):
+		// The authorization server's own words, bounded, and without the
+		// caller's token should they repeat it: the message reaches the
+		// audit log and the logs.
+		desc := clip(out.Description, 300)
+		if strings.Contains(out.Description, subject) {
+			desc = "its description repeats the caller's token, so it is not shown"
+		}
+		return fail(fmt.Sprintf("%s refused (%s: %s)", endpoint, out.Error, desc), nil)
 	case res.StatusCode != http.StatusOK:
 		return fail(fmt.Sprintf("%s answered %s", endpoint, res.Status), nil)
 	case err != nil:

@@ -95,6 +95,11 @@ func newExchangeHost(t *testing.T) *exchangeHost {
 			h.mu.Lock()
 			h.exchanges = append(h.exchanges, r.PostForm)
 			h.mu.Unlock()
+			if subj := r.PostForm.Get("subject_token"); strings.HasPrefix(subj, "echo-") {
+				w.WriteHeader(400)
+				fmt.Fprintf(w, `{"error":"invalid_grant","error_description":"token %s is not a token of mine"}`, subj)
+				return
+			}
 			sub, ok := strings.CutPrefix(r.PostForm.Get("subject_token"), "subj-")
 			if !ok || r.PostForm.Get("grant_type") != grantTokenExchange || r.PostForm.Get("subject_token_type") != tokenTypeAccessToken ||
 				r.PostForm.Get("resource") != mcpSrv.URL+"/mcp" {
@@ -159,6 +164,12 @@ func TestTokenExchangeCalls(t *testing.T) {
 	_, err = h.call(ctx, "mallory", "stolen-secret-token")
 	if err == nil || !strings.Contains(err.Error(), "/token refused (invalid_grant: not a token of mine)") || strings.Contains(err.Error(), "stolen-secret-token") {
 		t.Errorf("a refused exchange: %v; want the authorization server's refusal, without the token", err)
+	}
+	// An authorization server that repeats the token in its refusal:
+	// the refusal is shown without it.
+	_, err = h.call(ctx, "trent", "echo-secret-token")
+	if err == nil || !strings.Contains(err.Error(), "/token refused (invalid_grant: ") || strings.Contains(err.Error(), "echo-secret-token") {
+		t.Errorf("a refusal repeating the token: %v; want the refusal, without the token", err)
 	}
 	_, err = h.call(ctx, "erin", "subj-erin-expiring")
 	if err == nil || !strings.Contains(err.Error(), "issued a token that expires at once") {

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"maps"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -66,20 +67,14 @@ func exposedUIMeta(server string, meta map[string]any) map[string]any {
 	var out map[string]any
 	clone := func() {
 		if out == nil {
-			out = make(map[string]any, len(meta))
-			for k, v := range meta {
-				out[k] = v
-			}
+			out = maps.Clone(meta)
 		}
 	}
 	if ui, ok := meta["ui"].(map[string]any); ok {
 		if uri, ok := ui["resourceUri"].(string); ok {
 			if x, ok := exposedURI(server, uri); ok {
 				clone()
-				nui := make(map[string]any, len(ui))
-				for k, v := range ui {
-					nui[k] = v
-				}
+				nui := maps.Clone(ui)
 				nui["resourceUri"] = x
 				out["ui"] = nui
 			}
