@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"reflect"
 	"strings"
 
 	"github.com/bubbuild/bub-mcp/app"
@@ -134,11 +135,17 @@ func Policy(at *config.ModuleRef, s *Config) (*Environment, error) {
 		return nil, err
 	}
 	if s != nil {
-		over := *s
-		if over.Bwrap == "" {
-			over.Bwrap = m.Bwrap
+		// Key by key, as a profile's own table overrides [sandbox]: only
+		// the keys the server's table sets replace the defaults.
+		set := func(key string) bool {
+			return at.Config().IsDefined(append(append([]string(nil), at.Table...), key)...)
 		}
-		m.Config = over
+		dst, src := reflect.ValueOf(&m.Config).Elem(), reflect.ValueOf(s).Elem()
+		for i := range dst.NumField() {
+			if set(dst.Type().Field(i).Tag.Get("toml")) {
+				dst.Field(i).Set(src.Field(i))
+			}
+		}
 	}
 	if err := m.provision(at); err != nil {
 		return nil, err

@@ -19,7 +19,7 @@ import (
 	"github.com/bubbuild/bub-mcp/internal/testenv"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
-	_ "github.com/bubbuild/bub-mcp/sandbox"
+	"github.com/bubbuild/bub-mcp/sandbox"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -165,5 +165,38 @@ func TestPythonAskedPerApp(t *testing.T) {
 	want := map[string]string{"first app, new session": before, "second app": filepath.Join(venv, "bin", "python3")}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("interpreters (-want +got):\n%s", diff)
+	}
+}
+
+// An upstream server's [upstreams.<name>.sandbox] overrides [sandbox]
+// key by key, as a profile's table does: the keys it sets win, the
+// others keep [sandbox]'s values.
+func TestUpstreamPolicyDefaults(t *testing.T) {
+	testenv.MustHaveBwrap(t)
+	dir := t.TempDir()
+	cfg, err := config.Parse("t.toml", fmt.Sprintf(`
+[sandbox]
+memory = "256MiB"
+network = "host"
+processes = 40
+
+[upstreams.x]
+command = "srv"
+environment = "sandbox"
+[upstreams.x.sandbox]
+read_only = [%q]
+processes = 20
+`, dir), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := &sandbox.Config{ReadOnly: []string{dir}, Processes: 20}
+	m, err := sandbox.Policy(cfg.NewModuleRef(environment.SandboxName, "upstreams", "x", "sandbox"), own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.Config{Memory: 256 << 20, Network: "host", Processes: 20, ReadOnly: []string{dir}}
+	if diff := cmp.Diff(want, m.Config); diff != "" {
+		t.Errorf("upstream's sandbox keys (-want +got):\n%s", diff)
 	}
 }
