@@ -224,12 +224,13 @@ func (u *upstream) exchangeToken(ctx context.Context, principal, subject string)
 	return nil
 }
 
-// clip bounds a string from outside for a message.
+// clip bounds a string from outside for a message, never cutting a
+// character in two (a broken byte would make the message invalid UTF-8).
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // tokenEndpoint finds issuer's token endpoint from its RFC 8414 metadata,

@@ -192,3 +192,21 @@ func TestTokenExchangeCalls(t *testing.T) {
 	}
 	h.mu.Unlock()
 }
+
+// clip cuts at a byte bound without leaving half a character.
+func TestClipKeepsUTF8(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc…"},
+		{"ab漢字", 3, "ab…"}, // 漢 is 3 bytes: cut inside it, dropped whole
+		{"ab漢字", 5, "ab漢…"},
+	} {
+		if got := clip(tt.in, tt.n); got != tt.want {
+			t.Errorf("clip(%q, %d) = %q; want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
+}
