@@ -63,10 +63,10 @@ type exchangeCache struct {
 	endpoints map[string]string // issuer → token endpoint
 }
 
-// get returns principal's token when it needs no renewal; with any set,
+// get returns principal's token when it needs no renewal; with unexpired set,
 // also an older one that has not expired (for the connection's requests
 // between two calls).
-func (c *exchangeCache) get(principal string, now time.Time, any bool) (string, bool) {
+func (c *exchangeCache) get(principal string, now time.Time, unexpired bool) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.byKey[principal]
@@ -79,7 +79,7 @@ func (c *exchangeCache) get(principal string, now time.Time, any bool) (string, 
 		delete(c.byKey, principal)
 		return "", false
 	}
-	if !any && !now.Before(e.renew) {
+	if !unexpired && !now.Before(e.renew) {
 		return "", false
 	}
 	c.order.MoveToFront(el)
