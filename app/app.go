@@ -166,6 +166,13 @@ func New(ctx context.Context, opts *Options) (_ *App, err error) {
 			return nil, fmt.Errorf("app: %w", err)
 		}
 	}
+	// Absolute, once: the home is hidden from every Environment's tools,
+	// and a relative path would be taken against each one's workspace.
+	home, err := filepath.Abs(o.Home)
+	if err != nil {
+		return nil, fmt.Errorf("app: home: %w", err)
+	}
+	o.Home = home
 	if o.Workspace == "" {
 		var err error
 		if o.Workspace, err = os.Getwd(); err != nil {
@@ -402,7 +409,7 @@ func (a *App) AuditDir() string {
 	return a.audit.Dir()
 }
 
-// Home returns $BUB_HOME.
+// Home returns $BUB_HOME, absolute.
 func (a *App) Home() string { return a.home }
 
 // OnDemand reports Options.OnDemand: start background services (such as
@@ -556,14 +563,9 @@ func (a *App) Environment(ctx context.Context, conn *providers.Connection) (envi
 		return nil, fmt.Errorf("app: profile %q has no environment", p.Name)
 	}
 	// The home holds bub.toml's secrets and the audit log: no profile's
-	// tools may reach it, even inside a workspace of ~. Absolute, as a
-	// relative one would be taken against the workspace.
-	home, err := filepath.Abs(a.home)
-	if err != nil {
-		return nil, fmt.Errorf("app: home: %w", err)
-	}
+	// tools may reach it, even inside a workspace of ~.
 	o := environment.Options{Session: conn.SessionKey, Workspace: conn.Workspace, Confine: p.Confine,
-		Hidden: []string{home}, Logger: a.log}
+		Hidden: []string{a.home}, Logger: a.log}
 	for _, f := range a.envSetups {
 		f(conn, &o)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -56,12 +55,8 @@ func (u *upstream) environment(ctx context.Context) (environment.Environment, er
 	}
 	// As for a profile's tools (app): $BUB_HOME holds bub.toml's secrets
 	// and the audit log, and a server's cwd may hold it.
-	home, err := filepath.Abs(u.m.app.Home())
-	if err != nil {
-		return nil, fmt.Errorf("environment %q: home: %w", name, err)
-	}
 	env, err := factory(ctx, environment.Options{Session: "upstream:" + u.cfg.name, Workspace: ws,
-		Hidden: []string{home}, Logger: u.m.log.With("upstream", u.cfg.name)})
+		Hidden: []string{u.m.app.Home()}, Logger: u.m.log.With("upstream", u.cfg.name)})
 	if err != nil {
 		return nil, fmt.Errorf("environment %q: %w", name, err)
 	}
