@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -227,5 +228,60 @@ func TestStdioAuditNotOnTape(t *testing.T) {
 	// Calls go to the audit log, never to the session's tape.
 	if got := resultText(res); !strings.Contains(got, "entries: 0") {
 		t.Errorf("tape_info = %q; want 0 entries (audit is not on the tape)", got)
+	}
+}
+
+// TestStdioPipedLines pipes a whole session into the binary at once and
+// closes its input, as `printf '…' | bub-mcp serve` does: every request
+// after initialize is answered (none refused as "not initialized"), the
+// initialize answer comes first, and input's end still lets the answers
+// out.
+func TestStdioPipedLines(t *testing.T) {
+	ws := noteWorkspace(t, "piped note")
+	cmd := exec.Command(binary(t), "serve")
+	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+writeConfig(t, fmt.Sprintf("[profiles.default]\nworkspace = %q\n", ws)))
+	cmd.Stdin = strings.NewReader(strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"printf","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fs_read","arguments":{"path":"note.txt"}}}`,
+	}, "\n") + "\n")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bub-mcp serve: %v\nstderr: %s", err, stderr.String())
+	}
+	type answer struct {
+		ID     int             `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	var ids []int
+	got := map[int]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var a answer
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("stdout line %q: %v", line, err)
+		}
+		ids = append(ids, a.ID)
+		switch {
+		case a.Error != nil:
+			got[a.ID] = "error: " + a.Error.Message
+		case a.ID == 2:
+			got[2] = fmt.Sprint(strings.Contains(string(a.Result), `"name":"fs_read"`))
+		case a.ID == 3:
+			got[3] = fmt.Sprint(strings.Contains(string(a.Result), "piped note"))
+		default:
+			got[a.ID] = fmt.Sprint(strings.Contains(string(a.Result), `"protocolVersion":"2025-11-25"`))
+		}
+	}
+	if diff := cmp.Diff(map[int]string{1: "true", 2: "true", 3: "true"}, got); diff != "" {
+		t.Errorf("answers (-want +got):\n%s\nstdout: %s", diff, out)
+	}
+	if len(ids) == 0 || ids[0] != 1 {
+		t.Errorf("answer order = %v; want initialize's (1) first", ids)
 	}
 }

@@ -27,8 +27,9 @@ import (
 // started hears from test.block once it runs.
 var started = make(chan struct{}, 16)
 
-// boundsServer is a server with small limits and two tools: echo, and
-// block, which says it started and waits for release.
+// boundsServer is a server with small limits and three tools: echo,
+// block, which says it started and waits for release, and ask, which
+// asks the client a question.
 func boundsServer(t testing.TB, l mcpserver.Limits, release chan struct{}) *mcpserver.Server {
 	t.Helper()
 	for len(started) > 0 { // left by an earlier test's blocked calls
@@ -36,6 +37,7 @@ func boundsServer(t testing.TB, l mcpserver.Limits, release chan struct{}) *mcps
 	}
 	reg := registry.New()
 	reg.MustRegister(echoTool())
+	reg.MustRegister(askTool())
 	reg.MustRegister(registry.MustNewTool("test.block", "Block until released.", func(ctx context.Context, tc *registry.ToolContext, in struct{}) (string, error) {
 		started <- struct{}{}
 		select {
@@ -213,6 +215,48 @@ func TestStdioBounds(t *testing.T) {
 	p.send(callLine("5", "test_echo", `{"message":"busy?"}`))
 	if m := p.recv(); m["id"] != json.Number("5") || !strings.Contains(func() string { _, s := errorOf(m); return s }(), "server busy") {
 		t.Errorf("second call beyond max_concurrent_per_client = %v; want server busy", m)
+	}
+}
+
+// TestStdioPipelinedHandshake sends the handshake and the first requests
+// in one write, as a script piping lines into bub-mcp serve does: the
+// requests after initialize were refused as "not initialized" while
+// initialize still ran on another goroutine. Each is now served, and
+// initialize is answered first.
+func TestStdioPipelinedHandshake(t *testing.T) {
+	p := startStdio(t, boundsServer(t, mcpserver.Limits{}, nil))
+	p.send(strings.Join([]string{
+		initLine,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		callLine("2", "test_echo", `{"message":"piped"}`),
+	}, "\n"))
+	first := p.recv()
+	if first["id"] != json.Number("0") || first["result"] == nil {
+		t.Fatalf("first answer = %v; want initialize's result", first)
+	}
+	got := map[string]string{}
+	for range 2 {
+		m := p.recv()
+		id, _ := m["id"].(json.Number)
+		if code, msg := errorOf(m); code != "" {
+			got[string(id)] = "error " + code + ": " + msg
+			continue
+		}
+		res, _ := m["result"].(map[string]any)
+		switch id {
+		case "1":
+			tools, _ := res["tools"].([]any)
+			got["1"] = fmt.Sprintf("%d tools", len(tools))
+		case "2":
+			content, _ := res["content"].([]any)
+			text, _ := content[0].(map[string]any)["text"].(string)
+			got["2"] = text
+		}
+	}
+	want := map[string]string{"1": "3 tools", "2": "piped"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answers after a pipelined initialize (-want +got):\n%s", diff)
 	}
 }
 

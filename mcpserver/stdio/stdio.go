@@ -68,31 +68,46 @@ func Serve(ctx context.Context, srv *mcpserver.Server, in io.Reader, out io.Writ
 	c.in = bufio.NewReaderSize(in, 64<<10)
 	c.readCtx, c.readErr = base, make(chan error, 1)
 	go c.read()
+	// Calls in flight get the grace period to finish and answer, both on a
+	// signal (ctx) and when the client closes its input: a script that
+	// pipes its requests in (printf … | bub-mcp serve) closes it after the
+	// last one and reads the answers. After the input's end a signal cuts
+	// them at once.
+	var readErr error
+	stop := context.Background()
 	select {
 	case err := <-c.readErr:
-		cancelCalls()
-		c.wg.Wait()
-		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
-			return nil
+		close(c.inputEnded)
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
+			readErr = err
 		}
-		return err
+		stop = ctx
 	case <-ctx.Done():
 	}
-	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if !core.WaitCalls(graceCtx) {
-		c.log.Warn("mcp.stdio.shutdown.cancelling", "reason", "grace period over")
-		core.CutCalls()
-	}
-	cancelCalls()
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
+	graceTimer := time.NewTimer(grace)
+	defer graceTimer.Stop()
+	cut := func(reason string) {
+		c.log.Warn("mcp.stdio.shutdown.cancelling", "reason", reason)
+		core.CutCalls() // calls still running answer "server shutting down"
+	}
+	select {
+	case <-done:
+	case <-graceTimer.C:
+		cut("grace period over")
+	case <-stop.Done():
+		cut("signal after the input's end")
+	}
+	// A cut call answers once it has stopped; cancelling its request
+	// before that would drop the answer.
 	select {
 	case <-done:
 	case <-time.After(edge.ShutdownTimeout):
 	}
+	cancelCalls()
 	// The reader may still be blocked on in; it ends with the process.
-	return nil
+	return readErr
 }
 
 // stdioConn is the one client of a stdio transport and its mcp-go
@@ -120,6 +135,9 @@ type stdioConn struct {
 	in      *bufio.Reader
 	readCtx context.Context
 	readErr chan error // the reader that meets the end of in sends it here
+	// inputEnded is closed when in has ended: a request to the client
+	// (sampling, elicitation, roots) can get no answer any more.
+	inputEnded chan struct{}
 
 	notes       chan mcp.JSONRPCNotification
 	initialized atomic.Bool  // mcp-go's: also set by a 2026-07-28 request
@@ -156,6 +174,8 @@ func newStdioConn(core edge.Core, out io.Writer) *stdioConn {
 		pool:    newPool(l.MaxConcurrentPerClient, poolIdle),
 		notes:   make(chan mcp.JSONRPCNotification, 100),
 		pending: map[int64]chan rpcReply{},
+
+		inputEnded: make(chan struct{}),
 	}
 }
 
@@ -306,6 +326,15 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		if resp != nil && !rq.dropped.Load() {
 			c.writeMessage(resp)
 		}
+	}
+	if env.Method == string(mcp.MethodInitialize) {
+		// What follows initialize is served as of its answer: a client
+		// that sends its first requests without waiting for that answer
+		// (a script piping lines in) must not see them refused as "not
+		// initialized" because initialize still ran elsewhere. Initialize
+		// asks the client nothing, so reading may wait for it.
+		job()
+		return true
 	}
 	if c.in.Buffered() > 0 {
 		c.pool.Go(job)
@@ -596,6 +625,8 @@ func (c *stdioConn) request(ctx context.Context, method string, params any) (jso
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-c.inputEnded:
+		return nil, fmt.Errorf("%s request failed: %w", method, errInputEnded)
 	case r := <-ch:
 		if r.err != nil {
 			return nil, fmt.Errorf("%s request failed: %s", method, r.err.Message)
@@ -603,6 +634,9 @@ func (c *stdioConn) request(ctx context.Context, method string, params any) (jso
 		return r.result, nil
 	}
 }
+
+// errInputEnded fails a request to a client that closed its input.
+var errInputEnded = errors.New("the client closed its input, so no answer can come")
 
 // mcp-go's ClientSession and its optional interfaces.
 
