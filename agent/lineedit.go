@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
+	"github.com/bubbuild/bub-mcp/internal/lockedfile"
 	"github.com/peterh/liner"
 	"golang.org/x/term"
 )
@@ -198,22 +198,7 @@ func (e *LineEditor) saveHistory() error {
 	if _, err := e.st.WriteHistory(&b); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(e.histPath), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(e.histPath), "."+filepath.Base(e.histPath)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing to remove
-	if _, err := tmp.Write(b.Bytes()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), e.histPath)
+	return lockedfile.Write(e.histPath, b.Bytes(), 0o600)
 }
 
 // Close gives the terminal back the mode it had before the editor. The

@@ -11,11 +11,11 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/lockedfile"
 	"github.com/go-jose/go-jose/v4"
 )
 
@@ -38,26 +38,7 @@ func (f FileKeyStore) Load(context.Context) ([]byte, error) { return os.ReadFile
 // Save writes the file through a temporary file and a rename, so a crash
 // never leaves half a key ring.
 func (f FileKeyStore) Save(_ context.Context, blob []byte) error {
-	if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(f.Path), ".keyring-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(blob); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), f.Path)
+	return lockedfile.Write(f.Path, blob, 0o600)
 }
 
 // KeyRingOptions configure NewKeyRing; zero values mean the defaults named.

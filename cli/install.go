@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/bubbuild/bub-mcp/internal/lockedfile"
 	"github.com/spf13/cobra"
 	"github.com/tailscale/hujson"
 )
@@ -477,24 +478,8 @@ func mergeConfig(cl client, path, name string, entry map[string]any) (backup str
 			return "", fmt.Errorf("backing up %s: %w", path, err)
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return "", fmt.Errorf("%w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("%w", err)
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("%w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("%w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("%w", err)
+	if err := lockedfile.Write(path, b, mode); err != nil {
+		return "", err
 	}
 	return backup, nil
 }

@@ -14,12 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/bubbuild/bub-mcp/internal/lockedfile"
 	"github.com/bubbuild/bub-mcp/registry"
 )
 
@@ -138,27 +138,8 @@ func writeIfAbsent(path, content string) error {
 		return nil
 	}
 	// Private like the rest of $BUB_HOME: a stub names the tools in scope.
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("providers: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("providers: %w", err)
-	}
-	_, werr := tmp.WriteString(content)
-	if werr == nil {
-		werr = tmp.Sync() // a crash must not leave an empty file under the final name
-	}
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("providers: write %s: %w", path, werr)
+	if err := lockedfile.Write(path, []byte(content), 0o600); err != nil {
+		return fmt.Errorf("providers: write %s: %w", path, err)
 	}
 	return nil
 }

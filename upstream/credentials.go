@@ -17,9 +17,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/lockedfile"
 	"github.com/mark3labs/mcp-go/client/transport"
 )
 
@@ -342,19 +342,11 @@ func (s FileCredentialStore) file(server, principal string) string {
 
 // locked runs fn holding the server directory's lock file.
 func (s FileCredentialStore) locked(server string, fn func() error) error {
-	dir := filepath.Join(s.Dir, server)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("upstream credentials: %w", err)
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	unlock, err := lockedfile.Lock(context.Background(), filepath.Join(s.Dir, server, ".lock"))
 	if err != nil {
 		return fmt.Errorf("upstream credentials: %w", err)
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("upstream credentials: lock: %w", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer unlock()
 	return fn()
 }
 
@@ -378,29 +370,11 @@ func (s FileCredentialStore) read(path string) (*credentialFile, error) {
 // Dir/<server>/<sha256(principal)>.lock, tried until ctx ends.
 func (s FileCredentialStore) Lock(ctx context.Context, server, principal string) (func(), error) {
 	path := strings.TrimSuffix(s.file(server, principal), ".json") + ".lock"
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("upstream credentials: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	unlock, err := lockedfile.Lock(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("upstream credentials: %w", err)
 	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("upstream credentials: lock: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return unlock, nil
 }
 
 // Get implements CredentialStore.
@@ -422,7 +396,7 @@ func (s FileCredentialStore) Put(_ context.Context, server, principal string, se
 		return err
 	}
 	return s.locked(server, func() error {
-		if err := writeFileAtomic(s.file(server, principal), b); err != nil {
+		if err := lockedfile.Write(s.file(server, principal), b, 0o600); err != nil {
 			return fmt.Errorf("upstream credentials: %w", err)
 		}
 		return nil

@@ -31,6 +31,7 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
+	"github.com/bubbuild/bub-mcp/internal/lockedfile"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sandbox"
@@ -464,7 +465,7 @@ func (m *Module) cacheFile(s *Server) string { return filepath.Join(m.cache, s.n
 func (m *Module) remember(s *Server, raws []json.RawMessage) {
 	b, err := json.Marshal(cacheEntry{Config: configDigest(s), Tools: raws})
 	if err == nil {
-		err = writeFileAtomic(m.cacheFile(s), b)
+		err = lockedfile.Write(m.cacheFile(s), b, 0o600)
 	}
 	if err != nil {
 		m.log.Warn("upstream.cache", "upstream", s.name, "error", err)
@@ -482,27 +483,6 @@ func (m *Module) remembered(s *Server) ([]json.RawMessage, bool) {
 		return nil, false
 	}
 	return e.Tools, true
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-	}
-	return werr
 }
 
 var _ app.Provisioner = (*Module)(nil)

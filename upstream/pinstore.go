@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bubbuild/bub-mcp/internal/lockedfile"
 	"github.com/bubbuild/bub-mcp/sessions/pgstore/docstore"
 )
 
@@ -153,18 +154,11 @@ func (s FilePinStore) Load(server string) (*PinSet, error) {
 // the read, fn and the atomic write, so a serving process and
 // `bub-mcp upstreams approve` never lose each other's changes.
 func (s FilePinStore) Update(server string, fn func(*PinSet) (*PinSet, bool, error)) error {
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("upstream pins: %w", err)
-	}
-	lock, err := os.OpenFile(filepath.Join(s.Dir, server+".pins.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	unlock, err := lockedfile.Lock(context.Background(), filepath.Join(s.Dir, server+".pins.lock"))
 	if err != nil {
 		return fmt.Errorf("upstream pins: %w", err)
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("upstream pins: lock: %w", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer unlock()
 	set, err := s.Load(server)
 	if err != nil {
 		return err
@@ -177,7 +171,7 @@ func (s FilePinStore) Update(server string, fn func(*PinSet) (*PinSet, bool, err
 	if err != nil {
 		return fmt.Errorf("upstream pins: %w", err)
 	}
-	if err := writeFileAtomic(s.file(server), append(b, '\n')); err != nil {
+	if err := lockedfile.Write(s.file(server), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("upstream pins: %w", err)
 	}
 	return nil

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/bubbuild/bub-mcp/internal/lockedfile"
 )
 
 // Kind names a class of records in a Store.
@@ -103,24 +103,11 @@ type fileData map[Kind]map[string]Record
 func (s *FileStore) update(fn func(d fileData) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-		return fmt.Errorf("asfront: store: %w", err)
-	}
-	lock, err := os.OpenFile(s.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	unlock, err := lockedfile.Lock(context.Background(), s.path+".lock")
 	if err != nil {
 		return fmt.Errorf("asfront: store: %w", err)
 	}
-	defer lock.Close()
-	for {
-		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("asfront: store: lock: %w", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	defer unlock()
 
 	d := fileData{}
 	blob, err := os.ReadFile(s.path)
@@ -149,19 +136,7 @@ func (s *FileStore) update(fn func(d fileData) (changed bool, err error)) error 
 	if err != nil {
 		return fmt.Errorf("asfront: store: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.path), ".oauth-store-*")
-	if err != nil {
-		return fmt.Errorf("asfront: store: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(blob); err != nil {
-		tmp.Close()
-		return fmt.Errorf("asfront: store: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("asfront: store: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
+	if err := lockedfile.Write(s.path, blob, 0o600); err != nil {
 		return fmt.Errorf("asfront: store: %w", err)
 	}
 	return nil
