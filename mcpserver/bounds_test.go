@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
-	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
 	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
@@ -64,24 +63,17 @@ type stdioPeer struct {
 
 func startStdio(t *testing.T, srv *mcpserver.Server) *stdioPeer {
 	t.Helper()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
-		outW.Close()
-	}()
+	p := servePiped(ctx, srv, time.Second)
 	t.Cleanup(func() {
 		// Answers the test did not wait for must not block the server's
 		// writes, or it would never end.
-		go io.Copy(io.Discard, outR)
+		go io.Copy(io.Discard, p.out)
 		cancel()
-		inW.Close()
-		<-done
+		p.in.Close()
+		<-p.served
 	})
-	return &stdioPeer{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
+	return &stdioPeer{t: t, in: p.in, out: bufio.NewReaderSize(p.out, 1<<20)}
 }
 
 // send writes line; the pipe holds nothing, so a server that stopped

@@ -3,17 +3,43 @@ package mcpserver_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
+	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
 	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 )
+
+// piped is srv's stdio transport served over two pipes, as a client
+// process's pipes would be: write requests to in, read answers from out.
+// Serve's error arrives on served; out then ends.
+type piped struct {
+	in     *io.PipeWriter
+	out    *io.PipeReader
+	outW   *io.PipeWriter
+	served chan error
+}
+
+// servePiped starts stdio.Serve for srv with the default profile and
+// shutdown grace; it runs until ctx ends or in is closed.
+func servePiped(ctx context.Context, srv *mcpserver.Server, grace time.Duration) *piped {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	p := &piped{in: inW, out: outR, outW: outW, served: make(chan error, 1)}
+	go func() {
+		p.served <- stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: "default"}, grace)
+		outW.Close()
+	}()
+	return p
+}
 
 // newHost is an App over reg with the bub.toml src and no modules, logging
 // nowhere, in fresh directories; it closes with the test.

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/mcpserver"
-	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
-	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 )
@@ -46,16 +44,11 @@ func TestStdioInputEnd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			release := make(chan struct{})
 			srv := boundsServer(t, mcpserver.Limits{}, release)
-			inR, inW := io.Pipe()
-			outR, outW := io.Pipe()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			served := make(chan error, 1)
-			go func() {
-				served <- stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: "default"}, tt.grace)
-				outW.Close()
-			}()
-			out := bufio.NewReader(outR)
+			p := servePiped(ctx, srv, tt.grace)
+			inW, served := p.in, p.served
+			out := bufio.NewReader(p.out)
 			lines := make(chan string, 16)
 			go func() {
 				defer close(lines)

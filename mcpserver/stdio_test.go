@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
-	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/google/go-cmp/cmp"
 	"github.com/mark3labs/mcp-go/client"
@@ -38,16 +36,12 @@ func TestStdioServerRequests(t *testing.T) {
 		return res.Action + ": " + res.Content["answer"].(string), nil
 	}))
 	srv := newServer(t, newHost(t, reg, ""))
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	served := make(chan error, 1)
-	go func() {
-		served <- stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
-	}()
+	p := servePiped(ctx, srv, time.Second)
+	inW, served := p.in, p.served
 
-	c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(nil)),
+	c := client.NewClient(transport.NewIO(p.out, inW, io.NopCloser(nil)),
 		client.WithProtocolVersion(legacy), client.WithSamplingHandler(echoSampler{}), client.WithElicitationHandler(acceptingElicitor{}))
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -71,7 +71,6 @@ import (
 	"github.com/bubbuild/bub-mcp/app"
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/mcpserver"
-	"github.com/bubbuild/bub-mcp/mcpserver/stdio"
 	"github.com/bubbuild/bub-mcp/mcpserver/streamhttp"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/bubbuild/bub-mcp/registry"
@@ -196,18 +195,14 @@ func wireRegistry() *registry.Registry {
 
 // runWireStdio sends client's lines to ServeStdio and returns what it wrote.
 func runWireStdio(t *testing.T, srv *mcpserver.Server, client string) []string {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	served := make(chan error, 1)
-	go func() {
-		served <- stdio.Serve(ctx, srv, inR, outW, providers.Connection{Profile: "default"}, time.Second)
-	}()
+	p := servePiped(ctx, srv, time.Second)
+	inW, served := p.in, p.served
 	lines := make(chan string, 64)
 	go func() {
 		defer close(lines)
-		sc := bufio.NewScanner(outR)
+		sc := bufio.NewScanner(p.out)
 		sc.Buffer(nil, 1<<24)
 		for sc.Scan() {
 			lines <- sc.Text()
@@ -251,7 +246,8 @@ func runWireStdio(t *testing.T, srv *mcpserver.Server, client string) []string {
 	case <-time.After(wireWait):
 		t.Error("ServeStdio did not return after stdin closed")
 	}
-	outW.Close()
+	p.outW.Close() // also when Serve did not return: the lines end
+
 	for l := range lines {
 		out = append(out, l)
 	}
