@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -19,9 +20,10 @@ import (
 
 // oauthFront builds the authorization-server front of [auth.oauth.proxy]
 // and the resource server that accepts its tokens; front is nil without
-// the table (then rs is [auth.oauth]'s plain resource server). release
-// releases the front's store.
-func oauthFront(ctx context.Context, cfg *config.Config, home string, log *slog.Logger) (front *asfront.Front, rs *auth.ResourceServer, release func(), err error) {
+// the table (then rs is [auth.oauth]'s plain resource server). storeDSN
+// is [store]'s database, "" for the file store: the front's default.
+// release releases the front's store.
+func oauthFront(ctx context.Context, cfg *config.Config, home, storeDSN string, log *slog.Logger) (front *asfront.Front, rs *auth.ResourceServer, release func(), err error) {
 	release = func() {}
 	o := cfg.Auth.OAuth
 	if o == nil || o.Proxy == nil {
@@ -35,9 +37,19 @@ func oauthFront(ctx context.Context, cfg *config.Config, home string, log *slog.
 	}
 	var store asfront.Store
 	var keyStore auth.KeyStore
-	switch p.Store {
+	kind, dsn := p.Store, p.DSN
+	if kind == "" && storeDSN != "" {
+		kind = "postgres"
+	}
+	if kind == "postgres" && dsn == "" {
+		dsn = storeDSN
+	}
+	switch kind {
 	case "postgres":
-		s, err := oauthstore.Open(p.DSN)
+		if dsn == "" {
+			return nil, nil, release, errors.New(`[auth.oauth.proxy] store = "postgres" needs a database: [store] kind = "postgres" (the front then shares it) or dsn_env`)
+		}
+		s, err := oauthstore.Open(dsn)
 		if err != nil {
 			return nil, nil, release, fmt.Errorf("[auth.oauth.proxy]: %w", err)
 		}

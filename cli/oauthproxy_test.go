@@ -238,13 +238,23 @@ func getJSON(t *testing.T, u string, v any) {
 	}
 }
 
-// TestOAuthProxyReplicas: three replicas on one PostgreSQL
-// ([auth.oauth.proxy] store = "postgres", sessions too) behind a
+// TestOAuthProxyReplicas: three replicas on one PostgreSQL behind a
 // round-robin proxy. The sign-in hops between them (authorize on one,
 // Hydra's callback on the next, the consent on the third), and the
 // code exchange, the calls and the refresh go through the others: the
 // grant, the codes, the refresh tokens and the signing keys are shared.
+// The front's store is [store]'s database by default, or one of its own
+// (store = "postgres" with dsn_env).
 func TestOAuthProxyReplicas(t *testing.T) {
+	for _, tt := range []struct{ name, front string }{
+		{name: "front follows [store]"},
+		{name: "front's own database", front: "store = \"postgres\"\ndsn_env = \"BUB_TEST_FRONT_DSN\"\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testOAuthProxyReplicas(t, tt.front) })
+	}
+}
+
+func testOAuthProxyReplicas(t *testing.T, front string) {
 	idp := oidctest.Start(t)
 	dsn := pgtest.DSN(t)
 	// The public URL is the load balancer's, known before the replicas
@@ -285,11 +295,9 @@ profile = "default"
 [auth.oauth.proxy]
 client_id = %q
 client_secret_env = "BUB_TEST_IDP_SECRET"
-store = "postgres"
-dsn_env = "BUB_TEST_DSN"
-`, public, ws, idp.Issuer, upstream.ID)
+%s`, public, ws, idp.Issuer, upstream.ID, front)
 	cfg := writeConfig(t, src)
-	env := append(os.Environ(), "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn, "BUB_TEST_IDP_SECRET="+upstream.Secret)
+	env := append(os.Environ(), "BUB_CONFIG="+cfg, "BUB_TEST_DSN="+dsn, "BUB_TEST_FRONT_DSN="+pgtest.DSN(t), "BUB_TEST_IDP_SECRET="+upstream.Secret)
 	for i := range 3 {
 		u, err := url.Parse(startHTTPReplica(t, append(env[:len(env):len(env)], fmt.Sprintf("BUB_REPLICA=r%d", i))))
 		if err != nil {
@@ -467,4 +475,33 @@ func TestServeOAuthProxyBrowser(t *testing.T) {
 		t.Fatalf("back at the client with %s; want state and iss", got["REDIRECT"][0])
 	}
 	p.finish(t, back.Query().Get("code"))
+}
+
+// TestOAuthProxyPostgresNeedsADatabase: store = "postgres" with neither
+// dsn_env nor [store] kind = "postgres" stops the server with a message
+// naming both ways to give it one.
+func TestOAuthProxyPostgresNeedsADatabase(t *testing.T) {
+	cfg := writeConfig(t, `[server]
+public_url = "http://127.0.0.1:9"
+
+[auth.oauth]
+issuer = "http://127.0.0.1:9/idp"
+
+[[auth.oauth.rules]]
+claim = "groups"
+value = "eng"
+profile = "default"
+
+[auth.oauth.proxy]
+client_id = "bub"
+client_secret_env = "BUB_TEST_IDP_SECRET"
+store = "postgres"
+`)
+	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "BUB_HOME="+t.TempDir(), "BUB_CONFIG="+cfg, "BUB_TEST_IDP_SECRET=s3")
+	out, err := cmd.CombinedOutput()
+	want := `[auth.oauth.proxy] store = "postgres" needs a database: [store] kind = "postgres" (the front then shares it) or dsn_env`
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("serve = %v\n%s\nwant it to stop saying %q", err, out, want)
+	}
 }

@@ -131,7 +131,7 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 	for i, t := range cfg.Auth.Tokens {
 		tokens[i] = streamhttp.Token{Name: t.Name, SHA256: t.SHA256, Profile: t.Profile}
 	}
-	front, oauth, closeFront, err := oauthFront(ctx, cfg, a.Home(), env.Logger)
+	front, oauth, closeFront, err := oauthFront(ctx, cfg, a.Home(), a.StoreDSN(), env.Logger)
 	if err != nil {
 		return err
 	}

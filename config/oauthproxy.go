@@ -38,11 +38,15 @@ type OAuthProxy struct {
 	KeyRotation Duration `toml:"key_rotation"`
 	// MaxClients bounds dynamic client registrations (default 10000).
 	MaxClients int `toml:"max_clients"`
-	// Store keeps clients, grants, codes and refresh tokens: "file"
-	// (default; $BUB_HOME/oauth, one machine) or "postgres" (replicas).
+	// Store keeps clients, grants, codes, refresh tokens and signing keys:
+	// "file" ($BUB_HOME/oauth, one machine) or "postgres" (replicas).
+	// Unset, it follows [store]: "postgres" in [store]'s database when
+	// [store] kind = "postgres" (replicas then share the front without a
+	// second setting), else "file".
 	Store string `toml:"store"`
-	// DSNEnv names the variable holding the PostgreSQL connection string
-	// for store = "postgres".
+	// DSNEnv names the variable holding the connection string of a
+	// database of the front's own, for store = "postgres"; without it the
+	// front uses [store]'s.
 	DSNEnv string `toml:"dsn_env"`
 	// DSN is filled from DSNEnv at load; not a key.
 	DSN string `toml:"-"`
@@ -99,11 +103,12 @@ func (c *Config) checkProxy(getenv func(string) string, fail func(string, ...str
 			return fail(`only with store = "postgres"`, key("dsn_env")...)
 		}
 	case "postgres":
-		if p.DSNEnv == "" {
-			return fail(`store = "postgres" needs dsn_env: the variable holding the connection string`, key("dsn_env")...)
-		}
-		if p.DSN = strings.TrimSpace(getenv(p.DSNEnv)); p.DSN == "" {
-			return fail(fmt.Sprintf("environment variable %s is empty or unset", p.DSNEnv), key("dsn_env")...)
+		// Without dsn_env the front takes [store]'s database, a module's
+		// table: the server checks that one when it starts.
+		if p.DSNEnv != "" {
+			if p.DSN = strings.TrimSpace(getenv(p.DSNEnv)); p.DSN == "" {
+				return fail(fmt.Sprintf("environment variable %s is empty or unset", p.DSNEnv), key("dsn_env")...)
+			}
 		}
 	default:
 		return fail(fmt.Sprintf(`unknown store %q: want "file" or "postgres"`, p.Store), key("store")...)
