@@ -52,6 +52,32 @@ type keyCache struct {
 	fetches   int       // JWKS fetches done, for tests and metrics
 }
 
+// KeySet is an issuer's published signing keys, fetched from its JWKS and
+// kept as a ResourceServer keeps its issuer's: fetched again after an hour,
+// and when a token names a key id it does not know (rotation) but at most
+// every 30 s, concurrent fetches coalesced, at most 100 public signing
+// keys kept. The authorization-server front verifies its IdP's ID tokens
+// with one.
+type KeySet struct{ c *keyCache }
+
+// NewKeySet returns the key set issuer publishes at jwksURL, fetched with
+// client; now is the clock (nil: time.Now).
+func NewKeySet(issuer, jwksURL string, client *http.Client, now func() time.Time) *KeySet {
+	if now == nil {
+		now = time.Now
+	}
+	return &KeySet{c: &keyCache{issuer: issuer, jwksURL: jwksURL, client: client, now: now,
+		refreshInterval: DefaultKeyRefreshInterval, minRefetch: DefaultMinRefetchInterval}}
+}
+
+// Keys returns the keys a token that names key id kid may be verified
+// with: that key, or every key when kid is "". None, without an error,
+// when the issuer does not publish kid.
+func (s *KeySet) Keys(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
+	keys, _, err := s.c.lookup(ctx, kid)
+	return keys, err
+}
+
 // lookup returns the verification keys for kid ("" when the token names
 // none: every key is a candidate). It refetches the JWKS when the cache is
 // empty or stale, or when kid is unknown and the last attempt is older than

@@ -14,13 +14,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/bubbuild/bub-mcp/auth"
 )
 
-// maxUpstreamBytes bounds what the IdP sends (discovery, JWKS, tokens).
+// maxUpstreamBytes bounds what the IdP sends (discovery, tokens; its JWKS
+// is auth.KeySet's).
 const maxUpstreamBytes = 1 << 20
 
 // upstream is the real IdP, reached through OIDC discovery.
@@ -29,10 +29,9 @@ type upstream struct {
 	client *http.Client
 	now    func() time.Time
 
-	mu      sync.Mutex
-	disc    *oidcDiscovery
-	keys    jose.JSONWebKeySet
-	fetched time.Time
+	mu   sync.Mutex
+	disc *oidcDiscovery
+	keys *auth.KeySet // the IdP's, from disc's jwks_uri
 }
 
 type oidcDiscovery struct {
@@ -65,9 +64,12 @@ func (u *upstream) discover(ctx context.Context) (*oidcDiscovery, error) {
 		}
 	}
 	u.mu.Lock()
-	u.disc = &doc
+	if u.disc == nil {
+		u.disc, u.keys = &doc, auth.NewKeySet(doc.Issuer, doc.JWKSURI, u.client, u.now)
+	}
+	d = u.disc
 	u.mu.Unlock()
-	return &doc, nil
+	return d, nil
 }
 
 // authorizeURL is where the user signs in: the IdP's authorization
@@ -134,20 +136,26 @@ func (u *upstream) exchange(ctx context.Context, code, redirectURI, verifier, no
 	if err := json.Unmarshal(body, &tok); err != nil || tok.IDToken == "" {
 		return nil, fmt.Errorf("asfront: the IdP's token response has no id_token (is openid among the scopes?)")
 	}
-	return u.verifyIDToken(ctx, d, tok.IDToken, nonce)
+	return u.verifyIDToken(ctx, tok.IDToken, nonce)
 }
 
 // verifyIDToken checks the ID token's signature against the IdP's JWKS
 // and its iss, aud, exp and nonce (OIDC Core §3.1.3.7).
-func (u *upstream) verifyIDToken(ctx context.Context, d *oidcDiscovery, raw, nonce string) (map[string]any, error) {
+func (u *upstream) verifyIDToken(ctx context.Context, raw, nonce string) (map[string]any, error) {
 	tok, err := jwt.ParseSigned(raw, auth.AllowedAlgorithms)
 	if err != nil || len(tok.Headers) != 1 {
 		return nil, fmt.Errorf("asfront: the IdP's ID token is malformed: %v", err)
 	}
 	kid := tok.Headers[0].KeyID
-	keys, err := u.keysFor(ctx, d, kid)
+	u.mu.Lock()
+	set := u.keys
+	u.mu.Unlock()
+	keys, err := set.Keys(ctx, kid)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("asfront: fetching the IdP's keys: %w", err)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("asfront: the IdP's ID token names an unknown key")
 	}
 	var claims map[string]any
 	var reg jwt.Claims
@@ -171,31 +179,6 @@ func (u *upstream) verifyIDToken(ctx context.Context, d *oidcDiscovery, raw, non
 		return nil, errors.New("asfront: the IdP's ID token has no subject")
 	}
 	return claims, nil
-}
-
-// keysFor returns the IdP's keys for kid, fetching the JWKS when kid is
-// unknown (rotation) but at most every 30 s.
-func (u *upstream) keysFor(ctx context.Context, d *oidcDiscovery, kid string) ([]jose.JSONWebKey, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if found := u.keys.Key(kid); len(found) > 0 || (kid == "" && len(u.keys.Keys) > 0) {
-		if kid == "" {
-			return u.keys.Keys, nil
-		}
-		return found, nil
-	}
-	if !u.fetched.IsZero() && u.now().Sub(u.fetched) < 30*time.Second {
-		return nil, fmt.Errorf("asfront: the IdP's ID token names an unknown key")
-	}
-	var set jose.JSONWebKeySet
-	if err := u.getJSON(ctx, d.JWKSURI, &set); err != nil {
-		return nil, fmt.Errorf("asfront: fetching the IdP's keys: %w", err)
-	}
-	u.keys, u.fetched = set, u.now()
-	if kid == "" {
-		return set.Keys, nil
-	}
-	return set.Key(kid), nil
 }
 
 func (u *upstream) getJSON(ctx context.Context, where string, v any) error {
