@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bubbuild/bub-mcp/auth"
+	"github.com/bubbuild/bub-mcp/auth/keystoretest"
 )
 
 // TestKeyRingRotation: tokens the ring signed before a rotation stay valid
@@ -112,4 +113,11 @@ func TestKeyRingShared(t *testing.T) {
 	if n := len(a.JWKS().Keys); n != 4 {
 		t.Errorf("%d keys published after rotations by both; want 4", n)
 	}
+}
+
+// TestFileKeyStore: rings of processes sharing one $BUB_HOME, each with
+// its own FileKeyStore on the one file, start and rotate at once.
+func TestFileKeyStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "oauth", "keyring.json")
+	keystoretest.Run(t, func() auth.KeyStore { return auth.FileKeyStore{Path: path} })
 }
