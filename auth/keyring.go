@@ -142,7 +142,7 @@ func NewKeyRing(ctx context.Context, opts KeyRingOptions) (*KeyRing, error) {
 			return json.Marshal(keys)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("auth: key ring: saving: %w", err)
+			return nil, fmt.Errorf("auth: key ring: %w", err)
 		}
 	}
 	k.keys = keys
@@ -244,7 +244,7 @@ func (k *KeyRing) Rotate(ctx context.Context) error {
 		return json.Marshal(keys)
 	})
 	if err != nil {
-		return fmt.Errorf("auth: key ring: saving: %w", err)
+		return fmt.Errorf("auth: key ring: %w", err)
 	}
 	k.set(keys)
 	return nil
