@@ -25,19 +25,42 @@ import (
 type KeyStore interface {
 	// Load returns the saved ring, or fs.ErrNotExist when there is none.
 	Load(ctx context.Context) ([]byte, error)
-	// Save replaces the saved ring.
-	Save(ctx context.Context, blob []byte) error
+	// Update replaces the saved ring with what fn makes of it (old is nil
+	// when none is saved). No other Update of the store, in this process
+	// or another, runs between fn's read and the write: processes that
+	// rotate at once each keep the other's new key, so none signs with a
+	// key the others do not publish. An error from fn leaves the ring as
+	// it was and is returned.
+	Update(ctx context.Context, fn func(old []byte) ([]byte, error)) error
 }
 
-// FileKeyStore is a KeyStore in one file, written atomically with mode 0600.
+// FileKeyStore is a KeyStore in one file, written atomically with mode
+// 0600. Updates lock Path+".lock", which processes on one $BUB_HOME share.
 type FileKeyStore struct{ Path string }
 
-// Load reads the file.
+// Load reads the file without the lock: Update replaces it by a rename, so
+// a reader sees the old ring or the new one.
 func (f FileKeyStore) Load(context.Context) ([]byte, error) { return os.ReadFile(f.Path) }
 
-// Save writes the file through a temporary file and a rename, so a crash
-// never leaves half a key ring.
-func (f FileKeyStore) Save(_ context.Context, blob []byte) error {
+// Update implements KeyStore, holding the lock file across the read, fn
+// and the write.
+func (f FileKeyStore) Update(ctx context.Context, fn func(old []byte) ([]byte, error)) error {
+	unlock, err := lockedfile.Lock(ctx, f.Path+".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	old, err := os.ReadFile(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		old, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
+	blob, err := fn(old)
+	if err != nil {
+		return err
+	}
 	return lockedfile.Write(f.Path, blob, 0o600)
 }
 
@@ -61,6 +84,11 @@ type KeyRingOptions struct {
 type KeyRing struct {
 	opts KeyRingOptions
 
+	// storeMu is held from a read of the store to the assignment of keys
+	// from it, so an older read never replaces a newer ring (a Reload
+	// overlapping a Rotate would otherwise drop the key just made).
+	storeMu sync.Mutex
+
 	mu   sync.RWMutex
 	keys []ringKey // oldest first; the last one signs
 }
@@ -73,7 +101,9 @@ type ringKey struct {
 }
 
 // NewKeyRing loads the ring from opts.Store, or creates one with a fresh
-// key and saves it.
+// key and saves it. The creation is an Update that keeps a ring another
+// process saved meanwhile, so replicas starting together on an empty store
+// end with one ring, not each with a key the others lack.
 func NewKeyRing(ctx context.Context, opts KeyRingOptions) (*KeyRing, error) {
 	if opts.Retain <= 0 {
 		opts.Retain = 24 * time.Hour
@@ -82,37 +112,82 @@ func NewKeyRing(ctx context.Context, opts KeyRingOptions) (*KeyRing, error) {
 		opts.Now = time.Now
 	}
 	k := &KeyRing{opts: opts}
-	if opts.Store != nil {
-		keys, err := k.load(ctx)
+	if opts.Store == nil {
+		nk, err := newRingKey(opts.Now())
 		if err != nil {
 			return nil, err
 		}
-		k.keys = keys
+		k.keys = []ringKey{nk}
+		return k, nil
 	}
-	if len(k.keys) == 0 {
-		if err := k.Rotate(ctx); err != nil {
+	keys, err := k.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		nk, err := newRingKey(opts.Now())
+		if err != nil {
 			return nil, err
 		}
+		err = opts.Store.Update(ctx, func(old []byte) ([]byte, error) {
+			stored, err := decode(old)
+			if err != nil {
+				return nil, err
+			}
+			if len(stored) > 0 { // another process made the ring meanwhile
+				keys = stored
+				return old, nil
+			}
+			keys = []ringKey{nk}
+			return json.Marshal(keys)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("auth: key ring: %w", err)
+		}
 	}
+	k.keys = keys
 	return k, nil
+}
+
+// newRingKey makes a signing key created at now.
+func newRingKey(now time.Time) (ringKey, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return ringKey{}, fmt.Errorf("auth: key ring: %w", err)
+	}
+	id := make([]byte, 12)
+	_, _ = rand.Read(id)
+	return ringKey{JWK: jose.JSONWebKey{Key: priv, KeyID: fmt.Sprintf("%x", id), Algorithm: string(jose.ES256), Use: "sig"}, Created: now}, nil
 }
 
 // load reads the stored ring; nil without one.
 func (k *KeyRing) load(ctx context.Context) ([]ringKey, error) {
 	blob, err := k.opts.Store.Load(ctx)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
-	case err != nil:
+	}
+	if err != nil {
 		return nil, fmt.Errorf("auth: key ring: %w", err)
+	}
+	keys, err := decode(blob)
+	if err != nil {
+		return nil, fmt.Errorf("auth: key ring: %w", err)
+	}
+	return keys, nil
+}
+
+// decode parses a stored ring; nil for none.
+func decode(blob []byte) ([]ringKey, error) {
+	if blob == nil {
+		return nil, nil
 	}
 	var keys []ringKey
 	if err := json.Unmarshal(blob, &keys); err != nil {
-		return nil, fmt.Errorf("auth: key ring: %w", err)
+		return nil, err
 	}
 	for i, rk := range keys {
 		if rk.JWK.IsPublic() || !rk.JWK.Valid() {
-			return nil, fmt.Errorf("auth: key ring: key %d is not a valid private key", i)
+			return nil, fmt.Errorf("key %d is not a valid private key", i)
 		}
 	}
 	return keys, nil
@@ -126,41 +201,64 @@ func (k *KeyRing) Reload(ctx context.Context) error {
 	if k.opts.Store == nil {
 		return nil
 	}
+	k.storeMu.Lock()
+	defer k.storeMu.Unlock()
 	keys, err := k.load(ctx)
 	if err != nil || len(keys) == 0 {
 		return err
 	}
-	k.mu.Lock()
-	k.keys = keys
-	k.mu.Unlock()
+	k.set(keys)
 	return nil
 }
 
+// set replaces the keys; the caller holds k.storeMu.
+func (k *KeyRing) set(keys []ringKey) {
+	k.mu.Lock()
+	k.keys = keys
+	k.mu.Unlock()
+}
+
 // Rotate makes a new signing key; the previous one stays published for
-// Retain, and keys retired longer ago are dropped. The stored ring is read
-// first, so a key another process rotated in stays published.
+// Retain, and keys retired longer ago are dropped. The new ring is made
+// from the stored one inside one Update, so a key another process rotated
+// in, even at the same moment, stays published.
 func (k *KeyRing) Rotate(ctx context.Context) error {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	now := k.opts.Now()
+	nk, err := newRingKey(now)
+	if err != nil {
+		return err
+	}
+	k.storeMu.Lock()
+	defer k.storeMu.Unlock()
+	if k.opts.Store == nil {
+		k.set(k.rotated(nil, nk, now))
+		return nil
+	}
+	var keys []ringKey
+	err = k.opts.Store.Update(ctx, func(old []byte) ([]byte, error) {
+		stored, err := decode(old)
+		if err != nil {
+			return nil, err
+		}
+		keys = k.rotated(stored, nk, now)
+		return json.Marshal(keys)
+	})
 	if err != nil {
 		return fmt.Errorf("auth: key ring: %w", err)
 	}
-	id := make([]byte, 12)
-	_, _ = rand.Read(id)
-	now := k.opts.Now()
-	nk := ringKey{JWK: jose.JSONWebKey{Key: priv, KeyID: fmt.Sprintf("%x", id), Algorithm: string(jose.ES256), Use: "sig"}, Created: now}
+	k.set(keys)
+	return nil
+}
 
-	var stored []ringKey
-	if k.opts.Store != nil {
-		var err error
-		if stored, err = k.load(ctx); err != nil {
-			return err
-		}
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	old := slices.Clone(k.keys)
-	for _, rk := range stored {
-		if !slices.ContainsFunc(old, func(o ringKey) bool { return o.JWK.KeyID == rk.JWK.KeyID }) {
+// rotated is the ring after nk takes over signing at now: the stored keys
+// (whose retirement times are the authority) and this ring's keys the
+// store lacks (so this process's own keys stay published even if the
+// stored ring lost them), each retired at now unless it was before, those
+// retired for Retain dropped, nk last. The caller holds k.storeMu.
+func (k *KeyRing) rotated(stored []ringKey, nk ringKey, now time.Time) []ringKey {
+	old := slices.Clone(stored)
+	for _, rk := range k.keys {
+		if !slices.ContainsFunc(stored, func(s ringKey) bool { return s.JWK.KeyID == rk.JWK.KeyID }) {
 			old = append(old, rk)
 		}
 	}
@@ -174,18 +272,7 @@ func (k *KeyRing) Rotate(ctx context.Context) error {
 			keys = append(keys, rk)
 		}
 	}
-	keys = append(keys, nk)
-	if k.opts.Store != nil {
-		blob, err := json.Marshal(keys)
-		if err != nil {
-			return fmt.Errorf("auth: key ring: %w", err)
-		}
-		if err := k.opts.Store.Save(ctx, blob); err != nil {
-			return fmt.Errorf("auth: key ring: saving: %w", err)
-		}
-	}
-	k.keys = keys
-	return nil
+	return append(keys, nk)
 }
 
 // Sign signs claims (a JSON-marshalable value) with the current key, as an

@@ -5,10 +5,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/auth"
+	"github.com/bubbuild/bub-mcp/auth/keystoretest"
 )
 
 // TestKeyRingRotation: tokens the ring signed before a rotation stay valid
@@ -112,4 +116,75 @@ func TestKeyRingShared(t *testing.T) {
 	if n := len(a.JWKS().Keys); n != 4 {
 		t.Errorf("%d keys published after rotations by both; want 4", n)
 	}
+}
+
+// TestFileKeyStore: rings of processes sharing one $BUB_HOME, each with
+// its own FileKeyStore on the one file, start and rotate at once.
+func TestFileKeyStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "oauth", "keyring.json")
+	keystoretest.Run(t, func() auth.KeyStore { return auth.FileKeyStore{Path: path} })
+}
+
+// pausedLoad is a FileKeyStore whose Load, having read, says so and then
+// yields until the test has rotated: without end once an Update has
+// begun, else for a bounded while (with the reads and rotations of a ring
+// serialised, no Update can begin until Load returns).
+type pausedLoad struct {
+	auth.FileKeyStore
+	loaded, updating, rotated *atomic.Bool
+}
+
+func (s pausedLoad) Load(ctx context.Context) ([]byte, error) {
+	b, err := s.FileKeyStore.Load(ctx)
+	s.loaded.Store(true)
+	for i := 0; (i < 100_000 || s.updating.Load()) && !s.rotated.Load(); i++ {
+		runtime.Gosched()
+	}
+	return b, err
+}
+
+func (s pausedLoad) Update(ctx context.Context, fn func([]byte) ([]byte, error)) error {
+	s.updating.Store(true)
+	return s.FileKeyStore.Update(ctx, fn)
+}
+
+// TestKeyRingReloadDuringRotate: a Reload that read the store before a
+// Rotate of the same ring wrote it must not put the older ring back, or
+// the ring signs with a retired key and other processes' next rotation
+// drops its newest.
+func TestKeyRingReloadDuringRotate(t *testing.T) {
+	store := pausedLoad{auth.FileKeyStore{Path: filepath.Join(t.TempDir(), "ring.json")}, new(atomic.Bool), new(atomic.Bool), new(atomic.Bool)}
+	ring, err := auth.NewKeyRing(t.Context(), auth.KeyRingOptions{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.loaded.Store(false)
+	store.updating.Store(false)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := ring.Reload(t.Context()); err != nil {
+			t.Error(err)
+		}
+	})
+	for !store.loaded.Load() {
+		runtime.Gosched()
+	}
+	if err := ring.Rotate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	store.rotated.Store(true)
+	wg.Wait()
+	if got, want := ring.SigningKeyCreated(), newest(t, store.FileKeyStore); !got.Equal(want) {
+		t.Errorf("after a Reload overlapping a Rotate the ring signs with the key made at %v; want the stored ring's newest, made at %v", got, want)
+	}
+}
+
+// newest is when the signing key of the ring in store was made.
+func newest(t *testing.T, store auth.KeyStore) time.Time {
+	t.Helper()
+	r, err := auth.NewKeyRing(t.Context(), auth.KeyRingOptions{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.SigningKeyCreated()
 }

@@ -193,14 +193,39 @@ func (k keyStore) Load(ctx context.Context) ([]byte, error) {
 	return blob, nil
 }
 
-// Save implements auth.KeyStore.
-func (k keyStore) Save(ctx context.Context, blob []byte) error {
+// Update implements auth.KeyStore in one transaction that holds the ring's
+// row locked across the read, fn and the write, so replicas rotating at
+// once run one after the other. With no ring yet the row is inserted first,
+// to have something to lock: a replica inserting at the same time waits for
+// this transaction and then reads its ring.
+func (k keyStore) Update(ctx context.Context, fn func(old []byte) ([]byte, error)) error {
 	ctx, cancel, err := k.s.db.Ready(ctx)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	if _, err := k.s.db.Pool.Exec(ctx, `INSERT INTO bub_oauth_keys (id, ring) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET ring = EXCLUDED.ring`, blob); err != nil {
+	var fnErr error
+	err = pgx.BeginFunc(ctx, k.s.db.Pool, func(tx pgx.Tx) error {
+		var old []byte
+		err := tx.QueryRow(ctx, `INSERT INTO bub_oauth_keys (id, ring) VALUES (1, '') ON CONFLICT (id) DO NOTHING RETURNING id`).Scan(new(int))
+		if errors.Is(err, pgx.ErrNoRows) { // the row exists: lock it and read it
+			err = tx.QueryRow(ctx, `SELECT ring FROM bub_oauth_keys WHERE id = 1 FOR UPDATE`).Scan(&old)
+		}
+		if err != nil {
+			return err
+		}
+		blob, err := fn(old)
+		if err != nil {
+			fnErr = err
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE bub_oauth_keys SET ring = $1 WHERE id = 1`, blob)
+		return err
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
 		return fmt.Errorf("oauthstore: %w", err)
 	}
 	return nil

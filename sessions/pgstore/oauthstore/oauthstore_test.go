@@ -7,6 +7,7 @@ import (
 	"github.com/bubbuild/bub-mcp/auth"
 	"github.com/bubbuild/bub-mcp/auth/asfront"
 	"github.com/bubbuild/bub-mcp/auth/asfront/storetest"
+	"github.com/bubbuild/bub-mcp/auth/keystoretest"
 	"github.com/bubbuild/bub-mcp/internal/pgtest"
 	"github.com/bubbuild/bub-mcp/sessions/pgstore/oauthstore"
 )
@@ -24,6 +25,20 @@ func TestStore(t *testing.T) {
 		}
 		t.Cleanup(s.Close)
 		return s
+	})
+}
+
+// TestKeyStore: replicas' key rings, each on its own pool, start and
+// rotate at once on one database.
+func TestKeyStore(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	keystoretest.Run(t, func() auth.KeyStore {
+		s, err := oauthstore.Open(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s.Keys()
 	})
 }
 
