@@ -1,9 +1,12 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -178,10 +181,39 @@ func TestFileStoreNonces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ok, err := s1.UseNonce(ctx, "n3", later); ok || err != ErrTooManyLogins {
+	if ok, err := s1.UseNonce(ctx, "n3", later); ok || !errors.Is(err, ErrTooManyLogins) {
 		t.Errorf("a new nonce with %d marks: %v %v; want ErrTooManyLogins", MaxLoginsInFlight, ok, err)
 	}
 	if ok, err := s1.UseNonce(ctx, "n1", later); ok || err != nil {
 		t.Errorf("a used nonce with the store full: %v %v; want false", ok, err)
+	}
+}
+
+// nonceStore is a store whose UseNonce answers err.
+type nonceStore struct {
+	CredentialStore
+	err error
+}
+
+func (s nonceStore) UseNonce(context.Context, string, time.Time) (bool, error) { return false, s.err }
+
+// A login state whose nonce the store cannot mark is refused: with too
+// many sign-ins in progress, saying so; with the store failing, without
+// its error (which the log has).
+func TestLoginStateStoreRefusals(t *testing.T) {
+	m := &Module{log: slog.New(slog.DiscardHandler)}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{ErrTooManyLogins, "too many sign-ins in progress"},
+		{errors.New("credstore: dial tcp 10.0.0.7:5432: connection refused"), "bub-mcp cannot reach its credential store; try again later"},
+	} {
+		c := newTestCredentials(t, t.TempDir(), bytes.Repeat([]byte{7}, 32))
+		c.store = nonceStore{CredentialStore: c.store, err: tc.err}
+		link := c.sealState(&loginState{Kind: "start", Server: "gh", Principal: "alice", Expires: time.Now().Add(time.Minute).Unix(), Nonce: newNonce()})
+		if _, err := m.openState(t.Context(), c, "start", link); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "10.0.0.7") {
+			t.Errorf("store answering %v: %v; want %q", tc.err, err, tc.want)
+		}
 	}
 }
