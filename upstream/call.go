@@ -20,8 +20,51 @@ import (
 // errCallTimeout is the cause of a call that ran past its timeout.
 var errCallTimeout = errors.New("upstream call timed out")
 
-// call runs one upstream tool for a caller.
+// call runs one upstream tool for a caller. A principal found signed out
+// by the call's own request (a logout elsewhere, while its connection
+// was live) is asked to sign in as one without a connection is, and the
+// call, which never reached the tool, is made again once.
 func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool string, args json.RawMessage) (any, error) {
+	v, err := u.callOnce(ctx, tc, tool, args)
+	var so *signedOut
+	if !errors.As(err, &so) {
+		return v, err
+	}
+	u.pool.drop(so.principal) // unused now: the next connection starts over
+	if u.cfg.Auth != AuthOAuth || !u.storeHasNone(ctx, so.principal) {
+		// The server refused a stored token no refresh helps.
+		return nil, u.loginRequired(so.principal)
+	}
+	if err := u.signIn(ctx, tc, so.principal); err != nil {
+		return nil, err
+	}
+	v, err = u.callOnce(ctx, tc, tool, args)
+	if errors.As(err, &so) {
+		u.pool.drop(so.principal)
+		return nil, u.loginRequired(so.principal)
+	}
+	return v, err
+}
+
+// signedOut is callOnce's error when the upstream needs principal to sign
+// in again: its request found no usable token.
+type signedOut struct{ principal string }
+
+func (e *signedOut) Error() string { return "principal " + e.principal + " is signed out" }
+
+// storeHasNone reports whether the store holds no usable token set of
+// principal's (false when it cannot tell).
+func (u *upstream) storeHasNone(ctx context.Context, principal string) bool {
+	c, err := u.m.creds()
+	if err != nil {
+		return false
+	}
+	_, err = c.load(ctx, u.cfg.name, principal)
+	return errors.Is(err, ErrNoCredentials)
+}
+
+// callOnce is one attempt of call.
+func (u *upstream) callOnce(ctx context.Context, tc *registry.ToolContext, tool string, args json.RawMessage) (any, error) {
 	var conn *registry.Connection
 	if tc != nil {
 		conn = tc.Conn
@@ -75,9 +118,8 @@ func (u *upstream) call(ctx context.Context, tc *registry.ToolContext, tool stri
 			return nil, ctx.Err() // the caller cancelled; the executor says so
 		case principal != "" && errors.Is(err, transport.ErrOAuthAuthorizationRequired):
 			// The token was revoked or deleted (logout), and no refresh
-			// helps: this principal signs in again.
-			u.pool.drop(principal)
-			return nil, u.loginRequired(principal)
+			// helps: this principal signs in again (call).
+			return nil, &signedOut{principal: principal}
 		case u.cfg.Auth == AuthTokenExchange && refused(err):
 			// The exchanged token lapsed or was refused: the next call
 			// trades again, over a new connection.

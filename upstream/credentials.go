@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,7 +61,22 @@ type CredentialStore interface {
 	Delete(ctx context.Context, server, principal string) (bool, error)
 	// Principals lists the principals with a set for server, sorted.
 	Principals(ctx context.Context, server string) ([]string, error)
+	// UseNonce marks the nonce of a login link or of an authorization
+	// callback's state used until expires, for every process sharing the
+	// store: it reports false when the nonce was marked already, so a
+	// link is good once across replicas. Marks past their expiry may be
+	// purged. With MaxLoginsInFlight unexpired marks it returns
+	// ErrTooManyLogins.
+	UseNonce(ctx context.Context, nonce string, expires time.Time) (bool, error)
 }
+
+// ErrTooManyLogins is what CredentialStore.UseNonce returns when it holds
+// MaxLoginsInFlight unexpired marks.
+var ErrTooManyLogins = errors.New("too many sign-ins in progress; try again in a few minutes")
+
+// MaxLoginsInFlight bounds the unexpired marks of used login state that a
+// CredentialStore keeps (UseNonce).
+const MaxLoginsInFlight = 10000
 
 // CredentialLocker is implemented by CredentialStores that can hold a
 // (server, principal) against every other process sharing the store: a
@@ -439,6 +455,52 @@ func (s FileCredentialStore) Principals(_ context.Context, server string) ([]str
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// nonceDir is where UseNonce marks used login state: a file per nonce,
+// named <expires unix>-<sha256(nonce)>, made with O_EXCL (which one
+// process wins across all that share the directory) and removed once
+// expired.
+func (s FileCredentialStore) nonceDir() string { return filepath.Join(s.Dir, ".login-nonces") }
+
+// UseNonce implements CredentialStore.
+func (s FileCredentialStore) UseNonce(_ context.Context, nonce string, expires time.Time) (bool, error) {
+	dir := s.nonceDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false, fmt.Errorf("upstream credentials: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("upstream credentials: %w", err)
+	}
+	now, live := time.Now().Unix(), 0
+	for _, e := range entries {
+		exp, _, ok := strings.Cut(e.Name(), "-")
+		if t, err := strconv.ParseInt(exp, 10, 64); ok && err == nil && t < now {
+			os.Remove(filepath.Join(dir, e.Name())) // another process may have removed it first
+			continue
+		}
+		live++
+	}
+	sum := sha256.Sum256([]byte(nonce))
+	path := filepath.Join(dir, strconv.FormatInt(expires.Unix(), 10)+"-"+hex.EncodeToString(sum[:]))
+	if _, err := os.Lstat(path); err == nil {
+		return false, nil
+	}
+	if live >= MaxLoginsInFlight {
+		return false, ErrTooManyLogins
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("upstream credentials: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return false, fmt.Errorf("upstream credentials: %w", err)
+	}
+	return true, nil
 }
 
 var _ CredentialStore = FileCredentialStore{}

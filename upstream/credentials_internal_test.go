@@ -129,30 +129,31 @@ func TestCredentialsFileStore(t *testing.T) {
 // use.
 func TestLoginState(t *testing.T) {
 	c := newTestCredentials(t, t.TempDir(), bytes.Repeat([]byte{7}, 32))
-	m := &Module{}
+	m := &Module{log: slog.New(slog.DiscardHandler)}
+	ctx := t.Context()
 	st := &loginState{Kind: "start", Server: "gh", Principal: "alice", Expires: time.Now().Add(time.Minute).Unix(), Nonce: newNonce()}
 	link := c.sealState(st)
-	if _, err := m.openState(c, "callback", link); err == nil {
+	if _, err := m.openState(ctx, c, "callback", link); err == nil {
 		t.Error("a start state opened as a callback state")
 	}
-	got, err := m.openState(c, "start", link)
+	got, err := m.openState(ctx, c, "start", link)
 	if err != nil || got.Principal != "alice" || got.Server != "gh" {
 		t.Fatalf("open: %+v %v", got, err)
 	}
-	if _, err := m.openState(c, "start", link); err == nil {
+	if _, err := m.openState(ctx, c, "start", link); err == nil {
 		t.Error("a used state opened again")
 	}
 	tampered := []byte(c.sealState(&loginState{Kind: "start", Server: "gh", Principal: "alice", Expires: time.Now().Add(time.Minute).Unix(), Nonce: newNonce()}))
 	tampered[len(tampered)/2] ^= 1
-	if _, err := m.openState(c, "start", string(tampered)); err == nil {
+	if _, err := m.openState(ctx, c, "start", string(tampered)); err == nil {
 		t.Error("a tampered state opened")
 	}
 	old := c.sealState(&loginState{Kind: "start", Server: "gh", Principal: "alice", Expires: time.Now().Add(-time.Second).Unix(), Nonce: newNonce()})
-	if _, err := m.openState(c, "start", old); err == nil {
+	if _, err := m.openState(ctx, c, "start", old); err == nil {
 		t.Error("an expired state opened")
 	}
 	other := newTestCredentials(t, t.TempDir(), bytes.Repeat([]byte{8}, 32))
-	if _, err := m.openState(other, "start", c.sealState(&loginState{Kind: "start", Expires: time.Now().Add(time.Minute).Unix(), Nonce: newNonce()})); err == nil {
+	if _, err := m.openState(ctx, other, "start", c.sealState(&loginState{Kind: "start", Expires: time.Now().Add(time.Minute).Unix(), Nonce: newNonce()})); err == nil {
 		t.Error("a state sealed with another key opened")
 	}
 }

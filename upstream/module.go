@@ -66,11 +66,10 @@ type Module struct {
 	// prompts (resources.go), once they start.
 	notifyMu  sync.Mutex
 	notifiers []mcpserver.Notifier
-	// credentials are auth = "oauth" servers' token sets (credentials.go);
-	// logins marks used login state, loginBase is where the HTTP
+	// credentials are auth = "oauth" servers' token sets and the marks of
+	// used login state (credentials.go); loginBase is where the HTTP
 	// transport serves the sign-in (oauth.go), empty without it.
 	credentials credentials
-	logins      usedNonces
 	loginMu     sync.Mutex
 	loginBase   string
 	loginDone   chan struct{} // closed at a sign-in (loginSignal)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/bubbuild/bub-mcp/audit"
@@ -48,9 +47,10 @@ const (
 // loginTTL bounds a login link and a sign-in in progress.
 const loginTTL = 10 * time.Minute
 
-// maxLoginsInFlight bounds the single-use marks of login state kept in
-// memory.
-const maxLoginsInFlight = 10000
+// nonceGrace is how long past a login state's expiry its mark is kept:
+// replicas whose clocks differ by less never take a used state for a
+// fresh one.
+const nonceGrace = time.Minute
 
 // loginStateInfo is the HKDF info of the login state key.
 const loginStateInfo = "bub-mcp upstream login state v1"
@@ -90,8 +90,9 @@ func (c *credentials) sealState(st *loginState) string {
 }
 
 // openState opens a login state of kind, checking its expiry and using up
-// its nonce.
-func (m *Module) openState(c *credentials, kind, s string) (*loginState, error) {
+// its nonce in the credential store, so that it opens once in all the
+// processes (replicas) sharing the store.
+func (m *Module) openState(ctx context.Context, c *credentials, kind, s string) (*loginState, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || s == "" || len(s) > 8192 {
 		return nil, errors.New("malformed state")
@@ -101,47 +102,25 @@ func (m *Module) openState(c *credentials, kind, s string) (*loginState, error) 
 		return nil, errors.New("state not sealed by this server")
 	}
 	var st loginState
-	if err := json.Unmarshal(plain, &st); err != nil || st.Kind != kind {
+	if err := json.Unmarshal(plain, &st); err != nil || st.Kind != kind || st.Nonce == "" {
 		return nil, errors.New("malformed state")
 	}
-	now := time.Now()
-	if now.Unix() > st.Expires {
+	if time.Now().Unix() > st.Expires {
 		return nil, errors.New("the link has expired; call the tool again for a new one")
 	}
-	if !m.logins.use(st.Nonce, time.Unix(st.Expires, 0), now) {
-		return nil, errors.New("the link was already used; call the tool again for a new one")
+	fresh, err := c.store.UseNonce(ctx, st.Nonce, time.Unix(st.Expires, 0).Add(nonceGrace))
+	switch {
+	case errors.Is(err, ErrTooManyLogins):
+		return nil, err
+	case err != nil:
+		m.log.Error("upstream.login", "error", err)
+		return nil, errors.New("bub-mcp cannot reach its credential store; try again later")
+	case !fresh && kind == "callback":
+		return nil, errors.New("this sign-in response was already used (here or on another bub-mcp replica); call the tool again for a new link")
+	case !fresh:
+		return nil, errors.New("the link was already used (here or on another bub-mcp replica); call the tool again for a new one")
 	}
 	return &st, nil
-}
-
-// usedNonces marks login state that was used, until it expires.
-type usedNonces struct {
-	mu   sync.Mutex
-	used map[string]time.Time
-}
-
-// use marks nonce used; false if it was, or too many are in flight.
-func (u *usedNonces) use(nonce string, until, now time.Time) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.used == nil {
-		u.used = map[string]time.Time{}
-	}
-	if _, ok := u.used[nonce]; ok {
-		return false
-	}
-	if len(u.used) >= maxLoginsInFlight {
-		for n, exp := range u.used {
-			if now.After(exp) {
-				delete(u.used, n)
-			}
-		}
-		if len(u.used) >= maxLoginsInFlight {
-			return false
-		}
-	}
-	u.used[nonce] = until
-	return true
 }
 
 func newNonce() string {
@@ -191,7 +170,7 @@ func (m *Module) serveLoginStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	st, err := m.openState(c, "start", r.URL.Query().Get("state"))
+	st, err := m.openState(r.Context(), c, "start", r.URL.Query().Get("state"))
 	if err == nil && st.Server != name {
 		err = errors.New("the link is for another server")
 	}
@@ -332,7 +311,7 @@ func (u *upstream) probe(ctx context.Context, h *transport.OAuthHandler) {
 // code exchange with the PKCE verifier; the token set is stored for the
 // state's principal. It returns whom it signed in where.
 func (m *Module) finishLogin(ctx context.Context, c *credentials, q url.Values) (server, principal string, err error) {
-	st, err := m.openState(c, "callback", q.Get("state"))
+	st, err := m.openState(ctx, c, "callback", q.Get("state"))
 	if err != nil {
 		return "", "", err
 	}

@@ -108,10 +108,19 @@ func (u *upstream) httpClient() *http.Client {
 // must be called when the call is done. Without a token set, or when the
 // server refuses the token and refreshing it fails, the error asks the
 // principal to sign in.
+//
+// Over a live connection the token set is read once per request, by the
+// request itself (principalTokens.GetToken), which is also what sees a
+// logout made elsewhere (the request then fails with
+// transport.ErrOAuthAuthorizationRequired, and the caller asks the
+// principal to sign in): it is not read here as well.
 func (u *upstream) principalSession(ctx context.Context, tc *registry.ToolContext, principal string) (*session, func(), error) {
 	c, err := u.m.creds()
 	if err != nil {
 		return nil, nil, &registry.Error{Kind: registry.KindConfig, Message: fmt.Sprintf("upstream %s: %v", u.cfg.name, err)}
+	}
+	if s, release, ok := u.pool.take(principal); ok {
+		return s, release, nil
 	}
 	set, err := c.load(ctx, u.cfg.name, principal)
 	if errors.Is(err, ErrNoCredentials) {
@@ -162,15 +171,8 @@ func (u *upstream) pooled(ctx context.Context, principal string, connect func() 
 		p.conns[principal] = pc
 		u.startReaper()
 	}
-	pc.active++
-	pc.lastUsed = time.Now()
+	release := p.useLocked(pc)
 	p.mu.Unlock()
-	release := func() {
-		p.mu.Lock()
-		pc.active--
-		pc.lastUsed = time.Now()
-		p.mu.Unlock()
-	}
 	if fresh {
 		pc.s, pc.err = connect()
 		close(pc.ready)
@@ -190,6 +192,31 @@ func (u *upstream) pooled(ctx context.Context, principal string, connect func() 
 		return nil, nil, &registry.Error{Kind: registry.KindTemporary, Message: fmt.Sprintf("upstream %s: connecting as %s: %v", u.cfg.name, principal, pc.err), Cause: pc.err}
 	}
 	return pc.s, release, nil
+}
+
+// take returns principal's connection when it is connected and alive,
+// in use until release is called.
+func (p *connPool) take(principal string) (*session, func(), bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc := p.conns[principal]
+	if p.closed || pc == nil || !isClosed(pc.ready) || pc.err != nil || !pc.s.alive() {
+		return nil, nil, false
+	}
+	return pc.s, p.useLocked(pc), true
+}
+
+// useLocked marks pc in use by one more call and returns what ends that
+// use; p.mu is held.
+func (p *connPool) useLocked(pc *principalConn) func() {
+	pc.active++
+	pc.lastUsed = time.Now()
+	return func() {
+		p.mu.Lock()
+		pc.active--
+		pc.lastUsed = time.Now()
+		p.mu.Unlock()
+	}
 }
 
 // evictLocked closes the least recently used idle connection; false when

@@ -209,12 +209,19 @@ func errNotFound(what string) error {
 // connection its calls go over (sessionFor), and returns its raw result,
 // within the upstream's timeout.
 func (u *upstream) request(ctx context.Context, conn *providers.Connection, method string, params any) (json.RawMessage, error) {
-	s, _, release, err := u.sessionFor(ctx, nil, conn)
+	s, principal, release, err := u.sessionFor(ctx, nil, conn)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	return u.requestOn(ctx, s, method, params)
+	raw, err := u.requestOn(ctx, s, method, params)
+	release()
+	if principal != "" && errors.Is(err, transport.ErrOAuthAuthorizationRequired) {
+		// Signed out elsewhere, or a token no refresh helps: as for a
+		// call, this principal signs in again.
+		u.pool.drop(principal)
+		return nil, u.loginRequired(principal)
+	}
+	return raw, err
 }
 
 func (u *upstream) requestOn(ctx context.Context, s *session, method string, params any) (json.RawMessage, error) {

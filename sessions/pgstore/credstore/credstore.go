@@ -1,6 +1,7 @@
 // Package credstore keeps the per-principal token sets of auth = "oauth"
 // upstreams in PostgreSQL (an upstream.CredentialStore), so replicas
-// behind a load balancer share each principal's upstream sign-in. It
+// behind a load balancer share each principal's upstream sign-in, and the
+// marks of used login links, so that a link is good once on all of them. It
 // stores only what package upstream sealed (AES-GCM, bound to server and
 // principal); no token is readable in the database. It lives beside
 // sessions/pgstore so that package upstream links no database driver; its
@@ -37,6 +38,11 @@ var migrations = []string{
 		updated   timestamptz NOT NULL DEFAULT now(),
 		PRIMARY KEY (server, principal)
 	 );`,
+	`CREATE TABLE bub_upstream_login_nonces (
+		nonce   text PRIMARY KEY,
+		expires timestamptz NOT NULL
+	 );
+	 CREATE INDEX bub_upstream_login_nonces_expires ON bub_upstream_login_nonces (expires);`,
 }
 
 // Store is an upstream.CredentialStore on a PostgreSQL pool.
@@ -148,4 +154,35 @@ func (s *Store) Lock(ctx context.Context, server, principal string) (func(), err
 		}
 		conn.Release()
 	}, nil
+}
+
+// UseNonce implements upstream.CredentialStore: the primary key makes the
+// insert of a nonce succeed once in the whole database; expired marks are
+// purged first.
+func (s *Store) UseNonce(ctx context.Context, nonce string, expires time.Time) (bool, error) {
+	ctx, cancel, err := s.db.Ready(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cancel()
+	if _, err := s.db.Pool.Exec(ctx, `DELETE FROM bub_upstream_login_nonces WHERE expires < now()`); err != nil {
+		return false, fmt.Errorf("credstore: %w", err)
+	}
+	tag, err := s.db.Pool.Exec(ctx, `INSERT INTO bub_upstream_login_nonces (nonce, expires)
+		SELECT $1, $2 WHERE (SELECT count(*) FROM bub_upstream_login_nonces) < $3
+		ON CONFLICT (nonce) DO NOTHING`, nonce, expires, upstream.MaxLoginsInFlight)
+	if err != nil {
+		return false, fmt.Errorf("credstore: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	var used bool
+	if err := s.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bub_upstream_login_nonces WHERE nonce = $1)`, nonce).Scan(&used); err != nil {
+		return false, fmt.Errorf("credstore: %w", err)
+	}
+	if used {
+		return false, nil
+	}
+	return false, upstream.ErrTooManyLogins
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/bubbuild/bub-mcp/internal/pgtest"
 	"github.com/bubbuild/bub-mcp/sessions/pgstore/credstore"
@@ -102,5 +103,43 @@ func TestLock(t *testing.T) {
 	unlock()
 	if err := <-got; err != nil {
 		t.Errorf("the lock after unlock: %v", err)
+	}
+}
+
+// A login nonce is marked once across replicas; marks past their expiry
+// are purged (so the same nonce marks again); with MaxLoginsInFlight
+// unexpired marks a new nonce is refused, and a used one is still told
+// used.
+func TestLoginNonces(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a, b := open(t, dsn), open(t, dsn)
+	ctx := t.Context()
+	later := time.Now().Add(time.Minute)
+	if ok, err := a.UseNonce(ctx, "n1", later); !ok || err != nil {
+		t.Fatalf("first use: %v %v; want true", ok, err)
+	}
+	if ok, err := b.UseNonce(ctx, "n1", later); ok || err != nil {
+		t.Errorf("the same nonce on the other replica: %v %v; want false", ok, err)
+	}
+	if ok, err := a.UseNonce(ctx, "old", time.Now().Add(-time.Second)); !ok || err != nil {
+		t.Fatalf("an expired mark: %v %v", ok, err)
+	}
+	if ok, err := b.UseNonce(ctx, "old", time.Now().Add(-time.Second)); !ok || err != nil {
+		t.Errorf("an expired mark again (purged first): %v %v; want true", ok, err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO bub_upstream_login_nonces (nonce, expires)
+		SELECT 'fill' || i, now() + interval '1 minute' FROM generate_series(2, $1) AS i`, upstream.MaxLoginsInFlight); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.UseNonce(ctx, "n2", later); ok || !errors.Is(err, upstream.ErrTooManyLogins) {
+		t.Errorf("a new nonce with the store full: %v %v; want ErrTooManyLogins", ok, err)
+	}
+	if ok, err := b.UseNonce(ctx, "n1", later); ok || err != nil {
+		t.Errorf("a used nonce with the store full: %v %v; want false", ok, err)
 	}
 }
