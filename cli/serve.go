@@ -63,6 +63,11 @@ const freeAfterStart = 100 * time.Millisecond
 // serve serves until ctx ends; with check, it stops before serving,
 // once everything serving needs has loaded.
 func serve(ctx context.Context, env *Env, c *common, addr string, insecure, check bool) error {
+	if addr != "" {
+		if err := checkListen(addr, "--http"); err != nil {
+			return err
+		}
+	}
 	a, err := newApp(ctx, env, c)
 	if err != nil {
 		return err
