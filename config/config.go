@@ -737,7 +737,13 @@ func (c *Config) Check() error {
 	}
 	if len(tables) > 0 {
 		sort.Strings(tables)
-		return fmt.Errorf("config: %s:%d: %s: unknown table (see bub.toml.example)", c.Path, lineOf(c.src, []string{tables[0]}), tables[0])
+		k := tables[0]
+		if t := c.md.Type(k); t != "Hash" && t != "ArrayHash" {
+			// A key above every table ("metrics = true" on line 1) is
+			// not a table: say where keys go.
+			return fmt.Errorf("config: %s:%d: %s: unknown key (keys go in a table, such as [server]; see bub.toml.example)", c.Path, lineOf(c.src, []string{k}), k)
+		}
+		return fmt.Errorf("config: %s:%d: %s: unknown table (see bub.toml.example)", c.Path, lineOf(c.src, []string{k}), k)
 	}
 	if und := c.md.Undecoded(); len(und) > 0 {
 		k := und[0]

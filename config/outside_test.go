@@ -1,0 +1,31 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestTopLevelKeyIsNoTable: a key written above every table is refused as
+// an unknown key saying where keys go, not as an "unknown table"; an
+// unknown table or array of tables is still a table.
+func TestTopLevelKeyIsNoTable(t *testing.T) {
+	tests := []struct {
+		name, src, want string
+	}{
+		{"bare key", "metrics = true\n", "config: bub.toml:1: metrics: unknown key (keys go in a table, such as [server]; see bub.toml.example)"},
+		{"bare key after comment", "# bub\nshutdown_grace = \"5s\"\n[server]\n", "config: bub.toml:2: shutdown_grace: unknown key (keys go in a table"},
+		{"table", "[sever]\nmetrics = true\n", "config: bub.toml:1: sever: unknown table (see bub.toml.example)"},
+		{"array of tables", "[[limit]]\nper_minute = 1\n", "config: bub.toml:1: limit: unknown table (see bub.toml.example)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("bub.toml", tt.src, func(string) string { return "" })
+			if err == nil {
+				err = c.Check()
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("error = %v; want prefix %q", err, tt.want)
+			}
+		})
+	}
+}
