@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -50,8 +52,10 @@ func loadConfig(env *Env, path string) (*config.Config, string, error) {
 		}
 		home = h
 	}
+	fromEnv := false
 	if path == "" {
 		path = env.Getenv("BUB_CONFIG")
+		fromEnv = path != ""
 	}
 	if path == "" {
 		if p := filepath.Join(home, "bub.toml"); fileExists(p) {
@@ -62,6 +66,11 @@ func loadConfig(env *Env, path string) (*config.Config, string, error) {
 		return config.Default(), home, nil
 	}
 	cfg, err := config.Load(path, env.Getenv)
+	if _, unread := errors.AsType[*fs.PathError](err); unread && fromEnv {
+		// A BUB_CONFIG set long ago (a shell profile) is not in sight:
+		// say where the path came from.
+		err = fmt.Errorf("%w (the file $BUB_CONFIG names; unset it for $BUB_HOME/bub.toml)", err)
+	}
 	return cfg, home, err
 }
 
