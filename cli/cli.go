@@ -139,7 +139,36 @@ func newRoot(env *Env) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
 	root.AddCommand(commands(env)...)
 	root.SetHelpCommand(helpCommand(root))
+	// cobra adds its completion command only when it runs; added now,
+	// it gets the treatment of the other commands with subcommands
+	// (cobra's own answers an unknown shell with its help, status 0).
+	root.InitDefaultCompletionCmd()
+	if comp, _, err := root.Find([]string{"completion"}); err == nil && comp != root {
+		comp.Args = unknownCommand
+		comp.RunE = func(cmd *cobra.Command, args []string) error {
+			return &usageError{"name a shell: bash, fish, powershell or zsh"}
+		}
+	}
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes every argument-count error of cmd and its subcommands
+// a usage error (status 2, with the usage line), as the commands' own
+// are: cobra's validators (ExactArgs, MinimumNArgs) return plain errors.
+func usageArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			if _, ok := errors.AsType[*usageError](err); err != nil && !ok {
+				return &usageError{err.Error()}
+			}
+			return err
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
 }
 
 // helpCommand is `bub-mcp help [COMMAND...]`: a command's help on stdout,
