@@ -775,6 +775,10 @@ func lineOf(src string, key []string) int {
 	want := strings.Join(key, ".")
 	table := ""
 	best := 0
+	// A key the file does not set (a required one missing, or misspelt)
+	// is placed at the header of the deepest table that would hold it,
+	// rather than at line 0.
+	within, withinLen := 0, -1
 	for i, raw := range strings.Split(src, "\n") {
 		line := strings.TrimSpace(raw)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -785,6 +789,9 @@ func lineOf(src string, key []string) int {
 			table = normalizeKey(h)
 			if table == want && best == 0 {
 				best = i + 1
+			}
+			if strings.HasPrefix(want, table+".") && len(table) > withinLen {
+				within, withinLen = i+1, len(table)
 			}
 			continue
 		}
@@ -803,6 +810,9 @@ func lineOf(src string, key []string) int {
 		if best == 0 && strings.HasPrefix(want, full+".") {
 			best = i + 1
 		}
+	}
+	if best == 0 {
+		return within
 	}
 	return best
 }

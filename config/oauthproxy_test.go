@@ -42,7 +42,7 @@ token_exchange_audiences = ["https://up.example/mcp"]
 		{"fast rotation", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\nkey_rotation = \"1m\"\n", "config: bub.toml:12: auth.oauth.proxy.key_rotation: at least 1h"},
 		{"unknown store", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\nstore = \"redis\"\n", "config: bub.toml:12: auth.oauth.proxy.store: unknown store \"redis\""},
 		{"relative audience", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\ntoken_exchange_audiences = [\"/mcp\"]\n", "config: bub.toml:12: auth.oauth.proxy.token_exchange_audiences: \"/mcp\": want an MCP server's absolute http(s) URL"},
-		{"postgres without dsn", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\nstore = \"postgres\"\n", "config: bub.toml:0: auth.oauth.proxy.dsn_env: store = \"postgres\" needs dsn_env"},
+		{"postgres without dsn", "client_id = \"bub\"\nclient_secret_env = \"IDP_SECRET\"\nstore = \"postgres\"\n", "config: bub.toml:9: auth.oauth.proxy.dsn_env: store = \"postgres\" needs dsn_env"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("bub.toml", base+tc.src, getenv)

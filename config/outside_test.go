@@ -29,3 +29,28 @@ func TestTopLevelKeyIsNoTable(t *testing.T) {
 		})
 	}
 }
+
+// TestFailPlacesMissingKeyAtItsTable: an error about a key the file does
+// not set (a required key missing, or misspelt) names the line of the
+// table that lacks it, not line 0.
+func TestFailPlacesMissingKeyAtItsTable(t *testing.T) {
+	src := "[server]\nmetrics = true\n\n[upstreams.x]\ncommand = \"a\"\n\n[upstreams.y]\ncomand = \"b\"\n\n[[limits]]\nper_minute = 1\n"
+	c, err := Parse("bub.toml", src, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		key  []string
+		want string
+	}{
+		{[]string{"upstreams", "y", "command"}, "config: bub.toml:7: upstreams.y.command: required"},
+		{[]string{"upstreams", "x", "command"}, "config: bub.toml:5: upstreams.x.command: required"},
+		{[]string{"server", "public_url"}, "config: bub.toml:1: server.public_url: required"},
+		{[]string{"store", "kind"}, "config: bub.toml:0: store.kind: required"},
+	}
+	for _, tt := range tests {
+		if got := c.Fail("required", tt.key...).Error(); got != tt.want {
+			t.Errorf("Fail(%q) = %q; want %q", tt.key, got, tt.want)
+		}
+	}
+}
