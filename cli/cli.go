@@ -294,13 +294,18 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // of the request a record belongs to when tracing is on.
 func newLogger(env *Env) *slog.Logger {
 	level := slog.LevelInfo
-	switch strings.ToLower(env.Getenv("BUB_LOG_LEVEL")) {
+	levelName := env.Getenv("BUB_LOG_LEVEL")
+	known := true
+	switch strings.ToLower(strings.TrimSpace(levelName)) {
 	case "debug":
 		level = slog.LevelDebug
+	case "", "info":
 	case "warn", "warning":
 		level = slog.LevelWarn
 	case "error":
 		level = slog.LevelError
+	default:
+		known = false
 	}
 	if v := env.Getenv("BUB_VERBOSE"); v != "" && v != "0" && v != "false" {
 		level = slog.LevelDebug
@@ -311,6 +316,11 @@ func newLogger(env *Env) *slog.Logger {
 	case "", "text", "json":
 	default:
 		log.Warn("BUB_LOG_FORMAT is neither text nor json; writing text", "value", format)
+	}
+	if !known {
+		// Said, not ignored: BUB_LOG_LEVEL=verbose would otherwise give
+		// the user fewer logs than asked for, silently.
+		log.Warn("BUB_LOG_LEVEL is none of debug, info, warn, error; logging at "+strings.ToLower(level.String()), "value", levelName)
 	}
 	return log
 }
