@@ -19,7 +19,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/bubbuild/bub-mcp/internal/textmatch"
 	"github.com/bubbuild/bub-mcp/telemetry"
 )
 
@@ -136,7 +138,7 @@ func newRoot(env *Env) *cobra.Command {
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(commands(env)...)
 	root.SetHelpCommand(helpCommand(root))
 	// cobra adds its completion command only when it runs; added now,
@@ -151,6 +153,28 @@ func newRoot(env *Env) *cobra.Command {
 	}
 	usageArgs(root)
 	return root
+}
+
+// flagError makes a flag error a usage error, suggesting the command's
+// flags closest to an unknown one (serve --htp: did you mean --http?), as
+// an unknown command gets suggestions.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
+		var names []string
+		if !cmd.HasParent() {
+			names = append(names, "version") // Run's --version
+		}
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden {
+				names = append(names, f.Name)
+			}
+		})
+		if m := textmatch.CloseMatches(name, names, 2, 0.6); len(m) > 0 {
+			msg += "; did you mean --" + strings.Join(m, " or --") + "?"
+		}
+	}
+	return &usageError{msg}
 }
 
 // usageArgs makes every argument-count error of cmd and its subcommands
