@@ -260,6 +260,16 @@ func parseHeaders(raw []string) (map[string]string, error) {
 		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n\"'()<>@,;:\\/[]?={}") || strings.ContainsAny(v, "\r\n") {
 			return nil, &usageError{fmt.Sprintf("--header %q: want Name:value", kv)}
 		}
+		// An empty value, or an Authorization scheme without its
+		// credentials, is what "Authorization:Bearer $TOKEN" gives with
+		// TOKEN unset: the client would send it and be refused, and it
+		// would not even offer an OAuth sign-in.
+		if v == "" {
+			return nil, &usageError{fmt.Sprintf("--header %q: the value is empty (an unset variable?)", kv)}
+		}
+		if strings.EqualFold(k, "Authorization") && !strings.ContainsAny(v, " \t") {
+			return nil, &usageError{fmt.Sprintf("--header %q: want Authorization:SCHEME CREDENTIALS, e.g. \"Authorization:Bearer TOKEN\" (an unset variable?)", kv)}
+		}
 		h[k] = v
 	}
 	return h, nil

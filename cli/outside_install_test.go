@@ -86,3 +86,32 @@ func TestInstallBackupsNeverOverwritten(t *testing.T) {
 		t.Errorf("backup %q = %q, %v; want the file as it was\nstdout: %s", backup, b, err, stdout)
 	}
 }
+
+// TestInstallRefusesEmptyHeader: README's --header "Authorization:Bearer
+// $TOKEN" with TOKEN unset must not write an entry whose every request is
+// refused: an empty value, or a scheme without credentials, is a usage
+// error; a whole header is written.
+func TestInstallRefusesEmptyHeader(t *testing.T) {
+	tests := []struct {
+		header string
+		code   int
+		want   string
+	}{
+		{"Authorization:Bearer ", 2, `--header "Authorization:Bearer ": want Authorization:SCHEME CREDENTIALS`},
+		{"authorization:Bearer", 2, "want Authorization:SCHEME CREDENTIALS"},
+		{"Authorization:", 2, "the value is empty"},
+		{"X-Key: ", 2, `--header "X-Key: ": the value is empty`},
+		{"Authorization:Bearer t0k", 0, `"Authorization": "Bearer t0k"`},
+		{"X-Key:v", 0, `"X-Key": "v"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.header, func(t *testing.T) {
+			home := t.TempDir()
+			env := append(agentEnv(home, ""), "HOME="+home)
+			code, stdout, stderr := runBinaryIn(t, t.TempDir(), env, "install", "cursor", "--print", "--http", "http://127.0.0.1:8080/mcp", "--header", tt.header)
+			if code != tt.code || !strings.Contains(stdout+stderr, tt.want) {
+				t.Errorf("exit %d; want %d with %q\nstdout: %s\nstderr: %s", code, tt.code, tt.want, stdout, stderr)
+			}
+		})
+	}
+}
