@@ -96,7 +96,7 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 	if _, ok := cfg.Profiles[c.profile]; !ok {
 		return nil, &usageError{fmt.Sprintf("unknown profile %q (defined: %v)", c.profile, cfg.ProfileNames())}
 	}
-	ws := c.workspace
+	ws := expandTilde(env, c.workspace)
 	if ws != "" {
 		if ws, err = filepath.Abs(ws); err != nil {
 			return nil, err

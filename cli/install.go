@@ -308,7 +308,7 @@ func install(env *Env, name string, o installOptions) error {
 		home = h
 	}
 	// ws is where per-project files go (and, given, the entry's workspace).
-	ws := o.workspace
+	ws := expandTilde(env, o.workspace)
 	if ws == "" {
 		wd, err := os.Getwd()
 		if err != nil {
