@@ -44,7 +44,10 @@ func (c *common) flags(fs *pflag.FlagSet) {
 // loadConfig finds and loads the configuration; no file means the zero
 // configuration.
 func loadConfig(env *Env, path string) (*config.Config, string, error) {
-	home := env.Getenv("BUB_HOME")
+	// A leading ~ is the home directory's, as sessions.DefaultHome says:
+	// a client's "env" map reaches us without a shell, and BUB_HOME=~/.bub
+	// would otherwise make a directory named "~" in the current one.
+	home := expandTilde(env, env.Getenv("BUB_HOME"))
 	if home == "" {
 		h, err := sessions.DefaultHome()
 		if err != nil {
@@ -54,7 +57,7 @@ func loadConfig(env *Env, path string) (*config.Config, string, error) {
 	}
 	fromEnv := false
 	if path == "" {
-		path = env.Getenv("BUB_CONFIG")
+		path = expandTilde(env, env.Getenv("BUB_CONFIG"))
 		fromEnv = path != ""
 	}
 	if path == "" {

@@ -38,3 +38,40 @@ func TestWorkspaceTilde(t *testing.T) {
 		})
 	}
 }
+
+// TestBUBHomeTilde: BUB_HOME=~/.bub (from a client's "env" map, which no
+// shell expands) is the home directory's .bub, as sessions.DefaultHome
+// documents, not a directory named "~" in the current one; BUB_CONFIG
+// likewise.
+func TestBUBHomeTilde(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "b.toml"), []byte("[profiles.tilde]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var base []string
+	for _, kv := range agentEnv(t.TempDir(), "") {
+		if !strings.HasPrefix(kv, "BUB_HOME=") {
+			base = append(base, kv)
+		}
+	}
+	base = append(base, "HOME="+home, "BUB_HOME=~/.bub")
+	t.Run("BUB_HOME", func(t *testing.T) {
+		cwd := t.TempDir()
+		code, stdout, stderr := runBinaryIn(t, cwd, base, "call", "tape.info")
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(home, ".bub", "tapes")); err != nil {
+			t.Errorf("no tapes under $HOME/.bub: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(cwd, "~")); err == nil {
+			t.Errorf("a directory named ~ was made in the current directory")
+		}
+	})
+	t.Run("BUB_CONFIG", func(t *testing.T) {
+		code, stdout, stderr := runBinaryIn(t, t.TempDir(), append(base, "BUB_CONFIG=~/b.toml"), "call", "--profile", "tilde", "tape.info")
+		if code != 0 {
+			t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+		}
+	})
+}

@@ -11,8 +11,9 @@ import (
 	"github.com/bubbuild/bub-mcp/config"
 )
 
-// expandTilde expands a leading ~ of a --workspace as bub.toml's
-// workspace keys are: an MCP client starts serve without a shell, so
+// expandTilde expands a leading ~ of a path the user gives (--workspace,
+// $BUB_HOME, $BUB_CONFIG) as bub.toml's workspace keys and
+// sessions.DefaultHome do: an MCP client starts serve without a shell, so
 // "~/src/project" in its JSON reaches us as written (and so does
 // --workspace=~/x typed in bash, which expands ~ only after a space).
 func expandTilde(env *Env, p string) string {
