@@ -55,6 +55,7 @@ func loadConfig(env *Env, path string) (*config.Config, string, error) {
 		}
 		home = h
 	}
+	path = expandTilde(env, path) // --config=~/x: bash leaves that ~ alone
 	fromEnv := false
 	if path == "" {
 		path = expandTilde(env, env.Getenv("BUB_CONFIG"))

@@ -68,6 +68,12 @@ func TestBUBHomeTilde(t *testing.T) {
 			t.Errorf("a directory named ~ was made in the current directory")
 		}
 	})
+	t.Run("--config", func(t *testing.T) {
+		code, stdout, stderr := runBinaryIn(t, t.TempDir(), base, "call", "--config=~/b.toml", "--profile", "tilde", "tape.info")
+		if code != 0 {
+			t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+		}
+	})
 	t.Run("BUB_CONFIG", func(t *testing.T) {
 		code, stdout, stderr := runBinaryIn(t, t.TempDir(), append(base, "BUB_CONFIG=~/b.toml"), "call", "--profile", "tilde", "tape.info")
 		if code != 0 {
