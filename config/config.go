@@ -697,9 +697,47 @@ func (c *Config) decodeError(err error) error {
 		return fmt.Errorf("config: %s:%d: %s: %s", c.Path, pe.Position.Line, key, pe.Message)
 	}
 	if m := decodeErrRE().FindStringSubmatch(err.Error()); m != nil {
-		return fmt.Errorf("config: %s:%s: %s: %s", c.Path, m[1], m[2], m[3])
+		return fmt.Errorf("config: %s:%s: %s: %s", c.Path, m[1], m[2], typeMessage(m[3]))
 	}
 	return fmt.Errorf("config: %s: %v", c.Path, err)
+}
+
+// typeMessage says the toml package's "incompatible types: TOML value has
+// type int64; destination has type slice" in the words of TOML rather
+// than of Go, saying what to write: want a list such as ["a", "b"], not a
+// whole number. Other messages pass unchanged.
+func typeMessage(msg string) string {
+	got, want, ok := strings.Cut(strings.TrimPrefix(msg, "incompatible types: TOML value has type "), "; destination has type ")
+	if !ok || !strings.HasPrefix(msg, "incompatible types: ") {
+		return msg
+	}
+	wants := map[string]string{
+		"map":                     "a table",
+		"slice":                   `a list such as ["a", "b"]`,
+		"string":                  `a string in quotes`,
+		"primitive (string-like)": `a string in quotes`,
+		"float":                   "a number",
+		"integer":                 "a whole number",
+		"boolean":                 "true or false",
+	}
+	gots := map[string]string{
+		"string":           "a string",
+		"int64":            "a whole number",
+		"float64":          "a number",
+		"bool":             "a boolean",
+		"[]any":            "a list",
+		"[]map[string]any": "a list of tables",
+		"map[string]any":   "a table",
+	}
+	w, okw := wants[want]
+	g, okg := gots[got]
+	if !okg && strings.HasPrefix(got, "time.") {
+		g, okg = "a date or time", true
+	}
+	if !okw || !okg {
+		return msg
+	}
+	return "want " + w + ", not " + g
 }
 
 // Decode decodes the top-level table key (such as "codemode") into v, a

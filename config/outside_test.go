@@ -54,3 +54,27 @@ func TestFailPlacesMissingKeyAtItsTable(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeErrorsInTOMLWords: a value of the wrong type is refused saying
+// what to write, in TOML's words, not Go's ("destination has type
+// slice").
+func TestTypeErrorsInTOMLWords(t *testing.T) {
+	tests := []struct {
+		src, want string
+	}{
+		{"[server]\nmetrics = \"yes\"\n", "config: bub.toml:2: server.metrics: want true or false, not a string"},
+		{"[server]\nmax_sessions = \"many\"\n", "config: bub.toml:2: server.max_sessions: want a whole number, not a string"},
+		{"[server]\nallowed_hosts = \"example.com\"\n", `config: bub.toml:2: server.allowed_hosts: want a list such as ["a", "b"], not a string`},
+		{"[profiles.x]\ntools = 5\n", `config: bub.toml:2: profiles.x.tools: want a list such as ["a", "b"], not a whole number`},
+		{"[profiles.x]\nworkspace = [\"a\"]\n", "config: bub.toml:2: profiles.x.workspace: want a string in quotes, not a list"},
+		{"[server]\nstate_key = 1979-05-27\n", "config: bub.toml:2: server.state_key: want a string in quotes, not a date or time"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			_, err := Parse("bub.toml", tt.src, func(string) string { return "" })
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("Parse() error = %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
