@@ -242,7 +242,7 @@ func TestNewFailures(t *testing.T) {
 		{"validate fails", "[probe]\ngreeting = \"v-fail\"\nfail = \"validate\"\n", "app: module test_probe: validate failed on purpose", []string{"provision", "validate", "cleanup"}},
 		{"unknown module key", "[probe]\ngreeting = \"k-fail\"\ngretting = 1\n", "config: test.toml:3: probe.gretting: unknown key (see bub.toml.example)", []string{"provision", "validate", "cleanup"}},
 		{"unknown table", "[probe]\ngreeting = \"t-fail\"\n\n[nosuch]\n", "config: test.toml:4: nosuch: unknown table (see bub.toml.example)", []string{"provision", "validate", "cleanup"}},
-		{"bad module value", "[probe]\ngreeting = 3\n", "config: test.toml:2: probe.greeting: incompatible types: TOML value has type int64; destination has type string", nil},
+		{"bad module value", "[probe]\ngreeting = 3\n", "config: test.toml:2: probe.greeting: want a string in quotes, not a whole number", nil},
 		{"unknown environment", "[probe]\ngreeting = \"e-fail\"\n[profiles.default]\nenvironment = \"moon\"\n", `config: test.toml:4: profiles.default.environment: unknown environment "moon" (registered: ` + strings.Join(environment.Names(), ", ") + `; forgotten import?)`, []string{"provision", "validate", "cleanup"}},
 		{"negative concurrency", "[tools]\nmax_concurrency = -1\n", "config: test.toml:2: tools.max_concurrency: must be >= 0", nil},
 	}

@@ -85,27 +85,30 @@ func (m *Module) runWebFetch(ctx context.Context, tc *registry.ToolContext, in w
 	client := &http.Client{Transport: m.webTransport(), Timeout: seconds(timeout)}
 	resp, err := client.Do(req)
 	if err != nil {
-		return WebFetchResult{}, fetchError(in.URL, timeout, err)
+		return WebFetchResult{}, fetchError(u.Redacted(), timeout, err)
 	}
 	defer resp.Body.Close()
 	final := resp.Request.URL.String()
+	// Messages (which serve logs) show the URL without its password, as
+	// net/http's own errors do.
+	shown := resp.Request.URL.Redacted()
 	maxBytes := m.maxBytes()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
 	if err != nil {
-		return WebFetchResult{}, fetchError(final, timeout, err)
+		return WebFetchResult{}, fetchError(shown, timeout, err)
 	}
 	mediaType, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	charset := params["charset"]
 	if resp.StatusCode >= 400 {
 		return WebFetchResult{}, &registry.Error{Kind: registry.KindTool,
-			Message: fmt.Sprintf("HTTP %s: %s", resp.Status, final),
-			Details: map[string]any{"status": resp.StatusCode, "url": final, "body": preview(decodeBody(body, charset), 2000)}}
+			Message: fmt.Sprintf("HTTP %s: %s", resp.Status, shown),
+			Details: map[string]any{"status": resp.StatusCode, "url": shown, "body": preview(decodeBody(body, charset), 2000)}}
 	}
 	if int64(len(body)) > maxBytes {
-		return WebFetchResult{}, fail(registry.KindTool, "response from %s is larger than %d bytes, the web.fetch limit", final, maxBytes)
+		return WebFetchResult{}, fail(registry.KindTool, "response from %s is larger than %d bytes, the web.fetch limit", shown, maxBytes)
 	}
 	if isBinary(mediaType, body) {
-		return WebFetchResult{}, fail(registry.KindTool, "%s returned binary content (%s, %d bytes); web.fetch returns text only", final, orUnknown(mediaType), len(body))
+		return WebFetchResult{}, fail(registry.KindTool, "%s returned binary content (%s, %d bytes); web.fetch returns text only", shown, orUnknown(mediaType), len(body))
 	}
 	r := WebFetchResult{URL: final, Status: resp.StatusCode, ContentType: mediaType, Content: decodeBody(body, charset)}
 	asServed := mediaType
@@ -115,7 +118,7 @@ func (m *Module) runWebFetch(ctx context.Context, tc *registry.ToolContext, in w
 	if isHTML(asServed) {
 		md, err := htmlToMarkdown(ctx, final, r.Content, m.maxHTMLBytes())
 		if err != nil {
-			return WebFetchResult{}, fail(registry.KindTool, "%s returned HTML that could not be turned into Markdown: %v", final, err)
+			return WebFetchResult{}, fail(registry.KindTool, "%s returned HTML that could not be turned into Markdown: %v", shown, err)
 		}
 		r.Content, r.ConvertedFrom = md, asServed
 	}

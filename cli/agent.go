@@ -14,6 +14,7 @@ import (
 	"github.com/bubbuild/bub-mcp/agent/model"
 	"github.com/bubbuild/bub-mcp/providers"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 // agentCommand is the built-in agent: `bub-mcp agent`. Its tools
@@ -134,13 +135,10 @@ func runAgent(ctx context.Context, env *Env, c *common, prompt, modelFlag string
 	return a.REPL(ctx, &conn, opts)
 }
 
-// isTerminal reports whether r is a character device (a terminal), so
-// stdin holds a human rather than a prompt.
+// isTerminal reports whether r is a terminal, so stdin holds a human
+// rather than a prompt. A character device is not enough: /dev/null is
+// one, and `agent </dev/null` (cron, CI, nohup) must not open the REPL.
 func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -42,7 +44,10 @@ func (c *common) flags(fs *pflag.FlagSet) {
 // loadConfig finds and loads the configuration; no file means the zero
 // configuration.
 func loadConfig(env *Env, path string) (*config.Config, string, error) {
-	home := env.Getenv("BUB_HOME")
+	// A leading ~ is the home directory's, as sessions.DefaultHome says:
+	// a client's "env" map reaches us without a shell, and BUB_HOME=~/.bub
+	// would otherwise make a directory named "~" in the current one.
+	home := expandTilde(env, env.Getenv("BUB_HOME"))
 	if home == "" {
 		h, err := sessions.DefaultHome()
 		if err != nil {
@@ -50,8 +55,11 @@ func loadConfig(env *Env, path string) (*config.Config, string, error) {
 		}
 		home = h
 	}
+	path = expandTilde(env, path) // --config=~/x: bash leaves that ~ alone
+	fromEnv := false
 	if path == "" {
-		path = env.Getenv("BUB_CONFIG")
+		path = expandTilde(env, env.Getenv("BUB_CONFIG"))
+		fromEnv = path != ""
 	}
 	if path == "" {
 		if p := filepath.Join(home, "bub.toml"); fileExists(p) {
@@ -62,6 +70,11 @@ func loadConfig(env *Env, path string) (*config.Config, string, error) {
 		return config.Default(), home, nil
 	}
 	cfg, err := config.Load(path, env.Getenv)
+	if _, unread := errors.AsType[*fs.PathError](err); unread && fromEnv {
+		// A BUB_CONFIG set long ago (a shell profile) is not in sight:
+		// say where the path came from.
+		err = fmt.Errorf("%w (the file $BUB_CONFIG names; unset it for $BUB_HOME/bub.toml)", err)
+	}
 	return cfg, home, err
 }
 
@@ -87,7 +100,7 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 	if _, ok := cfg.Profiles[c.profile]; !ok {
 		return nil, &usageError{fmt.Sprintf("unknown profile %q (defined: %v)", c.profile, cfg.ProfileNames())}
 	}
-	ws := c.workspace
+	ws := expandTilde(env, c.workspace)
 	if ws != "" {
 		if ws, err = filepath.Abs(ws); err != nil {
 			return nil, err

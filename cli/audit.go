@@ -46,7 +46,7 @@ func auditCommand(env *Env) *cobra.Command {
 // record's file:line and what is wrong.
 func auditVerify(env *Env, dir string, asJSON bool) error {
 	if dir == "" {
-		home := env.Getenv("BUB_HOME")
+		home := expandTilde(env, env.Getenv("BUB_HOME"))
 		if home == "" {
 			h, err := sessions.DefaultHome()
 			if err != nil {

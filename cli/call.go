@@ -80,6 +80,9 @@ func runCall(ctx context.Context, env *Env, c *common, asJSON bool, state map[st
 		tool, lerr = a.Registry().Lookup(args[0]) // its upstream has listed its tools by now
 	}
 	if lerr != nil {
+		if e := upstreamNotReady(a, args[0]); e != nil {
+			return printToolError(env, e)
+		}
 		return printToolError(env, registry.AsError(lerr, registry.KindNotFound))
 	}
 	callArgs, err := commandArgs(tool, args[1:])
@@ -144,6 +147,29 @@ func runSessionCommand(ctx context.Context, env *Env, a *app.App, ag *agent.Agen
 
 // printToolError writes "[kind] message" and the details to stderr and
 // makes the command exit with status 1.
+// upstreamNotReady explains a tool name that is not registered but names
+// an upstream server that is not ready: after waiting for the server,
+// "unknown tool" would send the user looking for a typo when the server
+// did not start. It returns nil when no such server is at fault.
+func upstreamNotReady(a *app.App, name string) *registry.Error {
+	um, ok := upstream.FromApp(a)
+	if !ok {
+		return nil
+	}
+	for _, s := range um.Status() {
+		if !strings.HasPrefix(name, s.Name+".") && !strings.HasPrefix(name, s.Name+"_") || s.State == upstream.StateReady {
+			continue
+		}
+		state := string(s.State)
+		if s.LastError != "" {
+			state += ": " + s.LastError
+		}
+		return &registry.Error{Kind: registry.KindNotFound,
+			Message: fmt.Sprintf("tool %s is unknown because upstream %s is not ready (%s); see bub-mcp upstreams", name, s.Name, state)}
+	}
+	return nil
+}
+
 func printToolError(env *Env, e *registry.Error) error {
 	fmt.Fprintln(env.Stderr, e.Error())
 	if len(e.Details) > 0 {

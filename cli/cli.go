@@ -19,7 +19,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/bubbuild/bub-mcp/internal/textmatch"
 	"github.com/bubbuild/bub-mcp/telemetry"
 )
 
@@ -136,10 +138,61 @@ func newRoot(env *Env) *cobra.Command {
 	root.SetIn(env.Stdin)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(commands(env)...)
 	root.SetHelpCommand(helpCommand(root))
+	// cobra adds its completion command only when it runs; added now,
+	// it gets the treatment of the other commands with subcommands
+	// (cobra's own answers an unknown shell with its help, status 0).
+	root.InitDefaultCompletionCmd()
+	if comp, _, err := root.Find([]string{"completion"}); err == nil && comp != root {
+		comp.Args = unknownCommand
+		comp.RunE = func(cmd *cobra.Command, args []string) error {
+			return &usageError{"name a shell: bash, fish, powershell or zsh"}
+		}
+	}
+	usageArgs(root)
 	return root
+}
+
+// flagError makes a flag error a usage error, suggesting the command's
+// flags closest to an unknown one (serve --htp: did you mean --http?), as
+// an unknown command gets suggestions.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
+		var names []string
+		if !cmd.HasParent() {
+			names = append(names, "version") // Run's --version
+		}
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden {
+				names = append(names, f.Name)
+			}
+		})
+		if m := textmatch.CloseMatches(name, names, 2, 0.6); len(m) > 0 {
+			msg += "; did you mean --" + strings.Join(m, " or --") + "?"
+		}
+	}
+	return &usageError{msg}
+}
+
+// usageArgs makes every argument-count error of cmd and its subcommands
+// a usage error (status 2, with the usage line), as the commands' own
+// are: cobra's validators (ExactArgs, MinimumNArgs) return plain errors.
+func usageArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			if _, ok := errors.AsType[*usageError](err); err != nil && !ok {
+				return &usageError{err.Error()}
+			}
+			return err
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
 }
 
 // helpCommand is `bub-mcp help [COMMAND...]`: a command's help on stdout,
@@ -265,13 +318,18 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // of the request a record belongs to when tracing is on.
 func newLogger(env *Env) *slog.Logger {
 	level := slog.LevelInfo
-	switch strings.ToLower(env.Getenv("BUB_LOG_LEVEL")) {
+	levelName := env.Getenv("BUB_LOG_LEVEL")
+	known := true
+	switch strings.ToLower(strings.TrimSpace(levelName)) {
 	case "debug":
 		level = slog.LevelDebug
+	case "", "info":
 	case "warn", "warning":
 		level = slog.LevelWarn
 	case "error":
 		level = slog.LevelError
+	default:
+		known = false
 	}
 	if v := env.Getenv("BUB_VERBOSE"); v != "" && v != "0" && v != "false" {
 		level = slog.LevelDebug
@@ -282,6 +340,11 @@ func newLogger(env *Env) *slog.Logger {
 	case "", "text", "json":
 	default:
 		log.Warn("BUB_LOG_FORMAT is neither text nor json; writing text", "value", format)
+	}
+	if !known {
+		// Said, not ignored: BUB_LOG_LEVEL=verbose would otherwise give
+		// the user fewer logs than asked for, silently.
+		log.Warn("BUB_LOG_LEVEL is none of debug, info, warn, error; logging at "+strings.ToLower(level.String()), "value", levelName)
 	}
 	return log
 }

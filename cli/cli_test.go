@@ -59,7 +59,7 @@ func TestHelpAndUsage(t *testing.T) {
 		{args: []string{"instal", "cursor"}, code: 2, stderr: `bub-mcp: unknown command "instal"; did you mean install?`},
 		{args: []string{"srve"}, code: 2, stderr: "did you mean serve?"},
 		{args: []string{"config", "chek"}, code: 2, stderr: `unknown command "chek" for bub-mcp config; did you mean check?`},
-		{args: []string{"tools", "--jsno"}, code: 2, stderr: "bub-mcp tools: unknown flag: --jsno\nusage: bub-mcp tools [flags]\n"},
+		{args: []string{"tools", "--jsno"}, code: 2, stderr: "bub-mcp tools: unknown flag: --jsno; did you mean --json?\nusage: bub-mcp tools [flags]\n"},
 		{args: []string{"tools", "extra"}, code: 2, stderr: `bub-mcp tools: unexpected arguments ["extra"]`},
 		{args: []string{"install"}, code: 2, stderr: "name one client"},
 		{args: []string{}, code: 2, stderr: "Available Commands:"},

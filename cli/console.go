@@ -45,13 +45,17 @@ func runConsole(ctx context.Context, env *Env, c *common, addr string) error {
 		return err
 	}
 	defer closeApp(env, a)
+	from := "--http"
 	if addr == "" {
 		if m, ok := console.FromApp(a); ok {
-			addr = m.Listen
+			addr, from = m.Listen, "[console] listen"
 		}
 	}
 	if addr == "" {
 		addr = console.DefaultListen
+	}
+	if err := checkListen(addr, from); err != nil {
+		return err
 	}
 	loopback := streamhttp.IsLoopback(addr)
 	oauth, err := consoleOAuth(a.Config(), nil)

@@ -260,6 +260,16 @@ func parseHeaders(raw []string) (map[string]string, error) {
 		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n\"'()<>@,;:\\/[]?={}") || strings.ContainsAny(v, "\r\n") {
 			return nil, &usageError{fmt.Sprintf("--header %q: want Name:value", kv)}
 		}
+		// An empty value, or an Authorization scheme without its
+		// credentials, is what "Authorization:Bearer $TOKEN" gives with
+		// TOKEN unset: the client would send it and be refused, and it
+		// would not even offer an OAuth sign-in.
+		if v == "" {
+			return nil, &usageError{fmt.Sprintf("--header %q: the value is empty (an unset variable?)", kv)}
+		}
+		if strings.EqualFold(k, "Authorization") && !strings.ContainsAny(v, " \t") {
+			return nil, &usageError{fmt.Sprintf("--header %q: want Authorization:SCHEME CREDENTIALS, e.g. \"Authorization:Bearer TOKEN\" (an unset variable?)", kv)}
+		}
 		h[k] = v
 	}
 	return h, nil
@@ -298,7 +308,7 @@ func install(env *Env, name string, o installOptions) error {
 		home = h
 	}
 	// ws is where per-project files go (and, given, the entry's workspace).
-	ws := o.workspace
+	ws := expandTilde(env, o.workspace)
 	if ws == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -339,6 +349,7 @@ func install(env *Env, name string, o installOptions) error {
 			args = append(args, "--workspace", ws)
 		}
 		if o.profile != "" {
+			checkInstallProfile(env, o.profile)
 			args = append(args, "--profile", o.profile)
 		}
 		entry = cl.stdio(bin, args)
@@ -367,6 +378,27 @@ func install(env *Env, name string, o installOptions) error {
 	fmt.Fprintf(env.Stdout, "Restart %s to load it.\n", name)
 	signInHint(env.Stdout, cl, o, headers)
 	return nil
+}
+
+// checkInstallProfile warns, on stderr, when the configuration does not
+// define profile: serve --profile would refuse it at every start, and a
+// client shows that only as a server that failed. It warns rather than
+// refuses, so the entry may be written before the profile is.
+func checkInstallProfile(env *Env, profile string) {
+	cfg, home, err := loadConfig(env, "")
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "Warning: could not check --profile %q: %v\n", profile, err)
+		return
+	}
+	if _, ok := cfg.Profiles[profile]; ok {
+		return
+	}
+	where := cfg.Path
+	if where == "" {
+		where = filepath.Join(home, "bub.toml") + " (absent)"
+	}
+	fmt.Fprintf(env.Stderr, "Warning: profile %q is not defined in %s (defined: %s): serve will refuse to start until [profiles.%s] is added.\n",
+		profile, where, strings.Join(cfg.ProfileNames(), ", "), profile)
 }
 
 // signInHint tells the user, for a --http entry without an Authorization
@@ -473,8 +505,7 @@ func mergeConfig(cl client, path, name string, entry map[string]any) (backup str
 		return "", fmt.Errorf("%w", err)
 	}
 	if old != nil {
-		backup = path + ".bak-" + time.Now().UTC().Format("20060102T150405Z")
-		if err := os.WriteFile(backup, old, mode); err != nil {
+		if backup, err = writeBackup(path, old, mode); err != nil {
 			return "", fmt.Errorf("backing up %s: %w", path, err)
 		}
 	}
@@ -482,6 +513,37 @@ func mergeConfig(cl client, path, name string, entry map[string]any) (backup str
 		return "", err
 	}
 	return backup, nil
+}
+
+// writeBackup writes old to a new file named after path and the time,
+// never over an existing one: two installs within one second (a script
+// adding two entries) would otherwise leave only the second's backup, and
+// the file as it was before the first would be gone.
+func writeBackup(path string, old []byte, mode fs.FileMode) (string, error) {
+	stamp := path + ".bak-" + time.Now().UTC().Format("20060102T150405Z")
+	for i := 1; i <= 100; i++ {
+		name := stamp
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d", stamp, i)
+		}
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = f.Write(old)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(name)
+			return "", err
+		}
+		return name, nil
+	}
+	return "", fmt.Errorf("%s and 99 more backups of this second exist", stamp)
 }
 
 // checkMerged decodes the merged file as the client will and compares

@@ -55,6 +55,12 @@ func serveCommand(env *Env) *cobra.Command {
 	return cmd
 }
 
+// stdioOnTerminal is what serve says when a person, not a client, is at
+// the other end of stdio.
+const stdioOnTerminal = "bub-mcp serve speaks MCP over stdio, one JSON-RPC message per line, to the client that starts it " +
+	"(bub-mcp install adds it to one). To try it by hand, run serve --http 127.0.0.1:8080 and use curl " +
+	"(README, \"Any HTTP client\"). Ctrl-D ends it."
+
 // freeAfterStart is when serve gives start-up's garbage back to the OS:
 // after a client's initialize and first listings, which come within a few
 // milliseconds of the start.
@@ -63,6 +69,11 @@ const freeAfterStart = 100 * time.Millisecond
 // serve serves until ctx ends; with check, it stops before serving,
 // once everything serving needs has loaded.
 func serve(ctx context.Context, env *Env, c *common, addr string, insecure, check bool) error {
+	if addr != "" {
+		if err := checkListen(addr, "--http"); err != nil {
+			return err
+		}
+	}
 	a, err := newApp(ctx, env, c)
 	if err != nil {
 		return err
@@ -121,6 +132,11 @@ func serve(ctx context.Context, env *Env, c *common, addr string, insecure, chec
 			return nil
 		}
 		env.Logger.Info("mcp.stdio.start", "profile", c.profile, "tools", profileToolCount(ctx, a, c.profile))
+		if env.terminal(env.Stdin) {
+			// A person typed `bub-mcp serve`: without a word it only
+			// seems to hang.
+			fmt.Fprintln(env.Stderr, stdioOnTerminal)
+		}
 		if cfg.Server.Metrics {
 			env.Logger.Warn("mcp.metrics.unserved", "reason", "[server] metrics serves /metrics on the HTTP transport only (serve --http)")
 		}

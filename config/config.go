@@ -697,9 +697,47 @@ func (c *Config) decodeError(err error) error {
 		return fmt.Errorf("config: %s:%d: %s: %s", c.Path, pe.Position.Line, key, pe.Message)
 	}
 	if m := decodeErrRE().FindStringSubmatch(err.Error()); m != nil {
-		return fmt.Errorf("config: %s:%s: %s: %s", c.Path, m[1], m[2], m[3])
+		return fmt.Errorf("config: %s:%s: %s: %s", c.Path, m[1], m[2], typeMessage(m[3]))
 	}
 	return fmt.Errorf("config: %s: %v", c.Path, err)
+}
+
+// typeMessage says the toml package's "incompatible types: TOML value has
+// type int64; destination has type slice" in the words of TOML rather
+// than of Go, saying what to write: want a list such as ["a", "b"], not a
+// whole number. Other messages pass unchanged.
+func typeMessage(msg string) string {
+	got, want, ok := strings.Cut(strings.TrimPrefix(msg, "incompatible types: TOML value has type "), "; destination has type ")
+	if !ok || !strings.HasPrefix(msg, "incompatible types: ") {
+		return msg
+	}
+	wants := map[string]string{
+		"map":                     "a table",
+		"slice":                   `a list such as ["a", "b"]`,
+		"string":                  `a string in quotes`,
+		"primitive (string-like)": `a string in quotes`,
+		"float":                   "a number",
+		"integer":                 "a whole number",
+		"boolean":                 "true or false",
+	}
+	gots := map[string]string{
+		"string":           "a string",
+		"int64":            "a whole number",
+		"float64":          "a number",
+		"bool":             "a boolean",
+		"[]any":            "a list",
+		"[]map[string]any": "a list of tables",
+		"map[string]any":   "a table",
+	}
+	w, okw := wants[want]
+	g, okg := gots[got]
+	if !okg && strings.HasPrefix(got, "time.") {
+		g, okg = "a date or time", true
+	}
+	if !okw || !okg {
+		return msg
+	}
+	return "want " + w + ", not " + g
 }
 
 // Decode decodes the top-level table key (such as "codemode") into v, a
@@ -737,7 +775,13 @@ func (c *Config) Check() error {
 	}
 	if len(tables) > 0 {
 		sort.Strings(tables)
-		return fmt.Errorf("config: %s:%d: %s: unknown table (see bub.toml.example)", c.Path, lineOf(c.src, []string{tables[0]}), tables[0])
+		k := tables[0]
+		if t := c.md.Type(k); t != "Hash" && t != "ArrayHash" {
+			// A key above every table ("metrics = true" on line 1) is
+			// not a table: say where keys go.
+			return fmt.Errorf("config: %s:%d: %s: unknown key (keys go in a table, such as [server]; see bub.toml.example)", c.Path, lineOf(c.src, []string{k}), k)
+		}
+		return fmt.Errorf("config: %s:%d: %s: unknown table (see bub.toml.example)", c.Path, lineOf(c.src, []string{k}), k)
 	}
 	if und := c.md.Undecoded(); len(und) > 0 {
 		k := und[0]
@@ -769,6 +813,10 @@ func lineOf(src string, key []string) int {
 	want := strings.Join(key, ".")
 	table := ""
 	best := 0
+	// A key the file does not set (a required one missing, or misspelt)
+	// is placed at the header of the deepest table that would hold it,
+	// rather than at line 0.
+	within, withinLen := 0, -1
 	for i, raw := range strings.Split(src, "\n") {
 		line := strings.TrimSpace(raw)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -779,6 +827,9 @@ func lineOf(src string, key []string) int {
 			table = normalizeKey(h)
 			if table == want && best == 0 {
 				best = i + 1
+			}
+			if strings.HasPrefix(want, table+".") && len(table) > withinLen {
+				within, withinLen = i+1, len(table)
 			}
 			continue
 		}
@@ -797,6 +848,9 @@ func lineOf(src string, key []string) int {
 		if best == 0 && strings.HasPrefix(want, full+".") {
 			best = i + 1
 		}
+	}
+	if best == 0 {
+		return within
 	}
 	return best
 }

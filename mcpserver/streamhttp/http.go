@@ -392,6 +392,9 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, st *httpRequ
 			return
 		}
 	}
+	if mcpgofix.MissingSession(w, r, env.Method, env.Params.Meta.Version) {
+		return
+	}
 	if env.Method == string(mcp.MethodInitialize) {
 		// An initialize opens a 2025 session (unless mcp-go finds it of
 		// the sessionless era): it needs a slot.
