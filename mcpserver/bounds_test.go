@@ -431,6 +431,12 @@ func TestHTTPSurface(t *testing.T) {
 	if status, _, _ := post(t, ts.URL+"/mcp", map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != http.StatusNotFound {
 		t.Errorf("POST after DELETE: %d; want 404", status)
 	}
+	// No session named at all is the client's mistake, not an expired
+	// session: 400, which does not tell the client to initialize again
+	// (mcpgofix/missingsession.go).
+	if status, _, _ := post(t, ts.URL+"/mcp", map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); status != http.StatusBadRequest {
+		t.Errorf("POST without Mcp-Session-Id: %d; want 400", status)
+	}
 
 	for _, path := range []string{"/p/ro/mcp", "/mcp/p/ro"} {
 		c := connect(t, ts.URL+path, modern, nil)
