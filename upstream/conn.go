@@ -264,13 +264,12 @@ func (u *upstream) run(ctx context.Context) {
 			err = u.load(ctx, s)
 		}
 		err = hideURL(err, u.cfg.URL)
-		if first {
-			close(u.firstTry)
-			first = false
-		}
 		if ctx.Err() != nil {
 			if s != nil {
 				u.stop(s)
+			}
+			if first {
+				close(u.firstTry)
 			}
 			return
 		}
@@ -279,6 +278,14 @@ func (u *upstream) run(ctx context.Context) {
 				u.stop(s)
 			}
 			u.setState(StateBackoff, err)
+		}
+		if first {
+			// After the state: whoever waited for the first try (Wait,
+			// `bub-mcp upstreams`) reads its outcome, not "starting".
+			close(u.firstTry)
+			first = false
+		}
+		if err != nil {
 			// The same failure again is news only at debug level.
 			level := slog.LevelWarn
 			if err.Error() == prevErr {

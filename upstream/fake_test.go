@@ -246,3 +246,17 @@ func TestMCPJSONOfRealClients(t *testing.T) {
 		t.Errorf("fake.big: %q", got)
 	}
 }
+
+// TestWaitSeesTheFirstTrysOutcome: Wait (what `bub-mcp upstreams` and
+// tests use) returns once the first attempt is over, and the status then
+// says how it ended. An upstream that never answers initialize was still
+// shown "starting" with no error: the first try was announced before its
+// failure was recorded.
+func TestWaitSeesTheFirstTrysOutcome(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "never") // never created: initialize never answered
+	h := newHost(t, fakeTable(t, "mute", `start_timeout = "300ms"`, "-init-gate", gate), "")
+	st := h.status(t, "mute")
+	if st.State != upstream.StateBackoff || !strings.Contains(st.LastError, "initialize") {
+		t.Errorf("after Wait: state %s, last error %q; want backoff with the initialize timeout", st.State, st.LastError)
+	}
+}
