@@ -263,6 +263,10 @@ func (c *stdioConn) dispatch(ctx context.Context, line []byte, done func()) (rea
 		c.reply(env)
 		return true
 	}
+	if mcpgofix.NoMethod(env.Method, env.ID, env.Result, env.Error != nil) {
+		c.writeMessage(rpcError(env.ID, mcp.INVALID_REQUEST, mcpgofix.ErrNoMethod.Error()))
+		return true
+	}
 	if !hasID && !mcpgofix.NullID(env.Method, env.ID) { // a null id is refused with the odd ones below
 		if resp := c.handle(ctx, line); resp != nil {
 			c.writeMessage(resp)

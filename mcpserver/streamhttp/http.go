@@ -367,6 +367,10 @@ func (h *Handler) servePOST(w http.ResponseWriter, r *http.Request, st *httpRequ
 		refuse(w, nil, mcpgofix.ErrOddID)
 		return
 	}
+	if mcpgofix.NoMethod(env.Method, env.ID, env.Result, env.Error != nil) {
+		refuse(w, env.ID, mcpgofix.ErrNoMethod)
+		return
+	}
 	if env.Method != "" && env.HasID() {
 		valid, big := mcpgofix.IDKind(env.ID)
 		if !valid {

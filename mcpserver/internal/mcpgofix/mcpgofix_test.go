@@ -53,4 +53,9 @@ func TestIsBatchAndNullID(t *testing.T) {
 	if !NullID("ping", json.RawMessage("null")) || NullID("", json.RawMessage("null")) || NullID("ping", nil) {
 		t.Error("NullID misclassifies")
 	}
+	if !NoMethod("", json.RawMessage("9"), nil, false) || NoMethod("ping", json.RawMessage("9"), nil, false) ||
+		NoMethod("", json.RawMessage("9"), json.RawMessage("null"), false) || NoMethod("", json.RawMessage("9"), nil, true) ||
+		NoMethod("", nil, nil, false) || NoMethod("", json.RawMessage("null"), nil, false) {
+		t.Error("NoMethod misclassifies")
+	}
 }
