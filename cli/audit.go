@@ -2,7 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -55,6 +58,11 @@ func auditVerify(env *Env, dir string, asJSON bool) error {
 			home = h
 		}
 		dir = filepath.Join(home, "audit")
+	}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		// Exit 1 still: a log that was never written and one that was
+		// removed look alike here, and the second must not pass.
+		return fmt.Errorf("no audit log at %s: none written yet (bub-mcp writes it with the first tool call), or it was removed", dir)
 	}
 	rep, err := audit.Verify(dir)
 	if err != nil {

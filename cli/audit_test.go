@@ -74,3 +74,15 @@ func TestAuditVerify(t *testing.T) {
 		t.Errorf("audit check: exit %d; want 2", code)
 	}
 }
+
+// TestAuditVerifyNoLog: before the first tool call there is no audit
+// directory; verify says so in words (not a bare ENOENT) and still exits
+// 1, since a removed log looks the same.
+func TestAuditVerifyNoLog(t *testing.T) {
+	home := t.TempDir()
+	code, out, errOut := runCLI(t, home, "audit", "verify")
+	want := "no audit log at " + filepath.Join(home, "audit") + ": none written yet"
+	if code != 1 || out != "" || !strings.Contains(errOut, want) || strings.Contains(errOut, "no such file") {
+		t.Errorf("audit verify = %d, %q, %q; want exit 1 saying %q", code, out, errOut, want)
+	}
+}
