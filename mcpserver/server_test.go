@@ -309,22 +309,25 @@ func TestBearerTokens(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
+	// RFC 6750 §3.1: a refused token is invalid_token; a request with
+	// no bearer token gets the challenge without an error code.
 	tests := []struct {
 		name, path, auth string
 		want             int
+		challenge        string
 	}{
-		{"no token", "/mcp", "", 401},
-		{"wrong token", "/mcp", "Bearer nope", 401},
-		{"wrong scheme", "/mcp", "Basic " + testToken, 401},
-		{"token for another profile", "/mcp/p/default", "Bearer " + testToken, 403},
+		{"no token", "/mcp", "", 401, `Bearer realm="bub-mcp"`},
+		{"wrong token", "/mcp", "Bearer nope", 401, `Bearer realm="bub-mcp", error="invalid_token"`},
+		{"wrong scheme", "/mcp", "Basic " + testToken, 401, `Bearer realm="bub-mcp"`},
+		{"token for another profile", "/mcp/p/default", "Bearer " + testToken, 403, ""},
 	}
 	for _, tt := range tests {
 		resp := post(tt.path, tt.auth)
 		if resp.StatusCode != tt.want {
 			t.Errorf("%s: status %d; want %d", tt.name, resp.StatusCode, tt.want)
 		}
-		if tt.want == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
-			t.Errorf("%s: WWW-Authenticate = %q", tt.name, resp.Header.Get("WWW-Authenticate"))
+		if got := resp.Header.Get("WWW-Authenticate"); tt.want == 401 && got != tt.challenge {
+			t.Errorf("%s: WWW-Authenticate = %q; want %q", tt.name, got, tt.challenge)
 		}
 	}
 	// The token selects its profile, on /mcp and on its own path.

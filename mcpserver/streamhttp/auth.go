@@ -74,7 +74,7 @@ func authorize(w http.ResponseWriter, r *http.Request, tokens []Token, rs *auth.
 		return tok, nil, true
 	}
 	if rs == nil {
-		unauthorized(w)
+		unauthorized(w, r)
 		return Token{}, nil, false
 	}
 	p, err := rs.Authenticate(r.Context(), r)
@@ -98,20 +98,34 @@ func refuseToken(w http.ResponseWriter, r *http.Request, rs *auth.ResourceServer
 	rs.WriteError(w, r, err)
 }
 
-func unauthorized(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="bub-mcp"`)
+// unauthorized refuses a request no static token accepts. A bearer token
+// that was sent and refused is invalid_token (RFC 6750 §3.1), which tells
+// a client to get another rather than retry; a request without one gets
+// the bare challenge.
+func unauthorized(w http.ResponseWriter, r *http.Request) {
+	challenge := `Bearer realm="bub-mcp"`
+	if _, ok := bearer(r); ok {
+		challenge += `, error="invalid_token"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
 	http.Error(w, "unauthorized: a valid bearer token is required", http.StatusUnauthorized)
+}
+
+// bearer is the token of r's "Authorization: Bearer" header.
+func bearer(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	tok = strings.TrimSpace(tok)
+	return tok, ok && strings.EqualFold(scheme, "Bearer") && tok != ""
 }
 
 // authenticate finds the token a request carries. Hashes are compared in
 // constant time.
 func authenticate(r *http.Request, tokens []Token) (Token, bool) {
-	auth := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(auth, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+	tok, ok := bearer(r)
+	if !ok {
 		return Token{}, false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	sum := sha256.Sum256([]byte(tok))
 	got := []byte(hex.EncodeToString(sum[:]))
 	for _, t := range tokens {
 		if subtle.ConstantTimeCompare(got, []byte(strings.ToLower(t.SHA256))) == 1 {
