@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -613,3 +614,35 @@ func (s *Server) checkAuth(fail failFunc) error {
 // perPrincipal reports whether the server is connected to once per
 // principal (auth = "oauth" or "token_exchange"), never shared.
 func (s *Server) perPrincipal() bool { return s.Auth == AuthOAuth || s.Auth == AuthTokenExchange }
+
+// tomlKeys are the keys of the table at the key path under a value of
+// type t (a struct with toml tags, a map of them, or a pointer to
+// either), for a misspelt key's "did you mean".
+func tomlKeys(t reflect.Type, path []string) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Map:
+		if len(path) > 0 {
+			return tomlKeys(t.Elem(), path[1:])
+		}
+	case reflect.Struct:
+		var keys []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if len(path) > 0 && name == path[0] {
+				return tomlKeys(f.Type, path[1:])
+			}
+			keys = append(keys, name)
+		}
+		if len(path) == 0 {
+			return keys
+		}
+	}
+	return nil
+}
