@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -327,11 +328,6 @@ type mcpJSONServer struct {
 	Disabled bool              `json:"disabled"`
 }
 
-// mcpJSONFields are the entry fields bub-mcp reads; others are reported
-// once as ignored.
-var mcpJSONFields = map[string]bool{"command": true, "args": true, "env": true, "cwd": true, "url": true, "httpUrl": true,
-	"type": true, "transportType": true, "headers": true, "disabled": true}
-
 // mcpJSON is what readMCPJSON found: the servers to mount, and what it
 // left out, for one log line each.
 type mcpJSON struct {
@@ -345,7 +341,7 @@ type mcpJSON struct {
 // ${VAR:-default}) are expanded from getenv in command, args, env, cwd, url
 // and headers; an unset variable without a default is an error naming it
 // (never its value). Entries are checked like bub.toml's; errors name the
-// file, server and key.
+// file, line and column, and key path (mcpServers.<server>.<key>).
 func readMCPJSON(file string, getenv func(string) string) (*mcpJSON, error) {
 	out := &mcpJSON{}
 	f, err := os.Open(file)
@@ -353,16 +349,21 @@ func readMCPJSON(file string, getenv func(string) string) (*mcpJSON, error) {
 		return out, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("upstream: %w", err)
+		return nil, err // the *PathError names the file
 	}
 	defer f.Close()
+	// Syntax and shape first, so that errors say line:column and what to
+	// write; the decoding below then cannot fail on a type.
+	jd, err := readJSONDoc(file, f, mcpJSONShape)
+	if err != nil {
+		return nil, err
+	}
 	var doc struct {
 		MCPServers map[string]json.RawMessage `json:"mcpServers"`
 		Servers    map[string]json.RawMessage `json:"servers"` // VS Code's .vscode/mcp.json
 	}
-	dec := json.NewDecoder(&limitReader{r: f, n: maxMCPJSONBytes})
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("upstream: %s: %w", file, err)
+	if err := json.NewDecoder(bytes.NewReader(jd.src)).Decode(&doc); err != nil {
+		return nil, jd.failAt(err.Error())
 	}
 	entries := map[string]json.RawMessage{}
 	keyOf := map[string]string{}
@@ -372,7 +373,7 @@ func readMCPJSON(file string, getenv func(string) string) (*mcpJSON, error) {
 	}{{"mcpServers", doc.MCPServers}, {"servers", doc.Servers}} {
 		for name, raw := range part.m {
 			if prev, dup := keyOf[name]; dup {
-				return nil, fmt.Errorf("upstream: %s: server %q is in both %s and %s", file, name, prev, part.key)
+				return nil, jd.failAt(fmt.Sprintf("server %q is in both %s and %s", name, prev, part.key), part.key, name)
 			}
 			entries[name], keyOf[name] = raw, part.key
 		}
@@ -384,20 +385,20 @@ func readMCPJSON(file string, getenv func(string) string) (*mcpJSON, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		fail := func(msg string, key ...string) error {
-			return fmt.Errorf("upstream: %s: %s: %s", file, strings.Join(append([]string{keyOf[name], name}, key...), "."), msg)
+			return jd.failAt(msg, append([]string{keyOf[name], name}, key...)...)
 		}
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(entries[name], &fields); err != nil {
-			return nil, fail("not an object: " + strings.TrimPrefix(err.Error(), "json: "))
+			return nil, fail(err.Error())
 		}
 		for k := range fields {
-			if !mcpJSONFields[k] {
+			if mcpJSONServerShape.fields[k] == nil {
 				out.ignored = append(out.ignored, name+"."+k)
 			}
 		}
 		var e mcpJSONServer
 		if err := json.Unmarshal(entries[name], &e); err != nil {
-			return nil, fail(strings.TrimPrefix(err.Error(), "json: "))
+			return nil, fail(err.Error())
 		}
 		if e.Disabled {
 			out.disabled = append(out.disabled, name)
