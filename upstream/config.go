@@ -315,6 +315,8 @@ const maxMCPJSONBytes = 1 << 20
 // ({"url","type","headers"}; Gemini CLI's "httpUrl" is a streamable HTTP
 // url). "disabled": true leaves it out. Fields of other clients' dialects
 // ("autoApprove", "alwaysAllow", "trust", "timeout", ...) are ignored.
+// mcpJSONServerShape (mcpjson.go) lists the same fields, in the file's
+// words, for errors.
 type mcpJSONServer struct {
 	Command  string            `json:"command"`
 	Args     []string          `json:"args"`
