@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -788,6 +789,22 @@ func (c *Config) Check() error {
 		return fmt.Errorf("config: %s:%d: %s: unknown key (see bub.toml.example)", c.Path, lineOf(c.src, k), k.String())
 	}
 	return nil
+}
+
+// Undecoded returns the keys under the key path (such as "upstreams")
+// that no decoder has read so far, in the file's order. A module whose
+// checks would misread a misspelt key (comand = "x" is not "command is
+// required") refuses them first; Check refuses the rest at the end.
+func (c *Config) Undecoded(key ...string) [][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out [][]string
+	for _, k := range c.md.Undecoded() {
+		if len(k) > len(key) && slices.Equal(k[:len(key)], key) {
+			out = append(out, append([]string(nil), k...))
+		}
+	}
+	return out
 }
 
 // Fail returns the error for a bad value at the key path (such as

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -313,6 +315,8 @@ const maxMCPJSONBytes = 1 << 20
 // ({"url","type","headers"}; Gemini CLI's "httpUrl" is a streamable HTTP
 // url). "disabled": true leaves it out. Fields of other clients' dialects
 // ("autoApprove", "alwaysAllow", "trust", "timeout", ...) are ignored.
+// mcpJSONServerShape (mcpjson.go) lists the same fields, in the file's
+// words, for errors.
 type mcpJSONServer struct {
 	Command  string            `json:"command"`
 	Args     []string          `json:"args"`
@@ -325,11 +329,6 @@ type mcpJSONServer struct {
 	Headers  map[string]string `json:"headers"`
 	Disabled bool              `json:"disabled"`
 }
-
-// mcpJSONFields are the entry fields bub-mcp reads; others are reported
-// once as ignored.
-var mcpJSONFields = map[string]bool{"command": true, "args": true, "env": true, "cwd": true, "url": true, "httpUrl": true,
-	"type": true, "transportType": true, "headers": true, "disabled": true}
 
 // mcpJSON is what readMCPJSON found: the servers to mount, and what it
 // left out, for one log line each.
@@ -344,7 +343,7 @@ type mcpJSON struct {
 // ${VAR:-default}) are expanded from getenv in command, args, env, cwd, url
 // and headers; an unset variable without a default is an error naming it
 // (never its value). Entries are checked like bub.toml's; errors name the
-// file, server and key.
+// file, line and column, and key path (mcpServers.<server>.<key>).
 func readMCPJSON(file string, getenv func(string) string) (*mcpJSON, error) {
 	out := &mcpJSON{}
 	f, err := os.Open(file)
@@ -352,16 +351,21 @@ func readMCPJSON(file string, getenv func(string) string) (*mcpJSON, error) {
 		return out, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("upstream: %w", err)
+		return nil, err // the *PathError names the file
 	}
 	defer f.Close()
+	// Syntax and shape first, so that errors say line:column and what to
+	// write; the decoding below then cannot fail on a type.
+	jd, err := readJSONDoc(file, f, mcpJSONShape)
+	if err != nil {
+		return nil, err
+	}
 	var doc struct {
 		MCPServers map[string]json.RawMessage `json:"mcpServers"`
 		Servers    map[string]json.RawMessage `json:"servers"` // VS Code's .vscode/mcp.json
 	}
-	dec := json.NewDecoder(&limitReader{r: f, n: maxMCPJSONBytes})
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("upstream: %s: %w", file, err)
+	if err := json.NewDecoder(bytes.NewReader(jd.src)).Decode(&doc); err != nil {
+		return nil, jd.failAt(err.Error())
 	}
 	entries := map[string]json.RawMessage{}
 	keyOf := map[string]string{}
@@ -371,7 +375,7 @@ func readMCPJSON(file string, getenv func(string) string) (*mcpJSON, error) {
 	}{{"mcpServers", doc.MCPServers}, {"servers", doc.Servers}} {
 		for name, raw := range part.m {
 			if prev, dup := keyOf[name]; dup {
-				return nil, fmt.Errorf("upstream: %s: server %q is in both %s and %s", file, name, prev, part.key)
+				return nil, jd.failAt(fmt.Sprintf("server %q is in both %s and %s", name, prev, part.key), part.key, name)
 			}
 			entries[name], keyOf[name] = raw, part.key
 		}
@@ -383,20 +387,20 @@ func readMCPJSON(file string, getenv func(string) string) (*mcpJSON, error) {
 	sort.Strings(names)
 	for _, name := range names {
 		fail := func(msg string, key ...string) error {
-			return fmt.Errorf("upstream: %s: %s: %s", file, strings.Join(append([]string{keyOf[name], name}, key...), "."), msg)
+			return jd.failAt(msg, append([]string{keyOf[name], name}, key...)...)
 		}
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(entries[name], &fields); err != nil {
-			return nil, fail("not an object: " + strings.TrimPrefix(err.Error(), "json: "))
+			return nil, fail(err.Error())
 		}
 		for k := range fields {
-			if !mcpJSONFields[k] {
+			if mcpJSONServerShape.fields[k] == nil {
 				out.ignored = append(out.ignored, name+"."+k)
 			}
 		}
 		var e mcpJSONServer
 		if err := json.Unmarshal(entries[name], &e); err != nil {
-			return nil, fail(strings.TrimPrefix(err.Error(), "json: "))
+			return nil, fail(err.Error())
 		}
 		if e.Disabled {
 			out.disabled = append(out.disabled, name)
@@ -613,3 +617,35 @@ func (s *Server) checkAuth(fail failFunc) error {
 // perPrincipal reports whether the server is connected to once per
 // principal (auth = "oauth" or "token_exchange"), never shared.
 func (s *Server) perPrincipal() bool { return s.Auth == AuthOAuth || s.Auth == AuthTokenExchange }
+
+// tomlKeys are the keys of the table at the key path under a value of
+// type t (a struct with toml tags, a map of them, or a pointer to
+// either), for a misspelt key's "did you mean".
+func tomlKeys(t reflect.Type, path []string) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Map:
+		if len(path) > 0 {
+			return tomlKeys(t.Elem(), path[1:])
+		}
+	case reflect.Struct:
+		var keys []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if len(path) > 0 && name == path[0] {
+				return tomlKeys(f.Type, path[1:])
+			}
+			keys = append(keys, name)
+		}
+		if len(path) == 0 {
+			return keys
+		}
+	}
+	return nil
+}

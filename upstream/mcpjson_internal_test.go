@@ -60,6 +60,10 @@ func TestMCPJSONDialects(t *testing.T) {
 		doc:  `{"servers": {"v": {"type": "http", "url": "http://localhost:${UNSET_PORT:-3000}/mcp"}}, "inputs": []}`,
 		want: []server{{Name: "v", Kind: "http", URL: "http://localhost:3000/mcp"}},
 	}, {
+		name: "null is no value, as encoding/json reads it",
+		doc:  `{"mcpServers": {"n": {"command": "a", "args": null, "env": null, "disabled": null}}, "servers": null}`,
+		want: []server{{Name: "n", Kind: "stdio", Command: "a"}},
+	}, {
 		name: "unset variable",
 		doc:  `{"mcpServers": {"x": {"command": "srv", "env": {"TOKEN": "${NOT_SET}"}}}}`,
 		err:  "mcpServers.x.env.TOKEN: $NOT_SET is unset or empty",

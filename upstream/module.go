@@ -22,6 +22,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -32,6 +33,7 @@ import (
 	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/environment"
 	"github.com/bubbuild/bub-mcp/internal/lockedfile"
+	"github.com/bubbuild/bub-mcp/internal/textmatch"
 	"github.com/bubbuild/bub-mcp/mcpserver"
 	"github.com/bubbuild/bub-mcp/registry"
 	"github.com/bubbuild/bub-mcp/sandbox"
@@ -261,6 +263,18 @@ func (m *Module) servers(cfg *config.Config) ([]*Server, error) {
 	table := map[string]*Server{}
 	if err := cfg.Decode("upstreams", &table); err != nil {
 		return nil, err
+	}
+	// A misspelt key first: the checks below would report the key it
+	// misses (comand = "x" is not "command is required").
+	if und := cfg.Undecoded("upstreams"); len(und) > 0 {
+		k := und[0]
+		msg := "unknown key (see bub.toml.example)"
+		if len(k) > 2 {
+			if near := textmatch.CloseMatches(k[len(k)-1], tomlKeys(reflect.TypeFor[Server](), k[2:len(k)-1]), 1, 0.6); len(near) > 0 {
+				msg = fmt.Sprintf("unknown key; did you mean %s?", near[0])
+			}
+		}
+		return nil, cfg.Fail(msg, k...)
 	}
 	base := ""
 	if cfg.Path != "" {
