@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -218,39 +217,14 @@ func testUpstreamOAuth(t *testing.T, store string) {
 	// The operator: `bub-mcp login up` prints the URL; the test's browser
 	// signs in and comes back to the loopback redirect.
 	up.signInAs("operator-up")
-	login := exec.Command(binary(t), "login", "up")
-	login.Env = envFor()
-	var out bytes.Buffer
-	login.Stdout = &out
-	stderr, err := login.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := login.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var authURL string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, up.public+"/authorize?") {
-			authURL = line
-			break
-		}
-	}
-	go io.Copy(io.Discard, stderr)
-	if authURL == "" {
-		login.Wait()
-		t.Fatalf("bub-mcp login printed no authorization URL")
-	}
+	authURL, loggedIn := startLogin(t, envFor(), up.public)
 	if !strings.Contains(authURL, "redirect_uri="+url.QueryEscape("http://127.0.0.1:")) {
 		t.Errorf("authorization URL %s: want a loopback redirect", authURL)
 	}
 	if code, page := up.browse(t, authURL); code != 200 || !strings.Contains(page, "Signed in") {
 		t.Fatalf("loopback redirect: %d %s", code, page)
 	}
-	if err := login.Wait(); err != nil || !strings.Contains(out.String(), `signed in to up as principal "local"`) {
-		t.Fatalf("bub-mcp login: %v %s", err, out.String())
-	}
+	loggedIn()
 
 	cmd := exec.Command(binary(t), "serve", "--http", "127.0.0.1:0")
 	cmd.Env = envFor()

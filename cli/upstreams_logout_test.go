@@ -99,30 +99,7 @@ func (up *revokingUpstream) revocations() []string {
 // redirect with a code, as the authorization server would.
 func loginLocal(t *testing.T, env []string, asURL string) {
 	t.Helper()
-	login := exec.Command(binary(t), "login", "up")
-	login.Env = env
-	var out bytes.Buffer
-	login.Stdout = &out
-	stderr, err := login.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := login.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var authURL string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, asURL+"/authorize?") {
-			authURL = line
-			break
-		}
-	}
-	go io.Copy(io.Discard, stderr)
-	if authURL == "" {
-		login.Wait()
-		t.Fatal("bub-mcp login printed no authorization URL")
-	}
+	authURL, done := startLogin(t, env, asURL)
 	u, err := url.Parse(authURL)
 	if err != nil {
 		t.Fatal(err)
@@ -141,8 +118,43 @@ func loginLocal(t *testing.T, env []string, asURL string) {
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(page), "Signed in") {
 		t.Fatalf("loopback redirect: %d %s", res.StatusCode, page)
 	}
-	if err := login.Wait(); err != nil || !strings.Contains(out.String(), `signed in to up as principal "local"`) {
-		t.Fatalf("bub-mcp login: %v %s", err, out.String())
+	done()
+}
+
+// startLogin starts `bub-mcp login up` with env and returns the
+// authorization URL it prints (at the authorization server asURL), and
+// done, which waits for the command once the browser came back and checks
+// that it signed the local principal in.
+func startLogin(t *testing.T, env []string, asURL string) (authURL string, done func()) {
+	t.Helper()
+	login := exec.Command(binary(t), "login", "up")
+	login.Env = env
+	var out bytes.Buffer
+	login.Stdout = &out
+	stderr, err := login.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := login.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, asURL+"/authorize?") {
+			authURL = line
+			break
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	if authURL == "" {
+		login.Wait()
+		t.Fatal("bub-mcp login printed no authorization URL")
+	}
+	return authURL, func() {
+		t.Helper()
+		if err := login.Wait(); err != nil || !strings.Contains(out.String(), `signed in to up as principal "local"`) {
+			t.Fatalf("bub-mcp login: %v %s", err, out.String())
+		}
 	}
 }
 
