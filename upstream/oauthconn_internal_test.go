@@ -86,6 +86,19 @@ func (h *oauthHost) call(ctx context.Context, principal string) (string, error) 
 	return v.(*Result).text, nil
 }
 
+// signOutLive deletes principal's token set from the store, as a logout
+// on another replica does, while its connection here stays live.
+func (h *oauthHost) signOutLive(t *testing.T, principal string) {
+	t.Helper()
+	c, _ := h.m.creds()
+	if found, err := c.store.Delete(t.Context(), "up", principal); err != nil || !found {
+		t.Fatalf("Delete: %v %v", found, err)
+	}
+	if !h.has(principal) {
+		t.Fatalf("%s's connection is gone; the test wants it live", principal)
+	}
+}
+
 func (h *oauthHost) has(principal string) bool {
 	h.u.pool.mu.Lock()
 	defer h.u.pool.mu.Unlock()
@@ -179,13 +192,7 @@ func TestLogoutSeenByLiveConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, _ := h.m.creds()
-	if found, err := c.store.Delete(ctx, "up", "p1"); err != nil || !found {
-		t.Fatalf("Delete: %v %v", found, err)
-	}
-	if !h.has("p1") {
-		t.Fatal("p1's connection is gone; the test wants it live")
-	}
+	h.signOutLive(t, "p1")
 	if _, err := h.call(ctx, "p1"); err == nil || !strings.Contains(err.Error(), "sign in") {
 		t.Errorf("p1 after logout: %v; want a sign-in request", err)
 	}

@@ -89,13 +89,8 @@ func TestSignedOutOnLiveConnection(t *testing.T) {
 	if _, err := h.call(ctx, "p1"); err != nil {
 		t.Fatal(err)
 	}
+	h.signOutLive(t, "p1")
 	c, _ := h.m.creds()
-	if found, err := c.store.Delete(ctx, "up", "p1"); err != nil || !found {
-		t.Fatalf("Delete: %v %v", found, err)
-	}
-	if !h.has("p1") {
-		t.Fatal("p1's connection is gone; the test wants it live")
-	}
 	peer := &elicitPeer{signIn: func() {
 		if err := c.save(ctx, "up", "p1", &tokenSet{Token: transport.Token{AccessToken: "tok-p1", TokenType: "Bearer"}, ClientID: "c"}); err != nil {
 			t.Error(err)
@@ -125,13 +120,7 @@ func TestReadSignedOutOnLiveConnection(t *testing.T) {
 	if _, err := h.m.read(ctx, conn, req); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := h.m.creds()
-	if found, err := c.store.Delete(ctx, "up", "p1"); err != nil || !found {
-		t.Fatalf("Delete: %v %v", found, err)
-	}
-	if !h.has("p1") {
-		t.Fatal("p1's connection is gone; the test wants it live")
-	}
+	h.signOutLive(t, "p1")
 	if _, err := h.m.read(ctx, conn, req); err == nil || !strings.Contains(err.Error(), "bub-mcp login up") {
 		t.Errorf("read after logout: %v; want a sign-in request", err)
 	}
