@@ -77,7 +77,7 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 	call := func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 		res := tc.Tools.Call(ctx, name, args)
 		if res.Err != nil {
-			return nil, res.Err // "[kind] message", raised inside the code
+			return nil, nestedError(res.Err) // raised inside the code
 		}
 		return resultJSON(res.Value)
 	}
