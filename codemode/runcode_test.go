@@ -164,9 +164,10 @@ func testRunCode(t *testing.T, env string) {
 			details: map[string]string{"traceback": "BubError"}},
 		{name: "tool error kind", code: "try:\n    await tools.broken()\nexcept Exception as e:\n    print(e)", want: "[temporary] try again later\n"},
 		{name: "invalid arguments", code: "try:\n    await tools.orders_get(order_id=5)\nexcept Exception as e:\n    print(str(e).split(' ')[0])", want: "[invalid_input]\n"},
-		{name: "preserved tool is unknown", code: "try:\n    await tools.fs_read(path='x')\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'fs_read'\n"},
-		{name: "run_code is unknown", code: "try:\n    await tools.run_code(code='print(1)')\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'run_code'\n"},
-		{name: "command is unknown", code: "try:\n    await tools.code_mode(enable=False)\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'code_mode'\n"},
+		{name: "preserved tool is unknown", code: "try:\n    await tools.fs_read(path='x')\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'fs_read'; the tools callable from code are: big, broken, chan, echo, nan, orders_cancel, orders_get, rendered_nan, web_fetch. A tool offered to you directly (outside run_code) is not callable here: call it as a tool.\n"},
+		{name: "run_code is unknown", code: "try:\n    await tools.run_code(code='print(1)')\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'run_code'; the tools callable from code are: big, broken, chan, echo, nan, orders_cancel, orders_get, rendered_nan, web_fetch. A tool offered to you directly (outside run_code) is not callable here: call it as a tool.\n"},
+		{name: "command is unknown", code: "try:\n    await tools.code_mode(enable=False)\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'code_mode'; the tools callable from code are: big, broken, chan, echo, nan, orders_cancel, orders_get, rendered_nan, web_fetch. A tool offered to you directly (outside run_code) is not callable here: call it as a tool.\n"},
+		{name: "near miss", code: "try:\n    await tools.order_get(order_id='1')\nexcept AttributeError as e:\n    print(e)", want: "unknown tool 'order_get'; did you mean 'orders_get'?\n"},
 		{name: "positional arguments", code: "try:\n    await tools.orders_get('1')\nexcept TypeError as e:\n    print(e)", want: "tools.orders_get() accepts keyword arguments only\n"},
 		{name: "big result", code: "r = await tools.big()\nprint(len(r), r[:3])", want: "200000 xxx\n"},
 		// A value JSON cannot carry raises in the code, as in Bub (a

@@ -43,7 +43,8 @@
 // ...}. Each tool is an async function taking keyword arguments only
 // (positional ones raise TypeError "tools.X() accepts keyword arguments
 // only"); arguments that are not JSON raise TypeError inside the code; an
-// unknown tools.foo raises AttributeError "unknown tool 'foo'"; an error
+// unknown tools.foo raises AttributeError "unknown tool 'foo'" with the
+// closest name or the names it can call; an error
 // reply raises BubError, whose str() is the host's message. Replies are
 // read by the run's event loop itself (a thread takes over only for a call
 // made from another loop), so calls gathered with asyncio.gather run

@@ -137,9 +137,15 @@ func TestRun(t *testing.T) {
 			wantErr: &CodeError{Type: "TypeError", Message: "tools.echo() accepts keyword arguments only"},
 		},
 		{
-			name:    "unknown tool",
-			code:    "await tools.nope()",
-			wantErr: &CodeError{Type: "AttributeError", Message: "unknown tool 'nope'"},
+			name: "unknown tool",
+			code: "await tools.nope()",
+			wantErr: &CodeError{Type: "AttributeError", Message: "unknown tool 'nope'; the tools callable from code are: big, deny, echo, invalid, mcp_search_docs, pretty. " +
+				"A tool offered to you directly (outside run_code) is not callable here: call it as a tool."},
+		},
+		{
+			name:    "unknown tool near a known one",
+			code:    "await tools.mcp_search_doc()",
+			wantErr: &CodeError{Type: "AttributeError", Message: "unknown tool 'mcp_search_doc'; did you mean 'mcp_search_docs'?"},
 		},
 		{
 			name:    "not serializable argument",
