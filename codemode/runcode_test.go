@@ -188,7 +188,7 @@ func testRunCode(t *testing.T, env string) {
 			details: map[string]string{"output": "checking\n", "traceback": "ValueError: bad input"}},
 		{name: "syntax error", code: "def (", wantErr: "[tool] Code raised SyntaxError: "},
 		{name: "exit", code: "import sys\nsys.exit(3)", wantErr: "[tool] Code raised SystemExit: 3"},
-		{name: "crash", code: "import os, sys\nprint('before', flush=True)\nsys.stderr.write('dying\\n'); sys.stderr.flush()\nimport time; time.sleep(0.3)\nos._exit(7)",
+		{name: "crash", code: "import os, sys\nprint('before', flush=True)\nos.write(2, b'dying\\n')\nimport time; time.sleep(0.3)\nos._exit(7)",
 			wantErr: "[tool] Code runner exited unexpectedly with code 7", details: map[string]string{"stderr": "dying", "output": "before\n"}},
 		{name: "timeout", code: "import time\nprint('started', flush=True)\ntime.sleep(30)", timeout: 1,
 			wantErr: "[tool] Code timed out after 1 seconds (pass a larger timeout_seconds, at most 600, or do less in one run)", details: map[string]string{"output": "started\n"}},

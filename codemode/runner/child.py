@@ -65,6 +65,13 @@ try:
 except Exception:
     pass
 
+# What the code writes to sys.stderr (print(..., file=sys.stderr), a
+# warning, logging, a thread's traceback) is output too, in order with its
+# prints: run_code answers with the output, and a model must see the
+# warning or error its code reported. Descriptor 2 stays the process's
+# stderr, which the host keeps for a crash's report.
+sys.stderr = sys.stdout
+
 _forked = False
 
 

@@ -70,7 +70,10 @@
 // descriptors used only for the protocol, points fd 0 at /dev/null, and
 // points fd 1 at a pipe that a thread reads and forwards as "output"
 // messages. print, sys.stdout.write, os.write(1, ...) and subprocesses all
-// become output, JSON-looking or not. Stderr is left alone; the host keeps
+// become output, JSON-looking or not. sys.stderr is sys.stdout, so what
+// the code itself reports there (print(..., file=sys.stderr), warnings,
+// logging) is output too, in order with its prints. Descriptor 2 is left
+// alone (fatal interpreter errors, subprocesses' stderr): the host keeps
 // its end and returns it in a CrashError. This needs nothing from the
 // spawner beyond stdin and stdout pipes (no extra descriptor to pass), so
 // it works as well over a remote environment as locally.

@@ -470,7 +470,7 @@ func TestCrash(t *testing.T) {
 	}{
 		{
 			name: "exit",
-			code: "import os, sys, time\nprint('x')\nsys.stderr.write('boom\\n')\ntime.sleep(0.5)\nos._exit(3)",
+			code: "import os, sys, time\nprint('x')\nos.write(2, b'boom\\n')\ntime.sleep(0.5)\nos._exit(3)",
 			want: &CrashError{Code: 3, Stderr: "boom\n", Output: "x\n"},
 		},
 		{
