@@ -108,7 +108,7 @@ func TestEnvironmentCodeRunner(t *testing.T) {
 		{name: "result JSON cannot carry", code: "call nan {}", want: "error: tool result is not JSON serializable: unsupported value: NaN\n"},
 		{name: "code raised", code: "print before\nraise bad input", wantErr: "[tool] Code raised ValueError: bad input",
 			details: map[string]any{"output": "before\n", "traceback": "Traceback: ValueError: bad input"}},
-		{name: "timeout", code: "print started\nwait", timeout: 1, wantErr: "[tool] Code timed out after 1 seconds",
+		{name: "timeout", code: "print started\nwait", timeout: 1, wantErr: "[tool] Code timed out after 1 seconds (pass a larger timeout_seconds, at most 600, or do less in one run)",
 			details: map[string]any{"output": "started\n"}},
 	}
 	for _, tt := range tests {

@@ -77,7 +77,7 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 	call := func(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
 		res := tc.Tools.Call(ctx, name, args)
 		if res.Err != nil {
-			return nil, res.Err // "[kind] message", raised inside the code
+			return nil, nestedError(res.Err) // raised inside the code
 		}
 		return resultJSON(res.Value)
 	}
@@ -93,7 +93,7 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 	}
 	r, release, err := m.runners.get(env, m.pythonFor(env), m.Pool, int64(m.Memory))
 	if err != nil {
-		return "", codeError(ctx, ctx, err, "", timeout)
+		return "", codeError(ctx, ctx, err, "", timeout, m.MaxTimeoutSeconds)
 	}
 	defer release()
 	req := runner.Request{
@@ -108,7 +108,7 @@ func (m *Module) runCode(ctx context.Context, tc *registry.ToolContext, in RunCo
 		return out, nil
 	}
 	m.runners.failed(env, r, err)
-	return "", codeError(ctx, runCtx, err, out, timeout)
+	return "", codeError(ctx, runCtx, err, out, timeout, m.MaxTimeoutSeconds)
 }
 
 // runIn runs code with the environment's own CodeRunner. The host keeps
@@ -163,7 +163,7 @@ func (m *Module) runIn(ctx, runCtx context.Context, cr environment.CodeRunner, c
 	case ctx.Err() != nil:
 		return "", ctx.Err() // the caller left: the executor reports the cancellation
 	case errors.Is(context.Cause(runCtx), errRunTimeout):
-		return "", &registry.Error{Kind: registry.KindTool, Message: fmt.Sprintf("Code timed out after %d seconds", timeout),
+		return "", &registry.Error{Kind: registry.KindTool, Message: timedOut(timeout, m.MaxTimeoutSeconds),
 			Details: map[string]any{"output": printed}, Cause: err}
 	case errors.As(err, &cf):
 		return "", &registry.Error{Kind: registry.KindTool, Message: "Code raised " + cf.Message,
@@ -173,9 +173,20 @@ func (m *Module) runIn(ctx, runCtx context.Context, cr environment.CodeRunner, c
 		Details: map[string]any{"output": printed}, Cause: err}
 }
 
+// timedOut is the message of a run killed after timeout seconds: Bub's,
+// then what the model can do about it, which depends on whether a longer
+// timeout_seconds is allowed.
+func timedOut(timeout, maxTimeout int) string {
+	msg := fmt.Sprintf("Code timed out after %d seconds", timeout)
+	if timeout < maxTimeout {
+		return msg + fmt.Sprintf(" (pass a larger timeout_seconds, at most %d, or do less in one run)", maxTimeout)
+	}
+	return msg + fmt.Sprintf(" (%d seconds is the most run_code allows: do less in one run)", maxTimeout)
+}
+
 // codeError turns what the runner returned into run_code's error, with
 // Bub's messages.
-func codeError(ctx, runCtx context.Context, err error, out string, timeout int) error {
+func codeError(ctx, runCtx context.Context, err error, out string, timeout, maxTimeout int) error {
 	var (
 		ce *runner.CodeError
 		cr *runner.CrashError
@@ -197,7 +208,7 @@ func codeError(ctx, runCtx context.Context, err error, out string, timeout int) 
 		} else if errors.As(err, &ca) {
 			out = ca.Output
 		}
-		return &registry.Error{Kind: registry.KindTool, Message: fmt.Sprintf("Code timed out after %d seconds", timeout),
+		return &registry.Error{Kind: registry.KindTool, Message: timedOut(timeout, maxTimeout),
 			Details: map[string]any{"output": out}, Cause: err}
 	case errors.As(err, &te):
 		return &registry.Error{Kind: registry.KindTool, Message: te.Error(),

@@ -67,8 +67,22 @@ func TestModuleSkills(t *testing.T) {
 		t.Errorf("confined profile's skills (-want +got):\n%s", diff)
 	}
 	res := a.Call(t.Context(), conn("c"), app.Request{Tool: "skill", Args: json.RawMessage(`{"name":"linked"}`)})
-	if res.Err != nil || res.Text != "(no such skill)" {
-		t.Errorf("confined skill(linked) = %q, %v; want (no such skill)", res.Text, res.Err)
+	if want := `(no such skill "linked"; available: alpha)`; res.Err != nil || res.Text != want {
+		t.Errorf("confined skill(linked) = %q, %v; want %s", res.Text, res.Err, want)
+	}
+	// An invalid skill outside the workspace is not described to a
+	// confined profile either: its reason would show the outside file.
+	write(t, filepath.Join(outside, "broken", skills.SkillFileName), "---\nname: broken\n---\nsecret\n")
+	if err := os.Symlink(filepath.Join(outside, "broken"), filepath.Join(project, "broken")); err != nil {
+		t.Fatal(err)
+	}
+	res = a.Call(t.Context(), conn("c"), app.Request{Tool: "skill", Args: json.RawMessage(`{"name":"broken"}`)})
+	if want := `(no such skill "broken"; available: alpha)`; res.Err != nil || res.Text != want {
+		t.Errorf("confined skill(broken) = %q, %v; want %s", res.Text, res.Err, want)
+	}
+	res = a.Call(t.Context(), conn("default"), app.Request{Tool: "skill", Args: json.RawMessage(`{"name":"broken"}`)})
+	if want := "description must be 1 to 1024 characters)"; res.Err != nil || !strings.HasSuffix(res.Text, want) {
+		t.Errorf("skill(broken) = %q, %v; want it to end in %s", res.Text, res.Err, want)
 	}
 
 	alpha := filepath.Join(project, "alpha", skills.SkillFileName)

@@ -36,6 +36,8 @@ const (
 	SkillFileName = "SKILL.md"
 )
 
+var yamlLineRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`line [0-9]+`) })
+
 var skillNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`) })
 
 // Skill is a discovered, valid skill: a directory holding a SKILL.md whose
@@ -214,34 +216,54 @@ func discover(workspace string, log *slog.Logger, warnLegacy func(dir string) bo
 
 // readSkill reads and validates dir/SKILL.md.
 func readSkill(dir string, log *slog.Logger) (Skill, bool) {
+	s, reason, found := parseSkill(dir)
+	if !found {
+		return Skill{}, false
+	}
+	if reason != "" {
+		log.Debug("skills.skip", "path", filepath.Join(dir, SkillFileName), "reason", reason)
+		return Skill{}, false
+	}
+	return s, true
+}
+
+// parseSkill reads and validates dir/SKILL.md. found is false when dir has
+// no readable SKILL.md (it is no skill at all); otherwise reason says why
+// the file is not a valid skill, or is empty when it is.
+func parseSkill(dir string) (s Skill, reason string, found bool) {
 	file := filepath.Join(dir, SkillFileName)
 	st, err := os.Stat(file)
 	if err != nil || !st.Mode().IsRegular() {
-		return Skill{}, false
+		return Skill{}, "", false
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return Skill{}, false
+		return Skill{}, "", false
 	}
-	fm, _, ok := splitFrontmatter(strings.TrimSpace(string(data)))
+	text := strings.TrimSpace(string(data))
+	fm, _, ok := splitFrontmatter(text)
 	if !ok {
-		log.Debug("skills.skip", "path", file, "reason", "no frontmatter")
-		return Skill{}, false
+		return Skill{}, "no frontmatter: the file must start with a line \"---\", then name: and description:, then a line \"---\"", true
 	}
 	meta, raw := parseFrontmatter(fm)
+	if raw == nil {
+		// The frontmatter's first line is the file's line after the first
+		// "---", which follows whatever blank lines TrimSpace took.
+		first := strings.Count(string(data[:strings.Index(string(data), text)]), "\n") + 2
+		return Skill{}, frontmatterProblem(fm, first), true
+	}
 	name, _ := meta["name"].(string)
 	desc, _ := meta["description"].(string)
 	name, desc = strings.TrimSpace(name), strings.TrimSpace(desc)
-	var reason string
 	switch {
 	case name == "" || len(name) > 64 || !skillNameRE().MatchString(name):
 		reason = "name must match ^[a-z0-9]+(-[a-z0-9]+)*$ and be at most 64 characters"
 	case name != filepath.Base(dir):
-		reason = "name differs from the directory name"
+		reason = fmt.Sprintf("name %q differs from the directory name %q", name, filepath.Base(dir))
 	case desc == "" || len(desc) > 1024:
 		reason = "description must be 1 to 1024 characters"
 	}
-	s := Skill{Name: name, Description: desc, Location: file, Frontmatter: raw}
+	s = Skill{Name: name, Description: desc, Location: file, Frontmatter: raw}
 	if reason == "" && meta["metadata"] != nil {
 		if m, ok := stringMap(meta["metadata"]); ok {
 			s.Metadata = m
@@ -250,8 +272,7 @@ func readSkill(dir string, log *slog.Logger) (Skill, bool) {
 		}
 	}
 	if reason != "" {
-		log.Debug("skills.skip", "path", file, "reason", reason)
-		return Skill{}, false
+		return Skill{}, reason, true
 	}
 	if real, err := filepath.EvalSymlinks(file); err == nil {
 		s.Location = real
@@ -259,7 +280,57 @@ func readSkill(dir string, log *slog.Logger) (Skill, bool) {
 	if abs, err := filepath.Abs(s.Location); err == nil {
 		s.Location = abs
 	}
-	return s, true
+	return s, "", true
+}
+
+// frontmatterProblem says why parseFrontmatter found no mapping in fm,
+// whose first line is the file's line first; YAML's line numbers are made
+// the file's, which is where the author looks.
+func frontmatterProblem(fm string, first int) string {
+	if len(fm) > maxFrontmatter {
+		return fmt.Sprintf("the frontmatter is over %d KiB", maxFrontmatter>>10)
+	}
+	var doc any
+	if err := yaml.Unmarshal([]byte(fm), &doc); err != nil {
+		msg := yamlLineRE().ReplaceAllStringFunc(strings.TrimPrefix(err.Error(), "yaml: "), func(m string) string {
+			n, _ := strconv.Atoi(strings.TrimPrefix(m, "line "))
+			return "line " + strconv.Itoa(n+first-1)
+		})
+		return "the frontmatter is not valid YAML: " + msg
+	}
+	return "the frontmatter must be a YAML mapping with name: and description:"
+}
+
+// skipped says why the skill directory called name under workspace's
+// skill roots (the home one too unless confined) is not offered: the
+// first such directory whose SKILL.md is invalid, as "<file>: <reason>";
+// empty when there is none. name must be a valid skill name, so that it
+// cannot lead outside a root.
+func skipped(workspace, name string, confined bool) string {
+	if !skillNameRE().MatchString(name) {
+		return ""
+	}
+	var roots []string
+	if workspace != "" {
+		roots = append(roots, filepath.Join(workspace, ProjectSkillsDir), filepath.Join(workspace, LegacySkillsDir))
+	}
+	if home, err := os.UserHomeDir(); err == nil && !confined {
+		roots = append(roots, filepath.Join(home, ProjectSkillsDir))
+	}
+	for _, root := range roots {
+		dir := filepath.Join(root, name)
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			continue
+		}
+		if confined && len(Confined([]Skill{{Location: filepath.Join(real, SkillFileName)}}, workspace)) == 0 {
+			continue // its folder resolves outside the workspace: say nothing of it
+		}
+		if _, reason, found := parseSkill(dir); found && reason != "" {
+			return filepath.Join(dir, SkillFileName) + ": " + reason
+		}
+	}
+	return ""
 }
 
 // Prompt is the prompt fragment that tells a model which skills the

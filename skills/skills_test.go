@@ -76,7 +76,7 @@ func TestSkills(t *testing.T) {
 		{"load", `{"name":"alpha"}`, nil, "Location: " + alpha + "\n---\nRun python3 " + filepath.Dir(alpha) + "/run.py; cost $5; keep $OTHER."},
 		{"project wins, any case", `{"name":"Shared"}`, nil, "Location: " + filepath.Join(project, "shared", SkillFileName) + "\n---\nproject body"},
 		{"empty body", `{"name":"empty"}`, nil, "Location: " + filepath.Join(global, "empty", SkillFileName) + "\n---\n(no content)"},
-		{"unknown", `{"name":"nope"}`, nil, "(no such skill)"},
+		{"unknown", `{"name":"nope"}`, nil, `(no such skill "nope"; available: alpha, empty, legacy, shared, zeta)`},
 		{"not allowed", `{"name":"alpha"}`, map[string]any{"allowed_skills": []string{"zeta"}}, "(skill 'alpha' is not allowed in this context)"},
 		{"allowed as []any", `{"name":"zeta"}`, map[string]any{"allowed_skills": []any{"ZETA"}}, "Location: " + filepath.Join(global, "zeta", SkillFileName) + "\n---\n(no content)"},
 	}

@@ -2,6 +2,8 @@ package skills
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -82,7 +84,8 @@ func (m *Module) run(ctx context.Context, tc *registry.ToolContext, in skillArgs
 		return Result{Error: "skill '" + *in.Name + "' is not allowed in this context"}, nil
 	}
 	skills := m.Discover(workspace)
-	if tc != nil && tc.Conn != nil && m.confined(tc.Conn.Profile) {
+	confined := tc != nil && tc.Conn != nil && m.confined(tc.Conn.Profile)
+	if confined {
 		skills = Confined(skills, workspace)
 	}
 	if in.Name == nil {
@@ -98,7 +101,26 @@ func (m *Module) run(ctx context.Context, tc *registry.ToolContext, in skillArgs
 			return Result{Name: s.Name, Location: s.Location, Content: m.Body(s, python)}, nil
 		}
 	}
-	return Result{Error: "no such skill"}, nil
+	return Result{Error: notFound(workspace, *in.Name, skills, confined)}, nil
+}
+
+// notFound is the skill tool's answer for a name it has no skill for,
+// Bub's "no such skill" followed by what the model can do about it: why
+// the skill directory of that name is skipped (so the skill's author can
+// fix its SKILL.md), else the names it can load.
+func notFound(workspace, name string, skills []Skill, confined bool) string {
+	msg := fmt.Sprintf("no such skill %q", name)
+	if why := skipped(workspace, strings.ToLower(name), confined); why != "" {
+		return msg + "; it is skipped: " + why
+	}
+	if len(skills) == 0 {
+		return msg + "; this workspace has no skills (a skill is " + filepath.Join(workspace, ProjectSkillsDir, "<name>", SkillFileName) + ")"
+	}
+	names := make([]string, len(skills))
+	for i, s := range skills {
+		names[i] = s.Name
+	}
+	return msg + "; available: " + strings.Join(names, ", ")
 }
 
 // allowed applies a run's allowed_skills (ToolContext.State), as Bub's

@@ -65,6 +65,13 @@ try:
 except Exception:
     pass
 
+# What the code writes to sys.stderr (print(..., file=sys.stderr), a
+# warning, logging, a thread's traceback) is output too, in order with its
+# prints: run_code answers with the output, and a model must see the
+# warning or error its code reported. Descriptor 2 stays the process's
+# stderr, which the host keeps for a crash's report.
+sys.stderr = sys.stdout
+
 _forked = False
 
 
@@ -181,7 +188,34 @@ class _Tools(types.SimpleNamespace):
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        raise AttributeError("unknown tool %r" % (name,))
+        raise AttributeError(_unknown(name, sorted(n for n in vars(self) if n.isidentifier())))
+
+
+# How many names an unknown tool's error lists before it points at the stub.
+_MAX_LISTED = 40
+
+
+def _unknown(name, known):
+    # "unknown tool 'x'" and what the code can call instead: the closest
+    # name, else the names (a model that guessed a name, or reached for a
+    # tool it was offered directly, learns what it can do).
+    msg = "unknown tool %r" % (name,)
+    import difflib  # only on this error path: not worth every run's start-up
+
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        return msg + "; did you mean %r?" % (close[0],)
+    if not known:
+        return msg + "; no tools can be called from this run"
+    listed = ", ".join(known[:_MAX_LISTED])
+    if len(known) > _MAX_LISTED:
+        listed += ", and %d more (see the stub)" % (len(known) - _MAX_LISTED)
+    return (
+        msg
+        + "; the tools callable from code are: "
+        + listed
+        + ". A tool offered to you directly (outside run_code) is not callable here: call it as a tool."
+    )
 
 
 _pending = {}

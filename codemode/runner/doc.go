@@ -43,7 +43,8 @@
 // ...}. Each tool is an async function taking keyword arguments only
 // (positional ones raise TypeError "tools.X() accepts keyword arguments
 // only"); arguments that are not JSON raise TypeError inside the code; an
-// unknown tools.foo raises AttributeError "unknown tool 'foo'"; an error
+// unknown tools.foo raises AttributeError "unknown tool 'foo'" with the
+// closest name or the names it can call; an error
 // reply raises BubError, whose str() is the host's message. Replies are
 // read by the run's event loop itself (a thread takes over only for a call
 // made from another loop), so calls gathered with asyncio.gather run
@@ -69,7 +70,10 @@
 // descriptors used only for the protocol, points fd 0 at /dev/null, and
 // points fd 1 at a pipe that a thread reads and forwards as "output"
 // messages. print, sys.stdout.write, os.write(1, ...) and subprocesses all
-// become output, JSON-looking or not. Stderr is left alone; the host keeps
+// become output, JSON-looking or not. sys.stderr is sys.stdout, so what
+// the code itself reports there (print(..., file=sys.stderr), warnings,
+// logging) is output too, in order with its prints. Descriptor 2 is left
+// alone (fatal interpreter errors, subprocesses' stderr): the host keeps
 // its end and returns it in a CrashError. This needs nothing from the
 // spawner beyond stdin and stdout pipes (no extra descriptor to pass), so
 // it works as well over a remote environment as locally.

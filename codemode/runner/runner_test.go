@@ -137,9 +137,15 @@ func TestRun(t *testing.T) {
 			wantErr: &CodeError{Type: "TypeError", Message: "tools.echo() accepts keyword arguments only"},
 		},
 		{
-			name:    "unknown tool",
-			code:    "await tools.nope()",
-			wantErr: &CodeError{Type: "AttributeError", Message: "unknown tool 'nope'"},
+			name: "unknown tool",
+			code: "await tools.nope()",
+			wantErr: &CodeError{Type: "AttributeError", Message: "unknown tool 'nope'; the tools callable from code are: big, deny, echo, invalid, mcp_search_docs, pretty. " +
+				"A tool offered to you directly (outside run_code) is not callable here: call it as a tool."},
+		},
+		{
+			name:    "unknown tool near a known one",
+			code:    "await tools.mcp_search_doc()",
+			wantErr: &CodeError{Type: "AttributeError", Message: "unknown tool 'mcp_search_doc'; did you mean 'mcp_search_docs'?"},
 		},
 		{
 			name:    "not serializable argument",
@@ -464,7 +470,7 @@ func TestCrash(t *testing.T) {
 	}{
 		{
 			name: "exit",
-			code: "import os, sys, time\nprint('x')\nsys.stderr.write('boom\\n')\ntime.sleep(0.5)\nos._exit(3)",
+			code: "import os, sys, time\nprint('x')\nos.write(2, b'boom\\n')\ntime.sleep(0.5)\nos._exit(3)",
 			want: &CrashError{Code: 3, Stderr: "boom\n", Output: "x\n"},
 		},
 		{
