@@ -23,7 +23,7 @@ func newAnthropic(cfg Config) *anthropicClient {
 		option.WithEnvironmentProduction(),
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0), // the agent loop retries whole streams
-		option.WithMiddleware(statusMiddleware(Anthropic)),
+		option.WithMiddleware(statusMiddleware(Anthropic, cfg.APIKey)),
 	}
 	if cfg.APIBase != "" {
 		opts = append(opts, option.WithBaseURL(cfg.APIBase))

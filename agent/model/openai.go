@@ -25,7 +25,7 @@ func newOpenAI(cfg Config) *openAIClient {
 		option.WithBaseURL(cfg.APIBase),
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0), // the agent loop retries whole streams
-		option.WithMiddleware(statusMiddleware(cfg.Provider)),
+		option.WithMiddleware(statusMiddleware(cfg.Provider, cfg.APIKey)),
 	}
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
