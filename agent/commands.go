@@ -40,7 +40,9 @@ const helpText = `Commands start with ',' at the beginning of a line:
   ,help                               this help
   ,tools                              list the tools; ,TOOL key=value ... runs one
   ,model [provider:model]             show or set the session's model; ,model '' clears it
-  ,reasoning_effort [low|medium|high] show or set how hard the model thinks; '' clears it
+  ,reasoning_effort [LEVEL]           show or set how hard the model thinks: none,
+                                      minimal, low, medium, high, xhigh or max;
+                                      '' clears it
   ,code_mode enable=true|false        turn code mode on or off for this session
   ,history                            what was typed (kept across runs; a line
                                       typed with a leading space is not kept)
