@@ -61,3 +61,30 @@ func TestAgentRefusedKeyNotEchoed(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentAnswerThatIsNoStream: a base URL naming the wrong server (a web
+// page, a captive portal, another API) answers 200 with no model stream in
+// it. The turn used to end with an empty answer and exit 0; it must fail,
+// saying where to look.
+func TestAgentAnswerThatIsNoStream(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		srv   func(testing.TB, fakemodel.Script) *fakemodel.Server
+		model string
+		base  string
+	}{
+		{"openai", fakemodel.NewOpenAI, "openai:fake-model", "/v1"},
+		{"anthropic", fakemodel.NewAnthropic, "anthropic:fake-model", ""},
+	} {
+		for _, body := range []string{"<html><body>Sign in to the network</body></html>", `{"status":"ok"}`, ""} {
+			t.Run(tt.name, func(t *testing.T) {
+				srv := tt.srv(t, func(int, map[string]any) fakemodel.Reply { return fakemodel.Reply{Status: 200, Body: body} })
+				env := agentEnv(t.TempDir(), "", "BUB_MODEL="+tt.model, "BUB_API_BASE="+srv.URL+tt.base, "BUB_API_KEY=test-key")
+				code, stdout, stderr := runAgentBinary(t, env, "", "--workspace", t.TempDir(), "-p", "hi")
+				if code != 1 || !strings.Contains(stderr, "answered without a") || !strings.Contains(stderr, "BUB_API_BASE") {
+					t.Errorf("body %q: exit %d; want 1 saying the answer was no stream and naming BUB_API_BASE\nstdout: %s\nstderr: %s", body, code, stdout, stderr)
+				}
+			})
+		}
+	}
+}

@@ -226,6 +226,15 @@ func streamError(provider string, err error) error {
 	return &Error{Provider: provider, Message: "stream failed: " + err.Error(), Retryable: IsRetryable(err), Err: err}
 }
 
+// notAStream is the *Error of a success response that held no event of
+// the API's stream: a web page, a captive portal, another API's JSON. Its
+// reply would be empty, and the turn would end as if the model had said
+// nothing; the usual cause is a base URL that names the wrong server or
+// path.
+func notAStream(provider, api string) error {
+	return &Error{Provider: provider, Message: "the server answered without a " + api + " stream: is the API base URL right? (BUB_<PROVIDER>_API_BASE, BUB_API_BASE or [agent] api_base)"}
+}
+
 func retryableStatus(code int) bool {
 	return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
 }
