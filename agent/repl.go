@@ -115,7 +115,7 @@ func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLO
 						past = past[:n-1] // this ,history itself
 					}
 				}
-				emitOutput(sink, "history", strings.Join(past, "\n"), nil)
+				emitOutput(sink, "history", historyText(past), nil)
 				continue
 			}
 			quit := false
