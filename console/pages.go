@@ -290,7 +290,6 @@ type callsData struct {
 	Filter    Filter
 	Query     map[string]string
 	Err       string
-	Held      int
 	FromFiles bool
 	Verify    verifyView
 	EventsURL string
