@@ -88,3 +88,16 @@ func TestAgentAnswerThatIsNoStream(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentRefusedKeySaysWhereKeysComeFrom: a 401 showed only the server's
+// words ("Unauthorized"), not which variables the key is read from.
+func TestAgentRefusedKeySaysWhereKeysComeFrom(t *testing.T) {
+	srv := fakemodel.NewOpenAI(t, func(int, map[string]any) fakemodel.Reply {
+		return fakemodel.Reply{Status: 401, Body: `{"error":{"message":"Unauthorized"}}`}
+	})
+	env := agentEnv(t.TempDir(), "", "BUB_MODEL=openrouter:some/model", "BUB_API_BASE="+srv.URL+"/v1", "BUB_API_KEY=expired-key-0123456789")
+	code, stdout, stderr := runAgentBinary(t, env, "", "--workspace", t.TempDir(), "-p", "hi")
+	if code != 1 || !strings.Contains(stderr, "HTTP 401: Unauthorized") || !strings.Contains(stderr, "BUB_OPENROUTER_API_KEY (or BUB_API_KEY, or OPENROUTER_API_KEY)") {
+		t.Errorf("exit %d; want 1 naming the key's variables\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
