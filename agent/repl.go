@@ -236,7 +236,14 @@ func (p progressPeer) Progress(ctx context.Context, progress, total float64, mes
 	}
 }
 
-func (progressPeer) Log(context.Context, slog.Level, string, any) {}
+// Log shows a tool's notices of level info and above on the status line:
+// the approval hook says there that a call waits in the operator console,
+// which would otherwise look like a hang.
+func (p progressPeer) Log(_ context.Context, level slog.Level, _ string, data any) {
+	if msg, ok := data.(string); ok && level >= slog.LevelInfo && msg != "" {
+		p.act.Progress(msg)
+	}
+}
 
 func (progressPeer) Sample(context.Context, registry.SampleRequest) (*registry.SampleResult, error) {
 	return nil, registry.ErrNoPeer
