@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -573,6 +574,11 @@ func (a *Agent) complete(ctx context.Context, client model.Client, req *model.Re
 	}
 	if a.opts.Attempts > 1 && model.IsRetryable(last) {
 		return nil, fmt.Errorf("agent: model call failed after %d attempts: %w", a.opts.Attempts, last)
+	}
+	if me := (*model.Error)(nil); errors.As(last, &me) && me.StatusCode == http.StatusUnauthorized && me.Provider != "" {
+		// The server's words ("bad key", "Unauthorized") do not say
+		// which of the places a key is read from held this one.
+		return nil, fmt.Errorf("agent: model call failed: %w (the server refused the API key: check %s)", last, keySources(me.Provider))
 	}
 	return nil, fmt.Errorf("agent: model call failed: %w", last)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -40,7 +41,9 @@ const helpText = `Commands start with ',' at the beginning of a line:
   ,help                               this help
   ,tools                              list the tools; ,TOOL key=value ... runs one
   ,model [provider:model]             show or set the session's model; ,model '' clears it
-  ,reasoning_effort [low|medium|high] show or set how hard the model thinks; '' clears it
+  ,reasoning_effort [LEVEL]           show or set how hard the model thinks: none,
+                                      minimal, low, medium, high, xhigh or max;
+                                      '' clears it
   ,code_mode enable=true|false        turn code mode on or off for this session
   ,history                            what was typed (kept across runs; a line
                                       typed with a leading space is not kept)
@@ -109,6 +112,19 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 		return "", ErrQuit
 	case "tools":
 		return a.listTools(ctx, conn), nil
+	case "history":
+		// The REPL answers a bare ,history from what it holds; here it is
+		// `agent -p ,history` or `call history` (or the REPL's ,history
+		// with arguments), which bash's own history builtin would answer
+		// with nothing.
+		if len(words) > 1 {
+			return "", fmt.Errorf("history takes no arguments (it lists the lines typed in the REPL)")
+		}
+		lines, err := readHistory(filepath.Join(a.app.Home(), HistoryFile))
+		if err != nil {
+			return "", fmt.Errorf("history: reading %s: %w", HistoryFile, err)
+		}
+		return historyText(lines), nil
 	case "model":
 		c, err := command.FromWords(words[0], words[1:])
 		if err != nil {
@@ -179,6 +195,15 @@ func shellLine(tool *registry.Tool, line string, words []string) (string, bool) 
 		}
 	}
 	return strings.TrimSpace(line[len(words[0]):]), true
+}
+
+// historyText is the answer to ,history: the lines, oldest first, or a
+// sentence saying there are none yet.
+func historyText(lines []string) string {
+	if len(lines) == 0 {
+		return "No history yet: the lines typed in the REPL are kept in $BUB_HOME/" + HistoryFile + "."
+	}
+	return strings.Join(lines, "\n")
 }
 
 // SessionCommands are the builtin commands that are no tool: they act on

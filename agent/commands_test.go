@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/bubbuild/bub-mcp/agent"
+	"github.com/bubbuild/bub-mcp/agent/model"
 	"github.com/bubbuild/bub-mcp/sessions"
 	"github.com/google/go-cmp/cmp"
 )
@@ -119,5 +120,18 @@ func TestREPLWithoutModel(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "wrote: "+f.path("r.txt")+"\nhello\n,fs.write path=r.txt content=repl\n") {
 		t.Errorf("stdout = %q", out.String())
+	}
+}
+
+// TestHelpListsEveryReasoningEffort: ,help named only low, medium and high
+// while ,reasoning_effort accepts every level the model package knows.
+func TestHelpListsEveryReasoningEffort(t *testing.T) {
+	help := agent.Help(",")
+	line := help[strings.Index(help, ",reasoning_effort"):]
+	line = line[:strings.Index(line, "\n  ,")]
+	for _, level := range model.ReasoningEfforts {
+		if !strings.Contains(line, level) {
+			t.Errorf("the ,reasoning_effort help does not name %q:\n%s", level, line)
+		}
 	}
 }

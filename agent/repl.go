@@ -115,7 +115,7 @@ func (a *Agent) REPL(ctx context.Context, conn *providers.Connection, opts REPLO
 						past = past[:n-1] // this ,history itself
 					}
 				}
-				emitOutput(sink, "history", strings.Join(past, "\n"), nil)
+				emitOutput(sink, "history", historyText(past), nil)
 				continue
 			}
 			quit := false
@@ -236,7 +236,14 @@ func (p progressPeer) Progress(ctx context.Context, progress, total float64, mes
 	}
 }
 
-func (progressPeer) Log(context.Context, slog.Level, string, any) {}
+// Log shows a tool's notices of level info and above on the status line:
+// the approval hook says there that a call waits in the operator console,
+// which would otherwise look like a hang.
+func (p progressPeer) Log(_ context.Context, level slog.Level, _ string, data any) {
+	if msg, ok := data.(string); ok && level >= slog.LevelInfo && msg != "" {
+		p.act.Progress(msg)
+	}
+}
 
 func (progressPeer) Sample(context.Context, registry.SampleRequest) (*registry.SampleResult, error) {
 	return nil, registry.ErrNoPeer

@@ -198,8 +198,13 @@ func (s Settings) checkKey(cfg model.Config) error {
 	if cfg.APIKey != "" || !model.NeedsKey(cfg.Provider, cfg.APIBase) {
 		return nil
 	}
-	p := envName(cfg.Provider)
-	return fmt.Errorf("no API key for %s: set BUB_%s_API_KEY (or BUB_API_KEY, or %s_API_KEY), or name the variable holding it with [agent] api_key_env", cfg.Provider, p, p)
+	return fmt.Errorf("no API key for %s: set %s", cfg.Provider, keySources(cfg.Provider))
+}
+
+// keySources names where provider's key is read from, first first.
+func keySources(provider string) string {
+	p := envName(provider)
+	return fmt.Sprintf("BUB_%s_API_KEY (or BUB_API_KEY, or %s_API_KEY), or name the variable holding it with [agent] api_key_env", p, p)
 }
 
 // ErrNoModel is returned when a turn needs a model and none is configured.

@@ -279,6 +279,10 @@ func filterFrom(r *http.Request, v viewer) (Filter, error) {
 			return f, fmt.Errorf("%s: want a time (2026-01-02T15:04) or a duration back from now (1h), not %q", t.key, s)
 		}
 	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && f.Since.After(f.Until) {
+		// Every call would be filtered out: say why rather than list none.
+		return f, fmt.Errorf("since (%s) is after until (%s): no call can match", q.Get("since"), q.Get("until"))
+	}
 	if !v.Admin {
 		f.Principal = v.Name
 	}
@@ -290,7 +294,6 @@ type callsData struct {
 	Filter    Filter
 	Query     map[string]string
 	Err       string
-	Held      int
 	FromFiles bool
 	Verify    verifyView
 	EventsURL string

@@ -23,7 +23,7 @@ func newAnthropic(cfg Config) *anthropicClient {
 		option.WithEnvironmentProduction(),
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0), // the agent loop retries whole streams
-		option.WithMiddleware(statusMiddleware(Anthropic)),
+		option.WithMiddleware(statusMiddleware(Anthropic, cfg.APIKey)),
 	}
 	if cfg.APIBase != "" {
 		opts = append(opts, option.WithBaseURL(cfg.APIBase))
@@ -137,10 +137,12 @@ func (c *anthropicClient) Stream(ctx context.Context, req *Request) (iter.Seq2[E
 		haveUsage := false
 		blocks := map[int64]*anthropicBlock{}
 		var order []int64
+		streamed := false
 		for stream.Next() {
 			ev := stream.Current()
 			switch ev.Type {
 			case "message_start":
+				streamed = true
 				u := ev.Message.Usage
 				usage.PromptTokens = int(u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens)
 				usage.CachedTokens = int(u.CacheReadInputTokens)
@@ -190,6 +192,10 @@ func (c *anthropicClient) Stream(ctx context.Context, req *Request) (iter.Seq2[E
 		}
 		if err := stream.Err(); err != nil {
 			yield(Event{}, streamError(Anthropic, err))
+			return
+		}
+		if !streamed {
+			yield(Event{}, notAStream(Anthropic, "Messages"))
 			return
 		}
 		for _, i := range order {

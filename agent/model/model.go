@@ -226,6 +226,15 @@ func streamError(provider string, err error) error {
 	return &Error{Provider: provider, Message: "stream failed: " + err.Error(), Retryable: IsRetryable(err), Err: err}
 }
 
+// notAStream is the *Error of a success response that held no event of
+// the API's stream: a web page, a captive portal, another API's JSON. Its
+// reply would be empty, and the turn would end as if the model had said
+// nothing; the usual cause is a base URL that names the wrong server or
+// path.
+func notAStream(provider, api string) error {
+	return &Error{Provider: provider, Message: "the server answered without a " + api + " stream: is the API base URL right? (BUB_<PROVIDER>_API_BASE, BUB_API_BASE or [agent] api_base)"}
+}
+
 func retryableStatus(code int) bool {
 	return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
 }
@@ -233,19 +242,32 @@ func retryableStatus(code int) bool {
 // statusMiddleware turns an HTTP error response into an *Error carrying
 // the status and the server's message, whatever shape the body has (the
 // SDKs expect their own providers' shapes; Ollama and friends differ).
-func statusMiddleware(provider string) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+// Some servers quote the key they refused ("Incorrect API key provided:
+// sk-..."); the message reaches the terminal, the tape and agent_run's
+// MCP client, so apiKey is cut out of it.
+func statusMiddleware(provider, apiKey string) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 		res, err := next(req)
 		if err != nil {
-			return nil, &Error{Provider: provider, Message: err.Error(), Retryable: !errors.Is(err, context.Canceled), Err: err}
+			return nil, &Error{Provider: provider, Message: redactKey(err.Error(), apiKey), Retryable: !errors.Is(err, context.Canceled), Err: err}
 		}
 		if res.StatusCode < 400 {
 			return res, nil
 		}
 		body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 		res.Body.Close()
-		return nil, &Error{Provider: provider, StatusCode: res.StatusCode, Message: errorMessage(body, res.Status), Retryable: retryableStatus(res.StatusCode)}
+		return nil, &Error{Provider: provider, StatusCode: res.StatusCode, Message: redactKey(errorMessage(body, res.Status), apiKey), Retryable: retryableStatus(res.StatusCode)}
 	}
+}
+
+// redactKey replaces every occurrence of key in s. A key shorter than 8
+// bytes is left alone: it cannot be told from ordinary words, and no
+// hosted provider issues one.
+func redactKey(s, key string) string {
+	if len(key) < 8 {
+		return s
+	}
+	return strings.ReplaceAll(s, key, "[redacted API key]")
 }
 
 // errorMessage finds the message in an error body: {"error":{"message"}},

@@ -25,7 +25,7 @@ func newOpenAI(cfg Config) *openAIClient {
 		option.WithBaseURL(cfg.APIBase),
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0), // the agent loop retries whole streams
-		option.WithMiddleware(statusMiddleware(cfg.Provider)),
+		option.WithMiddleware(statusMiddleware(cfg.Provider, cfg.APIKey)),
 	}
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
@@ -94,8 +94,10 @@ func (c *openAIClient) Stream(ctx context.Context, req *Request) (iter.Seq2[Even
 		defer stream.Close()
 		reply := &Reply{}
 		calls := map[int64]*partialCall{}
+		streamed := false
 		for stream.Next() {
 			chunk := stream.Current()
+			streamed = streamed || len(chunk.Choices) > 0 || chunk.JSON.Usage.Valid()
 			if chunk.JSON.Usage.Valid() && chunk.Usage.TotalTokens+chunk.Usage.PromptTokens > 0 {
 				reply.Usage = &Usage{
 					PromptTokens:     int(chunk.Usage.PromptTokens),
@@ -141,6 +143,10 @@ func (c *openAIClient) Stream(ctx context.Context, req *Request) (iter.Seq2[Even
 		}
 		if err := stream.Err(); err != nil {
 			yield(Event{}, streamError(c.provider, err))
+			return
+		}
+		if !streamed {
+			yield(Event{}, notAStream(c.provider, "Chat Completions"))
 			return
 		}
 		idx := make([]int64, 0, len(calls))
