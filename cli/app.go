@@ -41,24 +41,27 @@ func (c *common) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.workspace, "workspace", "", "workspace directory for profiles without one (default: current directory)")
 }
 
+// bubHome is $BUB_HOME, its leading ~ expanded (a client's "env" map
+// reaches us without a shell, and BUB_HOME=~/.bub would otherwise make a
+// directory named "~" in the current one), else the default home.
+func bubHome(env *Env) (string, error) {
+	if h := config.ExpandHome(env.Getenv("BUB_HOME")); h != "" {
+		return h, nil
+	}
+	return sessions.DefaultHome()
+}
+
 // loadConfig finds and loads the configuration; no file means the zero
 // configuration.
 func loadConfig(env *Env, path string) (*config.Config, string, error) {
-	// A leading ~ is the home directory's, as sessions.DefaultHome says:
-	// a client's "env" map reaches us without a shell, and BUB_HOME=~/.bub
-	// would otherwise make a directory named "~" in the current one.
-	home := expandTilde(env, env.Getenv("BUB_HOME"))
-	if home == "" {
-		h, err := sessions.DefaultHome()
-		if err != nil {
-			return nil, "", err
-		}
-		home = h
+	home, err := bubHome(env)
+	if err != nil {
+		return nil, "", err
 	}
-	path = expandTilde(env, path) // --config=~/x: bash leaves that ~ alone
+	path = config.ExpandHome(path) // --config=~/x: bash leaves that ~ alone
 	fromEnv := false
 	if path == "" {
-		path = expandTilde(env, env.Getenv("BUB_CONFIG"))
+		path = config.ExpandHome(env.Getenv("BUB_CONFIG"))
 		fromEnv = path != ""
 	}
 	if path == "" {
@@ -100,7 +103,7 @@ func newApp(ctx context.Context, env *Env, c *common) (*app.App, error) {
 	if _, ok := cfg.Profiles[c.profile]; !ok {
 		return nil, &usageError{fmt.Sprintf("unknown profile %q (defined: %v)", c.profile, cfg.ProfileNames())}
 	}
-	ws := expandTilde(env, c.workspace)
+	ws := config.ExpandHome(c.workspace)
 	if ws != "" {
 		if ws, err = filepath.Abs(ws); err != nil {
 			return nil, err

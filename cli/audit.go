@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bubbuild/bub-mcp/audit"
-	"github.com/bubbuild/bub-mcp/sessions"
 )
 
 // auditCommand is `bub-mcp audit`, whose one subcommand checks the audit
@@ -49,13 +48,9 @@ func auditCommand(env *Env) *cobra.Command {
 // record's file:line and what is wrong.
 func auditVerify(env *Env, dir string, asJSON bool) error {
 	if dir == "" {
-		home := expandTilde(env, env.Getenv("BUB_HOME"))
-		if home == "" {
-			h, err := sessions.DefaultHome()
-			if err != nil {
-				return err
-			}
-			home = h
+		home, err := bubHome(env)
+		if err != nil {
+			return err
 		}
 		dir = filepath.Join(home, "audit")
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/bubbuild/bub-mcp/config"
 	"github.com/bubbuild/bub-mcp/internal/lockedfile"
 	"github.com/spf13/cobra"
 	"github.com/tailscale/hujson"
@@ -308,7 +309,7 @@ func install(env *Env, name string, o installOptions) error {
 		home = h
 	}
 	// ws is where per-project files go (and, given, the entry's workspace).
-	ws := expandTilde(env, o.workspace)
+	ws := config.ExpandHome(o.workspace)
 	if ws == "" {
 		wd, err := os.Getwd()
 		if err != nil {

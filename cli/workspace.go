@@ -5,31 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/bubbuild/bub-mcp/config"
 )
-
-// expandTilde expands a leading ~ of a path the user gives (--workspace,
-// $BUB_HOME, $BUB_CONFIG) as bub.toml's workspace keys and
-// sessions.DefaultHome do: an MCP client starts serve without a shell, so
-// "~/src/project" in its JSON reaches us as written (and so does
-// --workspace=~/x typed in bash, which expands ~ only after a space).
-func expandTilde(env *Env, p string) string {
-	if p != "~" && !strings.HasPrefix(p, "~/") {
-		return p
-	}
-	home := env.Getenv("HOME")
-	if home == "" {
-		h, err := os.UserHomeDir()
-		if err != nil {
-			return p
-		}
-		home = h
-	}
-	return filepath.Join(home, p[1:])
-}
 
 // checkWorkspace refuses a workspace that is not an existing directory,
 // naming where it came from: serving tools whose every call then fails is

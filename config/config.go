@@ -400,7 +400,7 @@ func (c *Config) fill(dir string) {
 			p.Environment = &ModuleRef{cfg: c, Table: key, KindKey: key}
 		}
 		if p.Workspace != "" {
-			p.Workspace = expandHome(p.Workspace)
+			p.Workspace = ExpandHome(p.Workspace)
 			if !filepath.IsAbs(p.Workspace) && dir != "" {
 				p.Workspace = filepath.Join(dir, p.Workspace)
 			}
@@ -880,7 +880,12 @@ func normalizeKey(k string) string {
 	return strings.Join(parts, ".")
 }
 
-func expandHome(p string) string {
+// ExpandHome expands a leading ~ of a path a user wrote (a workspace key,
+// --workspace, $BUB_HOME, $BUB_CONFIG) to the home directory: a client's
+// JSON reaches bub-mcp without a shell, and bash leaves the ~ of
+// --workspace=~/x alone. Other paths, and a home that cannot be found,
+// come back as they are.
+func ExpandHome(p string) string {
 	if p == "~" || strings.HasPrefix(p, "~/") {
 		if h, err := os.UserHomeDir(); err == nil {
 			return filepath.Join(h, p[1:])
