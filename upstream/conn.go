@@ -264,19 +264,11 @@ func (u *upstream) run(ctx context.Context) {
 			err = u.load(ctx, s)
 		}
 		err = hideURL(err, u.cfg.URL)
-		if ctx.Err() != nil {
-			if s != nil {
-				u.stop(s)
-			}
-			if first {
-				close(u.firstTry)
-			}
-			return
+		stopping := ctx.Err() != nil
+		if s != nil && (stopping || err != nil) {
+			u.stop(s)
 		}
-		if err != nil {
-			if s != nil {
-				u.stop(s)
-			}
+		if err != nil && !stopping {
 			u.setState(StateBackoff, err)
 		}
 		if first {
@@ -284,6 +276,9 @@ func (u *upstream) run(ctx context.Context) {
 			// `bub-mcp upstreams`) reads its outcome, not "starting".
 			close(u.firstTry)
 			first = false
+		}
+		if stopping {
+			return
 		}
 		if err != nil {
 			// The same failure again is news only at debug level.

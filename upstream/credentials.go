@@ -484,10 +484,10 @@ func (s FileCredentialStore) UseNonce(_ context.Context, nonce string, expires t
 	}
 	sum := sha256.Sum256([]byte(nonce))
 	path := filepath.Join(dir, strconv.FormatInt(expires.Unix(), 10)+"-"+hex.EncodeToString(sum[:]))
-	if _, err := os.Lstat(path); err == nil {
-		return false, nil
-	}
 	if live >= MaxLoginsInFlight {
+		if _, err := os.Lstat(path); err == nil {
+			return false, nil // used already: that answer wins over the bound
+		}
 		return false, ErrTooManyLogins
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
