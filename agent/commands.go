@@ -86,6 +86,11 @@ func (a *Agent) runCommand(ctx context.Context, conn *providers.Connection, line
 		status = "error"
 		text = err.Error()
 	}
+	if name == "history" && err == nil {
+		// The private history file (a line typed there may hold a secret)
+		// must not reach the tape, which tape.search serves to clients.
+		text = "(not recorded)"
+	}
 	if sess, serr := a.app.Session(conn); serr == nil {
 		a.event(sess.Tape(), "command", map[string]any{
 			"raw": line, "name": name, "status": status,
@@ -114,9 +119,8 @@ func (a *Agent) command(ctx context.Context, conn *providers.Connection, line st
 		return a.listTools(ctx, conn), nil
 	case "history":
 		// The REPL answers a bare ,history from what it holds; here it is
-		// `agent -p ,history` or `call history` (or the REPL's ,history
-		// with arguments), which bash's own history builtin would answer
-		// with nothing.
+		// `agent -p ,history` (or the REPL's ,history with arguments),
+		// which bash's own history builtin would answer with nothing.
 		if len(words) > 1 {
 			return "", fmt.Errorf("history takes no arguments (it lists the lines typed in the REPL)")
 		}

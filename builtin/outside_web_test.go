@@ -32,6 +32,8 @@ func TestWebFetchErrorsHideURLPassword(t *testing.T) {
 		{"binary", allowed, withCreds(srv.URL, "/image"), "binary content"},
 		{"connection refused", allowed, withCreds("http://"+closed, "/x"), "failed"},
 		{"loopback refused", newFixture(t, nil), withCreds(srv.URL, "/doc"), "loopback"},
+		{"not http", allowed, "ftp://user:s3cret-pw@h.example/x", "http and https"},
+		{"no host", allowed, "http://user:s3cret-pw@/x", "no host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,5 +43,11 @@ func TestWebFetchErrorsHideURLPassword(t *testing.T) {
 				t.Errorf("error = %q, details %v; want %q, the password redacted", e.Message, e.Details, tt.want)
 			}
 		})
+	}
+	// A URL that does not parse is not quoted at all: url.Error would
+	// repeat it whole.
+	e := allowed.fails("web.fetch", map[string]any{"url": "http://user:s3cret-pw@h.example/%zz"})
+	if text := e.Message + fmt.Sprint(e.Details); strings.Contains(text, "s3cret-pw") || !strings.Contains(e.Message, "not a valid URL") {
+		t.Errorf("unparsable URL: error = %q, details %v; want it refused without the password", e.Message, e.Details)
 	}
 }

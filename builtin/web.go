@@ -58,13 +58,17 @@ func (m *Module) webFetchTool() *registry.Tool {
 func (m *Module) runWebFetch(ctx context.Context, tc *registry.ToolContext, in webFetchArgs) (WebFetchResult, error) {
 	u, err := url.Parse(in.URL)
 	if err != nil {
+		// Not err itself: *url.Error quotes the whole URL, password too.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
 		return WebFetchResult{}, fail(registry.KindInvalidInput, "`url` is not a valid URL: %v", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return WebFetchResult{}, fail(registry.KindInvalidInput, "web.fetch only fetches http and https URLs, not %q", in.URL)
+		return WebFetchResult{}, fail(registry.KindInvalidInput, "web.fetch only fetches http and https URLs, not %q", u.Redacted())
 	}
 	if u.Host == "" {
-		return WebFetchResult{}, fail(registry.KindInvalidInput, "`url` has no host: %q", in.URL)
+		return WebFetchResult{}, fail(registry.KindInvalidInput, "`url` has no host: %q", u.Redacted())
 	}
 	timeout := DefaultWebTimeout
 	if in.Timeout != nil && *in.Timeout != 0 {

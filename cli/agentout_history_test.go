@@ -25,6 +25,17 @@ func TestAgentHistoryOutsideREPL(t *testing.T) {
 	if code != 0 || stdout != ",tape.info\nwrite the release notes\n" {
 		t.Errorf("kept history: exit %d\nstdout: %q\nstderr: %s", code, stdout, stderr)
 	}
+	// The private history (a typed line may hold a secret) must not reach
+	// the tape, which tape.search serves to clients.
+	tapes, _ := filepath.Glob(filepath.Join(home, "tapes", "*.jsonl"))
+	if len(tapes) == 0 {
+		t.Fatal("no tape was written for the ,history command")
+	}
+	for _, tp := range tapes {
+		if b, _ := os.ReadFile(tp); strings.Contains(string(b), "write the release notes") {
+			t.Errorf("tape %s holds the history", tp)
+		}
+	}
 	for _, args := range [][]string{{"-p", ",history 5"}, {}} {
 		stdin := ""
 		if len(args) == 0 {
