@@ -12,7 +12,8 @@ import (
 // anthropicClient speaks the Anthropic Messages API with streaming,
 // through the official SDK. It never reads ANTHROPIC_* variables.
 type anthropicClient struct {
-	svc anthropic.MessageService
+	svc    anthropic.MessageService
+	apiKey string // cut out of errors (streamError)
 }
 
 func newAnthropic(cfg Config) *anthropicClient {
@@ -31,7 +32,7 @@ func newAnthropic(cfg Config) *anthropicClient {
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
-	return &anthropicClient{svc: anthropic.NewMessageService(opts...)}
+	return &anthropicClient{svc: anthropic.NewMessageService(opts...), apiKey: cfg.APIKey}
 }
 
 // params maps Chat Completions messages onto Messages: system messages
@@ -191,7 +192,7 @@ func (c *anthropicClient) Stream(ctx context.Context, req *Request) (iter.Seq2[E
 			}
 		}
 		if err := stream.Err(); err != nil {
-			yield(Event{}, streamError(Anthropic, err))
+			yield(Event{}, streamError(Anthropic, c.apiKey, err))
 			return
 		}
 		if !streamed {

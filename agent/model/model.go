@@ -218,12 +218,13 @@ func IsRetryable(err error) bool {
 
 // streamError is the *Error of a stream that failed once the response
 // had begun; an *Error from statusMiddleware passes through.
-func streamError(provider string, err error) error {
+func streamError(provider, apiKey string, err error) error {
 	var me *Error
 	if errors.As(err, &me) {
 		return me
 	}
-	return &Error{Provider: provider, Message: "stream failed: " + err.Error(), Retryable: IsRetryable(err), Err: err}
+	// An error event in the stream may quote the key as a refusal does.
+	return &Error{Provider: provider, Message: "stream failed: " + redactKey(err.Error(), apiKey), Retryable: IsRetryable(err), Err: err}
 }
 
 // notAStream is the *Error of a success response that held no event of
@@ -249,7 +250,7 @@ func statusMiddleware(provider, apiKey string) func(*http.Request, func(*http.Re
 	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 		res, err := next(req)
 		if err != nil {
-			return nil, &Error{Provider: provider, Message: redactKey(err.Error(), apiKey), Retryable: !errors.Is(err, context.Canceled), Err: err}
+			return nil, &Error{Provider: provider, Message: err.Error(), Retryable: !errors.Is(err, context.Canceled), Err: err}
 		}
 		if res.StatusCode < 400 {
 			return res, nil

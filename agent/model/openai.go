@@ -18,6 +18,7 @@ import (
 type openAIClient struct {
 	provider string
 	svc      openai.ChatCompletionService
+	apiKey   string // cut out of errors (streamError)
 }
 
 func newOpenAI(cfg Config) *openAIClient {
@@ -30,7 +31,7 @@ func newOpenAI(cfg Config) *openAIClient {
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
-	return &openAIClient{provider: cfg.Provider, svc: openai.NewChatCompletionService(opts...)}
+	return &openAIClient{provider: cfg.Provider, svc: openai.NewChatCompletionService(opts...), apiKey: cfg.APIKey}
 }
 
 func (c *openAIClient) params(req *Request) openai.ChatCompletionNewParams {
@@ -142,7 +143,7 @@ func (c *openAIClient) Stream(ctx context.Context, req *Request) (iter.Seq2[Even
 			}
 		}
 		if err := stream.Err(); err != nil {
-			yield(Event{}, streamError(c.provider, err))
+			yield(Event{}, streamError(c.provider, c.apiKey, err))
 			return
 		}
 		if !streamed {
